@@ -1,0 +1,335 @@
+//! The topology vocabulary of `DESIGN.md` and the probe path model.
+//!
+//! Exporters publish their [`Identity`] as `skeletonhunter_node_info`, the
+//! localizer joins probe pairs to it, and the offline analyzer reads the same
+//! identities from the SkeletonHunter CSV. Keeping the vocabulary and the path
+//! model here means the three can never disagree on which components a probe
+//! crosses.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A kind of topology element, as used in metric labels, alerts and the
+/// `analyze` JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A training container / rank endpoint.
+    Node,
+    /// The host port / RNIC the container uses.
+    Nic,
+    /// The physical host (its virtual switch included).
+    Host,
+    /// Top-of-rack / access switch.
+    Tor,
+    /// Aggregation block above the ToR.
+    Spine,
+    /// Network pod.
+    Pod,
+    /// The job / tenant: a grouping, not a network component.
+    Tenant,
+}
+
+impl Kind {
+    /// Every kind, in path order (nearest the endpoint first).
+    pub const ALL: [Kind; 7] = [
+        Kind::Node,
+        Kind::Nic,
+        Kind::Host,
+        Kind::Tor,
+        Kind::Spine,
+        Kind::Pod,
+        Kind::Tenant,
+    ];
+
+    /// The label value used in metrics, alerts and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Node => "node",
+            Kind::Nic => "nic",
+            Kind::Host => "host",
+            Kind::Tor => "tor",
+            Kind::Spine => "spine",
+            Kind::Pod => "pod",
+            Kind::Tenant => "tenant",
+        }
+    }
+
+    /// The suffix of the SkeletonHunter CSV column holding this kind for one
+    /// side of a probe: `src_<suffix>` / `dst_<suffix>`.
+    pub fn csv_suffix(self) -> &'static str {
+        match self {
+            Kind::Node => "node_id",
+            Kind::Nic => "real_ip",
+            Kind::Host => "node_sn",
+            Kind::Tor => "asw",
+            Kind::Spine => "dsw",
+            Kind::Pod => "pod",
+            Kind::Tenant => "tenant_id",
+        }
+    }
+
+    /// Whether a fault can sit on this kind (tenants and pods are groupings;
+    /// the path model does not route through them).
+    pub fn is_path_component(self) -> bool {
+        matches!(
+            self,
+            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine
+        )
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error for an unknown kind name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKind(pub String);
+
+impl fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownKind {}
+
+impl FromStr for Kind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownKind(s.to_string()))
+    }
+}
+
+/// One topology element: a kind and its id (`tor` + the switch name, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Component {
+    pub kind: Kind,
+    pub id: String,
+}
+
+impl Component {
+    pub fn new(kind: Kind, id: impl Into<String>) -> Self {
+        Component {
+            kind,
+            id: id.into(),
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind, self.id)
+    }
+}
+
+/// Where an endpoint sits in the fabric. Empty strings mean "unknown": the
+/// component is then simply left out of paths (a missing CSV column or label
+/// shrinks the topology instead of failing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Identity {
+    pub node: String,
+    pub nic: String,
+    pub host: String,
+    pub tor: String,
+    pub spine: String,
+    pub pod: String,
+    pub tenant: String,
+}
+
+impl Identity {
+    /// The id for `kind` ("" when unknown).
+    pub fn get(&self, kind: Kind) -> &str {
+        match kind {
+            Kind::Node => &self.node,
+            Kind::Nic => &self.nic,
+            Kind::Host => &self.host,
+            Kind::Tor => &self.tor,
+            Kind::Spine => &self.spine,
+            Kind::Pod => &self.pod,
+            Kind::Tenant => &self.tenant,
+        }
+    }
+
+    /// Mutable access for parsers that fill an identity field by kind.
+    pub fn get_mut(&mut self, kind: Kind) -> &mut String {
+        match kind {
+            Kind::Node => &mut self.node,
+            Kind::Nic => &mut self.nic,
+            Kind::Host => &mut self.host,
+            Kind::Tor => &mut self.tor,
+            Kind::Spine => &mut self.spine,
+            Kind::Pod => &mut self.pod,
+            Kind::Tenant => &mut self.tenant,
+        }
+    }
+
+    /// `(label name, value)` pairs in the order of `skeletonhunter_node_info`.
+    pub fn labels(&self) -> [(&'static str, &str); 7] {
+        Kind::ALL.map(|k| (k.as_str(), self.get(k)))
+    }
+}
+
+/// How far apart two endpoints are; latency baselines are kept per class
+/// because a same-host RTT and a cross-spine RTT are not comparable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathClass {
+    SameHost,
+    SameTor,
+    CrossTor,
+}
+
+impl PathClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathClass::SameHost => "same_host",
+            PathClass::SameTor => "same_tor",
+            PathClass::CrossTor => "cross_tor",
+        }
+    }
+}
+
+/// The class of the path between `a` and `b` (unknown hosts or ToRs compare
+/// as different, the conservative choice).
+pub fn path_class(a: &Identity, b: &Identity) -> PathClass {
+    if !a.host.is_empty() && a.host == b.host {
+        PathClass::SameHost
+    } else if !a.tor.is_empty() && a.tor == b.tor {
+        PathClass::SameTor
+    } else {
+        PathClass::CrossTor
+    }
+}
+
+/// The components a probe from `a` to `b` crosses, per `DESIGN.md`:
+/// a, nic(a), host(a), then nothing more on the same host; tor(a) on the same
+/// ToR; tor(a), tor(b), spine(a), spine(b) across ToRs; then host(b), nic(b),
+/// b. Unknown (empty) ids are skipped and each component appears once.
+pub fn path(a: &Identity, b: &Identity) -> Vec<Component> {
+    let mut out: Vec<Component> = Vec::with_capacity(10);
+    let mut push = |kind: Kind, id: &str| {
+        if !id.is_empty() && !out.iter().any(|c| c.kind == kind && c.id == id) {
+            out.push(Component::new(kind, id));
+        }
+    };
+    push(Kind::Node, &a.node);
+    push(Kind::Nic, &a.nic);
+    push(Kind::Host, &a.host);
+    match path_class(a, b) {
+        PathClass::SameHost => {}
+        PathClass::SameTor => push(Kind::Tor, &a.tor),
+        PathClass::CrossTor => {
+            push(Kind::Tor, &a.tor);
+            push(Kind::Spine, &a.spine);
+            push(Kind::Spine, &b.spine);
+            push(Kind::Tor, &b.tor);
+        }
+    }
+    push(Kind::Host, &b.host);
+    push(Kind::Nic, &b.nic);
+    push(Kind::Node, &b.node);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(node: &str, host: &str, tor: &str, spine: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            nic: format!("nic-{node}"),
+            host: host.into(),
+            tor: tor.into(),
+            spine: spine.into(),
+            ..Default::default()
+        }
+    }
+
+    fn kinds(p: &[Component]) -> Vec<String> {
+        p.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[test]
+    fn same_host_path_has_no_switch() {
+        let p = path(&id("a", "h1", "t1", "s1"), &id("b", "h1", "t1", "s1"));
+        assert_eq!(
+            kinds(&p),
+            ["node/a", "nic/nic-a", "host/h1", "nic/nic-b", "node/b"]
+        );
+    }
+
+    #[test]
+    fn same_tor_path_crosses_one_tor() {
+        let p = path(&id("a", "h1", "t1", "s1"), &id("b", "h2", "t1", "s1"));
+        assert_eq!(
+            kinds(&p),
+            [
+                "node/a",
+                "nic/nic-a",
+                "host/h1",
+                "tor/t1",
+                "host/h2",
+                "nic/nic-b",
+                "node/b"
+            ]
+        );
+    }
+
+    #[test]
+    fn cross_tor_path_crosses_both_tors_and_spines_once() {
+        let p = path(&id("a", "h1", "t1", "s1"), &id("b", "h2", "t2", "s1"));
+        assert_eq!(
+            kinds(&p),
+            [
+                "node/a",
+                "nic/nic-a",
+                "host/h1",
+                "tor/t1",
+                "spine/s1",
+                "tor/t2",
+                "host/h2",
+                "nic/nic-b",
+                "node/b"
+            ]
+        );
+        let p = path(&id("a", "h1", "t1", "s1"), &id("b", "h2", "t2", "s2"));
+        assert!(kinds(&p).contains(&"spine/s2".to_string()));
+        assert_eq!(p.len(), 10);
+    }
+
+    #[test]
+    fn unknown_components_are_skipped() {
+        let a = Identity {
+            node: "a".into(),
+            ..Default::default()
+        };
+        let b = Identity {
+            node: "b".into(),
+            ..Default::default()
+        };
+        assert_eq!(kinds(&path(&a, &b)), ["node/a", "node/b"]);
+    }
+
+    #[test]
+    fn kind_round_trips_and_rejects_unknown() {
+        for k in Kind::ALL {
+            assert_eq!(k.as_str().parse::<Kind>().unwrap(), k);
+        }
+        let err = "switch".parse::<Kind>().unwrap_err();
+        assert!(err.to_string().contains("switch"));
+    }
+}
