@@ -10,7 +10,6 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,18 +54,6 @@ impl Reply {
     }
     pub fn not_found(path: &str) -> Self {
         Reply::text(StatusCode::NOT_FOUND, format!("no such endpoint: {path}\n"))
-    }
-}
-
-/// Encode a registry in the OpenMetrics text format.
-pub fn encode_registry(registry: &Registry) -> Reply {
-    let mut out = String::with_capacity(64 * 1024);
-    match prometheus_client::encoding::text::encode(&mut out, registry) {
-        Ok(()) => Reply::new(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, out),
-        Err(e) => Reply::text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("encoding metrics failed: {e}\n"),
-        ),
     }
 }
 

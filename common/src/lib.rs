@@ -4,6 +4,7 @@
 //! topology vocabulary and path model of `DESIGN.md`, the HTTP plumbing that
 //! serves `/metrics`, and logging set-up.
 
+pub mod exposition;
 pub mod http;
 pub mod logging;
 pub mod topology;
