@@ -1,0 +1,326 @@
+//! ICMP probing cost, side by side with prometheus-smokeping-prober.
+//!
+//! Both probers ping the same N loopback targets (127.1.x.y) once a second
+//! inside a fresh network namespace (loopback never drops a packet, so any
+//! loss reported is false loss), one after the other so they do not compete
+//! for CPU. For each: CPU seconds and share of one core over the measured
+//! window, peak RSS, false loss, and the size and fetch time of /metrics.
+//!
+//! Run as root (raw ICMP sockets, network namespaces):
+//!   cargo bench -p skeletonhunter-exporter --bench icmp_smokeping
+//! Environment: BENCH_SECONDS (measured window, default 60), BENCH_PEERS
+//! (default 1000), BENCH_BIG_PEERS (our exporter alone, default 10000;
+//! 0 skips), BENCH_SMOKEPING=0 skips the reference.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const WARMUP: Duration = Duration::from_secs(5);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn targets(n: usize) -> Vec<Ipv4Addr> {
+    (0..n)
+        .map(|i| Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8))
+        .collect()
+}
+
+/// The test suite's namespace helper: deleted on drop, and every process
+/// still inside (a prober left running by a failed run) killed first.
+type Ns = skeletonhunter_tests::Netns;
+
+/// utime + stime of `pid` in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name.
+    let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / hz
+}
+
+/// Peak resident set size of `pid` in MB (VmHWM).
+fn peak_rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// GET /metrics: (body, seconds from connect to last byte).
+fn fetch(addr: SocketAddr) -> Option<(String, f64)> {
+    let t = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(30)).ok()?;
+    // An overloaded prober can take many seconds to answer.
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let secs = t.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let body = text.split_once("\r\n\r\n")?.1.to_string();
+    Some((body, secs))
+}
+
+/// Sum of every sample of `name` (any labels).
+fn sum(body: &str, name: &str) -> f64 {
+    body.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .map(|r| r.starts_with('{') || r.starts_with(' '))
+                .unwrap_or(false)
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+struct Figures {
+    name: String,
+    peers: usize,
+    window: f64,
+    cpu: f64,
+    rss_mb: f64,
+    probes: f64,
+    loss: f64,
+    metrics_bytes: usize,
+    render_ms: f64,
+    render_min_ms: f64,
+    encode_ms: Option<f64>,
+    /// Seconds from start until /metrics answered.
+    startup: f64,
+}
+
+impl Figures {
+    fn print(&self) {
+        println!(
+            "{:<28} peers={:<6} window={:.0}s cpu={:.2}s ({:.2}% of a core) peak_rss={:.1}MB probes={:.0} false_loss={:.2}% metrics={:.0}KB fetch(median/min of 5)={:.1}/{:.1}ms startup={:.1}s",
+            self.name,
+            self.peers,
+            self.window,
+            self.cpu,
+            100.0 * self.cpu / self.window,
+            self.rss_mb,
+            self.probes,
+            100.0 * self.loss,
+            self.metrics_bytes as f64 / 1024.0,
+            self.render_ms,
+            self.render_min_ms,
+            self.startup
+        );
+        if let Some(e) = self.encode_ms {
+            println!(
+                "{:<28} /metrics encode time (exporter's own measure): {e:.1}ms",
+                ""
+            );
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Start `child` in `ns`, let it warm up, measure for `window`, scrape.
+/// `sent`/`answered` name the counters that give probes and answers.
+fn measure(
+    name: &str,
+    ns: &Ns,
+    mut child: Child,
+    addr: SocketAddr,
+    peers: usize,
+    window: Duration,
+    sent: &'static str,
+    answered: &'static str,
+) -> Figures {
+    let pid = child.id();
+    let ready = Instant::now();
+    loop {
+        if ns
+            .run_in(move || fetch(addr))
+            .expect("enter the namespace")
+            .is_some()
+        {
+            break;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("{name} exited early: {st}");
+        }
+        // smokeping_prober starts its pingers one by one and only then
+        // listens; at 1,000 targets that takes a minute or more.
+        assert!(
+            ready.elapsed() < Duration::from_secs(300),
+            "{name} never served /metrics"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = ready.elapsed().as_secs_f64();
+    std::thread::sleep(WARMUP);
+    let scrape = |what: &str| {
+        (0..3)
+            .find_map(|_| ns.run_in(move || fetch(addr)).expect("enter the namespace"))
+            .unwrap_or_else(|| panic!("{name}: scrape {what} failed 3 times"))
+    };
+    let (b1, _) = scrape("at window start");
+    let c1 = cpu_seconds(pid);
+    let t1 = Instant::now();
+    std::thread::sleep(window);
+    let c2 = cpu_seconds(pid);
+    let t2 = t1.elapsed().as_secs_f64();
+    let (b2, _) = scrape("at window end");
+    // Fetch time: median of 5, after the CPU window so scrapes are not
+    // counted as probing cost.
+    let mut times: Vec<f64> = (0..5).map(|_| scrape("for timing").1).collect();
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    // Our exporter also reports its own encoding time (of the previous
+    // scrape): the render cost without HTTP transfer and client effects.
+    let encode_ms = scrape("for the encode time")
+        .0
+        .lines()
+        .find_map(|l| l.strip_prefix("skeletonhunter_exporter_render_seconds "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|s| s * 1e3);
+    let rss = peak_rss_mb(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    // Same formula for both: 1 - answers / requests over the window. On
+    // loopback a reply takes microseconds, so probes in flight at the two
+    // scrapes are a handful at most; anything more is the prober missing
+    // replies.
+    let probes = sum(&b2, sent) - sum(&b1, sent);
+    let answers = sum(&b2, answered) - sum(&b1, answered);
+    let loss = ((probes - answers).max(0.0) / probes.max(1.0)).min(1.0);
+    Figures {
+        name: name.to_string(),
+        peers,
+        window: t2,
+        cpu: c2 - c1,
+        rss_mb: rss,
+        probes,
+        loss,
+        metrics_bytes: b2.len(),
+        render_ms: times[2] * 1e3,
+        render_min_ms: times[0] * 1e3,
+        encode_ms,
+        startup: started,
+    }
+}
+
+fn ours(peers: usize, window: Duration) -> Figures {
+    let ns = Ns::new("bench-ours").expect("create a network namespace");
+    let dir = std::env::temp_dir().join(format!("shbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join(format!("exporter-{peers}.yaml"));
+    let mut y = String::from(
+        "listen: 127.0.0.1:9465\nidentity: {node: bench}\nresponder: {udp: \"off\", tcp: \"off\"}\nprobe: {interval: 1s, timeout: 1s, protocols: [icmp]}\ndiscovery:\n  ebpf: false\n  static:\n",
+    );
+    for t in targets(peers) {
+        y.push_str(&format!("    - {{address: {t}}}\n"));
+    }
+    std::fs::write(&cfg, y).unwrap();
+    let child = ns
+        .command(env!("CARGO_BIN_EXE_skeletonhunter-exporter"))
+        .arg("--config")
+        .arg(&cfg)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start skeletonhunter-exporter");
+    let f = measure(
+        "skeletonhunter-exporter",
+        &ns,
+        child,
+        "127.0.0.1:9465".parse().unwrap(),
+        peers,
+        window,
+        "skeletonhunter_probe_sent_total",
+        "skeletonhunter_probe_rtt_seconds_count",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    f
+}
+
+fn smokeping(peers: usize, window: Duration) -> Figures {
+    let ns = Ns::new("bench-smokeping").expect("create a network namespace");
+    let dir = std::env::temp_dir().join(format!("shbench-sp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("smokeping.yml");
+    let mut y = String::from(
+        "targets:\n  - interval: 1s\n    network: ip4\n    protocol: icmp\n    hosts:\n",
+    );
+    for t in targets(peers) {
+        y.push_str(&format!("      - {t}\n"));
+    }
+    std::fs::write(&cfg, y).unwrap();
+    let child = ns
+        .command("prometheus-smokeping-prober")
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg("--web.listen-address=127.0.0.1:9374")
+        .arg("--privileged")
+        .arg("--log.level=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start prometheus-smokeping-prober (Debian package prometheus-smokeping-prober)");
+    let f = measure(
+        "prometheus-smokeping-prober",
+        &ns,
+        child,
+        "127.0.0.1:9374".parse().unwrap(),
+        peers,
+        window,
+        "smokeping_requests_total",
+        "smokeping_response_duration_seconds_count",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    f
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing
+    // useful either. Only run when asked for benchmarks.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("icmp_smokeping: run with `cargo bench -p skeletonhunter-exporter --bench icmp_smokeping`");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("icmp_smokeping: needs root (raw ICMP sockets, network namespaces); skipped");
+        return;
+    }
+    let window = Duration::from_secs(env_u64("BENCH_SECONDS", 60));
+    let peers = env_u64("BENCH_PEERS", 1000) as usize;
+    let big = env_u64("BENCH_BIG_PEERS", 10_000) as usize;
+    println!(
+        "ICMP probing of {peers} loopback targets at 1 Hz, measured over {}s after {}s warm-up",
+        window.as_secs(),
+        WARMUP.as_secs()
+    );
+    let mut rows = vec![ours(peers, window)];
+    rows[0].print();
+    if env_u64("BENCH_SMOKEPING", 1) != 0 {
+        let s = smokeping(peers, window);
+        s.print();
+        let o = &rows[0];
+        println!(
+            "ratio smokeping/ours: cpu {:.1}x, peak rss {:.1}x",
+            s.cpu / o.cpu.max(1e-9),
+            s.rss_mb / o.rss_mb.max(1e-9)
+        );
+        rows.push(s);
+    }
+    if big > 0 {
+        let b = ours(big, window);
+        b.print();
+        rows.push(b);
+    }
+}

@@ -1,0 +1,16 @@
+//! Static peers from the configuration file and `--peers`.
+
+use crate::metrics::Metrics;
+use crate::peers::{Peer, PeerSet, PeerSource};
+
+/// Publish the configured static peers (once; they change only with a
+/// restart).
+pub fn publish(set: &PeerSet, metrics: &Metrics, peers: Vec<Peer>) {
+    let n = peers.len();
+    if set.replace(PeerSource::Static, peers) {
+        metrics.discovery_event(PeerSource::Static, "updated");
+    }
+    if n > 0 {
+        tracing::info!(peers = n, "static peers configured");
+    }
+}

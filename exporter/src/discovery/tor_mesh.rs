@@ -1,0 +1,115 @@
+//! ToR-mesh mode: probe every peer that shares this exporter's ToR, taken
+//! from a peer list (inline, or a file re-read periodically so the list can
+//! change without a restart). A full mesh inside a rack is cheap and covers
+//! the links that skeleton traffic alone may leave unobserved.
+
+use crate::config::{MeshEntry, TorMesh};
+use crate::metrics::Metrics;
+use crate::peers::{Peer, PeerSet, PeerSource};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The peers of `entries` on ToR `tor`, minus our own addresses. Entries
+/// with a bad address are skipped (and reported by the caller).
+pub fn select(entries: &[MeshEntry], tor: &str, own: &[IpAddr]) -> (Vec<Peer>, Vec<String>) {
+    let mut peers = Vec::new();
+    let mut bad = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let addr: IpAddr = match e.address.trim().parse() {
+            Ok(a) => a,
+            Err(_) => {
+                bad.push(format!("entry {i}: {:?} is not an IP address", e.address));
+                continue;
+            }
+        };
+        if e.tor != tor || own.contains(&addr) {
+            continue;
+        }
+        let mut p = Peer::new(addr, PeerSource::TorMesh);
+        p.name = e.node.clone().filter(|n| !n.is_empty());
+        p.udp_port = e.udp_port;
+        p.tcp_port = e.tcp_port;
+        peers.push(p);
+    }
+    (peers, bad)
+}
+
+/// Parse a peer list file: a YAML list of entries.
+pub fn parse_list(text: &str) -> anyhow::Result<Vec<MeshEntry>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    yaml_serde::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Keep the `tor_mesh` slot in line with the list until `shutdown`.
+pub async fn run(
+    cfg: TorMesh,
+    tor: String,
+    own: Vec<IpAddr>,
+    set: PeerSet,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let mut entries = cfg.peers.clone();
+        let mut ok = true;
+        if let Some(path) = &cfg.file {
+            match std::fs::read_to_string(path)
+                .map_err(anyhow::Error::from)
+                .and_then(|t| parse_list(&t))
+            {
+                Ok(list) => entries.extend(list),
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!(
+                        "ToR-mesh peer list {}: {e:#}; keeping the last list",
+                        path.display()
+                    );
+                    metrics.discovery_event(PeerSource::TorMesh, "read_failed");
+                }
+            }
+        }
+        if ok {
+            let (peers, bad) = select(&entries, &tor, &own);
+            for b in bad {
+                tracing::warn!("ToR-mesh peer list: {b}");
+                metrics.discovery_event(PeerSource::TorMesh, "bad_entry");
+            }
+            if set.replace(PeerSource::TorMesh, peers) {
+                tracing::info!(peers = set.count(PeerSource::TorMesh), tor = %tor, "ToR-mesh peers changed");
+                metrics.discovery_event(PeerSource::TorMesh, "updated");
+            }
+        }
+        if cfg.file.is_none() {
+            // An inline list never changes.
+            shutdown.await;
+            return;
+        }
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(cfg.refresh) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selects_same_tor_peers_except_self() {
+        let list = parse_list(
+            "- {address: 10.0.0.1, tor: t1, node: a}\n- {address: 10.0.0.2, tor: t1, node: b, udp_port: 7000}\n- {address: 10.0.0.3, tor: t2}\n- {address: nope, tor: t1}\n",
+        )
+        .unwrap();
+        let (peers, bad) = select(&list, "t1", &["10.0.0.1".parse().unwrap()]);
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].name.as_deref(), Some("b"));
+        assert_eq!(peers[0].udp_port, Some(7000));
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].contains("nope"));
+        assert!(parse_list("- {address: 1.2.3.4, rack: x}").is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! ICMP echo prober, for targets without a responder.
+//!
+//! Uses an ICMP datagram socket ("ping socket") when
+//! `net.ipv4.ping_group_range` allows it, otherwise a raw socket (root or
+//! CAP_NET_RAW). One socket per family serves every target. The payload
+//! carries our session id and a 64-bit sequence number, so replies are
+//! matched exactly even when other pingers share the host (a raw socket
+//! sees every echo reply) and the 16-bit ICMP sequence wraps.
+
+use super::{wall_ns, Completion, InFlight, Prober, Protocol, Target};
+use crate::metrics::{Metrics, Series};
+use crate::sock::{enable_rx_timestamps, recv_with_timestamp};
+use socket2::{Domain, Socket, Type};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+
+const ECHO_REQUEST_V4: u8 = 8;
+const ECHO_REPLY_V4: u8 = 0;
+const ECHO_REQUEST_V6: u8 = 128;
+const ECHO_REPLY_V6: u8 = 129;
+/// Payload: magic, session, sequence.
+const PAYLOAD_MAGIC: [u8; 4] = *b"SKHI";
+const ICMP_LEN: usize = 8 + 4 + 8 + 8;
+
+struct Sent {
+    target: Arc<Target>,
+    series: Series,
+    tx_ns: u64,
+}
+
+struct IcmpSocket {
+    fd: AsyncFd<Socket>,
+    /// Raw sockets deliver the IPv4 header too and see foreign replies.
+    raw: bool,
+    v6: bool,
+}
+
+pub struct IcmpProber {
+    v4: Option<Arc<IcmpSocket>>,
+    v6: Option<Arc<IcmpSocket>>,
+    session: u64,
+    ident: u16,
+    seq: AtomicU64,
+    inflight: Mutex<InFlight<Sent>>,
+    metrics: Arc<Metrics>,
+}
+
+/// RFC 1071 checksum.
+pub fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
+    }
+    if let [b] = chunks.remainder() {
+        sum += (*b as u32) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An echo request carrying `session` and `seq`.
+pub fn encode_echo(v6: bool, ident: u16, session: u64, seq: u64) -> [u8; ICMP_LEN] {
+    let mut b = [0u8; ICMP_LEN];
+    b[0] = if v6 { ECHO_REQUEST_V6 } else { ECHO_REQUEST_V4 };
+    b[4..6].copy_from_slice(&ident.to_be_bytes());
+    b[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
+    b[8..12].copy_from_slice(&PAYLOAD_MAGIC);
+    b[12..20].copy_from_slice(&session.to_be_bytes());
+    b[20..28].copy_from_slice(&seq.to_be_bytes());
+    if !v6 {
+        // The kernel computes ICMPv6 checksums (pseudo-header) itself.
+        let c = checksum(&b);
+        b[2..4].copy_from_slice(&c.to_be_bytes());
+    }
+    b
+}
+
+/// The (session, seq) of an echo reply, skipping the IPv4 header of raw
+/// sockets; `None` for anything else.
+pub fn parse_echo_reply(data: &[u8], v6: bool, raw: bool) -> Option<(u64, u64)> {
+    let icmp = if raw && !v6 {
+        let ihl = (*data.first()? & 0x0f) as usize * 4;
+        if ihl < 20 {
+            return None;
+        }
+        data.get(ihl..)?
+    } else {
+        data
+    };
+    if icmp.len() < ICMP_LEN {
+        return None;
+    }
+    let want = if v6 { ECHO_REPLY_V6 } else { ECHO_REPLY_V4 };
+    if icmp[0] != want || icmp[1] != 0 || icmp[8..12] != PAYLOAD_MAGIC {
+        return None;
+    }
+    let session = u64::from_be_bytes(icmp[12..20].try_into().ok()?);
+    let seq = u64::from_be_bytes(icmp[20..28].try_into().ok()?);
+    Some((session, seq))
+}
+
+fn open(v6: bool) -> std::io::Result<IcmpSocket> {
+    let (domain, proto) = if v6 {
+        (Domain::IPV6, socket2::Protocol::ICMPV6)
+    } else {
+        (Domain::IPV4, socket2::Protocol::ICMPV4)
+    };
+    let (sock, raw) = match Socket::new(domain, Type::DGRAM, Some(proto)) {
+        Ok(s) => (s, false),
+        Err(dgram_err) => match Socket::new(domain, Type::RAW, Some(proto)) {
+            Ok(s) => (s, true),
+            Err(raw_err) => {
+                return Err(std::io::Error::new(
+                    raw_err.kind(),
+                    format!(
+                        "ICMP datagram socket: {dgram_err} (check net.ipv4.ping_group_range); raw socket: {raw_err} (needs root or CAP_NET_RAW)"
+                    ),
+                ))
+            }
+        },
+    };
+    sock.set_nonblocking(true)?;
+    if raw && !v6 {
+        // ICMP_FILTER: let only echo replies through, so the receive task
+        // does not wake for every other ICMP message on the host.
+        let mask: u32 = !(1u32 << ECHO_REPLY_V4);
+        // SAFETY: setsockopt(SOL_RAW, ICMP_FILTER) with a u32 bitmask.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_RAW,
+                1,
+                &mask as *const u32 as *const libc::c_void,
+                4,
+            )
+        };
+    }
+    crate::sock::grow_recv_buffer(sock.as_raw_fd(), 4 << 20);
+    enable_rx_timestamps(sock.as_raw_fd());
+    Ok(IcmpSocket {
+        fd: crate::sock::async_fd(sock)?,
+        raw,
+        v6,
+    })
+}
+
+impl IcmpProber {
+    /// Open the sockets (IPv4 required, IPv6 if available) and start the
+    /// receive tasks.
+    pub fn start(metrics: Arc<Metrics>, timeout: Duration) -> anyhow::Result<Arc<IcmpProber>> {
+        let v4 = open(false).map_err(|e| anyhow::anyhow!("cannot open an ICMP socket: {e}"))?;
+        tracing::info!(
+            kind = if v4.raw { "raw" } else { "datagram" },
+            "ICMP prober socket open"
+        );
+        let v6 = open(true).ok();
+        let p = Arc::new(IcmpProber {
+            v4: Some(Arc::new(v4)),
+            v6: v6.map(Arc::new),
+            session: super::udp::random_u64(),
+            ident: (std::process::id() & 0xffff) as u16,
+            seq: AtomicU64::new(1),
+            inflight: Mutex::new(InFlight::new(timeout)),
+            metrics,
+        });
+        for s in p.v4.iter().chain(p.v6.iter()) {
+            let s = s.clone();
+            let weak = Arc::downgrade(&p);
+            tokio::spawn(async move { receive_loop(s, weak).await });
+        }
+        Ok(p)
+    }
+
+    fn on_reply(&self, session: u64, seq: u64, rx_ns: u64) {
+        if session != self.session {
+            // Another pinger's reply on a shared raw socket.
+            return;
+        }
+        let done = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .complete(seq, Instant::now());
+        match done {
+            Completion::Answered(p) => {
+                if !p.data.target.is_retired() {
+                    let rtt = rx_ns.saturating_sub(p.data.tx_ns);
+                    p.data.series.rtt.observe(rtt as f64 / 1e9);
+                }
+            }
+            other => self.metrics.probe_error(Protocol::Icmp, other.reason()),
+        }
+    }
+}
+
+async fn receive_loop(sock: Arc<IcmpSocket>, prober: std::sync::Weak<IcmpProber>) {
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let mut guard = match sock.fd.readable().await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!("ICMP socket failed: {e}");
+                return;
+            }
+        };
+        let Some(p) = prober.upgrade() else { return };
+        loop {
+            match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
+                Ok(r) => {
+                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
+                    if let Some((session, seq)) =
+                        parse_echo_reply(&buf[..r.len.min(buf.len())], sock.v6, sock.raw)
+                    {
+                        p.on_reply(session, seq, rx);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    guard.clear_ready();
+                    break;
+                }
+                Err(e) => {
+                    tracing::trace!("ICMP receive error: {e}");
+                }
+            }
+        }
+    }
+}
+
+impl Prober for IcmpProber {
+    fn protocol(&self) -> Protocol {
+        Protocol::Icmp
+    }
+
+    fn probe(&self, target: &Arc<Target>) {
+        let Some(series) = target.series(Protocol::Icmp) else {
+            return;
+        };
+        let addr = target.addr();
+        let sock = match addr {
+            IpAddr::V4(_) => self.v4.as_ref(),
+            IpAddr::V6(_) => self.v6.as_ref(),
+        };
+        let Some(sock) = sock else {
+            self.metrics
+                .probe_error(Protocol::Icmp, "no_socket_for_family");
+            return;
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let pkt = encode_echo(sock.v6, self.ident, self.session, seq);
+        let tx_ns = wall_ns();
+        series.sent.inc();
+        self.inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                seq,
+                Instant::now(),
+                Sent {
+                    target: target.clone(),
+                    series,
+                    tx_ns,
+                },
+            );
+        let dst = socket2::SockAddr::from(SocketAddr::new(addr, 0));
+        if let Err(e) = sock.fd.get_ref().send_to(&pkt, &dst) {
+            tracing::trace!("ICMP echo to {addr} failed: {e}");
+            self.metrics.probe_error(Protocol::Icmp, "send_failed");
+        }
+    }
+
+    fn expire(&self, now: Instant) {
+        let lost = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expire(now);
+        for p in lost {
+            if !p.data.target.is_retired() {
+                p.data.series.lost.inc();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_of_a_packet_with_its_checksum_is_zero() {
+        let b = encode_echo(false, 0x1234, 99, 70_000);
+        assert_eq!(checksum(&b), 0);
+    }
+
+    #[test]
+    fn echo_reply_round_trip_and_rejects() {
+        let mut b = encode_echo(false, 1, 42, 1 << 40);
+        b[0] = ECHO_REPLY_V4;
+        assert_eq!(parse_echo_reply(&b, false, false), Some((42, 1 << 40)));
+        // Raw IPv4: a 20-byte header in front.
+        let mut raw = vec![0x45u8];
+        raw.extend_from_slice(&[0u8; 19]);
+        raw.extend_from_slice(&b);
+        assert_eq!(parse_echo_reply(&raw, false, true), Some((42, 1 << 40)));
+        // A request, a short packet, a foreign payload, a bad IHL.
+        let req = encode_echo(false, 1, 42, 7);
+        assert_eq!(parse_echo_reply(&req, false, false), None);
+        assert_eq!(parse_echo_reply(&b[..10], false, false), None);
+        let mut foreign = b;
+        foreign[8] = b'X';
+        assert_eq!(parse_echo_reply(&foreign, false, false), None);
+        assert_eq!(parse_echo_reply(&[0x41, 0, 0], false, true), None);
+        assert_eq!(parse_echo_reply(&[], false, true), None);
+    }
+}

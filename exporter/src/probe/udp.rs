@@ -1,0 +1,348 @@
+//! UDP echo prober: the main probe, answered by peers' responders.
+//!
+//! One socket per address family carries every peer's probes. RTT is the
+//! kernel receive time of the reply minus the kernel transmit time of the
+//! request (both SO_TIMESTAMPING software timestamps; the user-space send
+//! time when the kernel gives none), minus the time the responder held
+//! the request, so neither host's scheduling delays
+//! show up as network latency. The reply's identity TLVs name the peer
+//! (`dst_node`), which is how a peer found by eBPF gets its name.
+
+use super::wire::{self, Packet, TYPE_REPLY};
+use super::{wall_ns, Completion, InFlight, Prober, Protocol, Target};
+use crate::metrics::{Metrics, Series};
+use crate::responder::Extensions;
+use crate::sock::{
+    enable_rx_timestamps, enable_tx_timestamps, recv_tx_timestamp, recv_with_timestamp,
+};
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+struct Sent {
+    target: Arc<Target>,
+    series: Series,
+    tx_ns: u64,
+}
+
+/// The UDP prober; see the module docs.
+/// Maps the kernel's transmit-timestamp ids (a per-socket counter of sent
+/// datagrams, SOF_TIMESTAMPING_OPT_ID) to our sequence numbers.
+struct TxIds {
+    enabled: bool,
+    next_id: u32,
+    /// (kernel id, seq, user-space time just before the send)
+    sent: VecDeque<(u32, u64, u64)>,
+}
+
+/// A transmit timestamp must fall within this long after the user-space
+/// send time, or the id mapping is considered broken.
+const TX_TS_WINDOW_NS: u64 = 10_000_000;
+
+struct ProbeSocket {
+    fd: AsyncFd<UdpSocket>,
+    tx: Mutex<TxIds>,
+}
+
+pub struct UdpProber {
+    v4: Arc<ProbeSocket>,
+    v6: Option<Arc<ProbeSocket>>,
+    session: u64,
+    seq: AtomicU64,
+    inflight: Mutex<InFlight<Sent>>,
+    metrics: Arc<Metrics>,
+    ext: Arc<Extensions>,
+    probe_size: usize,
+    buf: Mutex<Vec<u8>>,
+}
+
+fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
+    let s = UdpSocket::bind(addr)?;
+    s.set_nonblocking(true)?;
+    crate::sock::grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+    let tx = enable_tx_timestamps(s.as_raw_fd());
+    if !tx && !enable_rx_timestamps(s.as_raw_fd()) {
+        tracing::warn!("kernel timestamps unavailable; UDP RTTs use user-space time");
+    }
+    Ok(Arc::new(ProbeSocket {
+        fd: crate::sock::async_fd_with(s, Interest::READABLE | Interest::ERROR)?,
+        tx: Mutex::new(TxIds {
+            enabled: tx,
+            next_id: 0,
+            sent: VecDeque::new(),
+        }),
+    }))
+}
+
+/// A random 64-bit number from the kernel, for session ids.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        // Fall back to time and pid: uniqueness per run is all we need.
+        return wall_ns() ^ ((std::process::id() as u64) << 32);
+    }
+    u64::from_ne_bytes(b)
+}
+
+impl UdpProber {
+    /// Open the sockets and start the receive tasks (they end with the
+    /// runtime). `probe_size` is the request size, so replies have room
+    /// for the responder's identity.
+    pub fn start(
+        metrics: Arc<Metrics>,
+        ext: Arc<Extensions>,
+        timeout: Duration,
+        probe_size: usize,
+    ) -> anyhow::Result<Arc<UdpProber>> {
+        let v4 = open(SocketAddr::from(([0, 0, 0, 0], 0)))
+            .map_err(|e| anyhow::anyhow!("cannot open the UDP probe socket: {e}"))?;
+        let v6 = open(SocketAddr::from(([0u16; 8], 0))).ok();
+        let p = Arc::new(UdpProber {
+            v4,
+            v6,
+            session: random_u64(),
+            seq: AtomicU64::new(1),
+            inflight: Mutex::new(InFlight::new(timeout)),
+            metrics,
+            ext,
+            probe_size: probe_size.clamp(wire::HEADER_LEN, wire::MAX_DATAGRAM),
+            buf: Mutex::new(Vec::with_capacity(probe_size)),
+        });
+        let socks: Vec<_> = std::iter::once(p.v4.clone()).chain(p.v6.clone()).collect();
+        for s in socks {
+            let weak = Arc::downgrade(&p);
+            tokio::spawn(async move { receive_loop(s, weak).await });
+        }
+        Ok(p)
+    }
+
+    /// Source port of the IPv4 probe flow, so path tracing can keep the
+    /// flow's 5-tuple (and with it the ECMP path).
+    pub fn local_port(&self) -> Option<u16> {
+        self.v4.fd.get_ref().local_addr().ok().map(|a| a.port())
+    }
+
+    /// The kernel reports when datagram `id` left: use it as the probe's
+    /// send time.
+    fn on_tx_timestamp(&self, sock: &ProbeSocket, id: u32, ts: u64) {
+        let mut tx = sock.tx.lock().unwrap_or_else(|e| e.into_inner());
+        if !tx.enabled {
+            return;
+        }
+        // Entries before `id` never got a timestamp (the kernel may skip
+        // one under memory pressure).
+        while let Some(&(i, _, _)) = tx.sent.front() {
+            if (id.wrapping_sub(i) as i32) <= 0 {
+                break;
+            }
+            tx.sent.pop_front();
+        }
+        let Some(&(i, seq, pre)) = tx.sent.front() else {
+            return;
+        };
+        if i != id {
+            return;
+        }
+        tx.sent.pop_front();
+        if ts < pre || ts - pre > TX_TS_WINDOW_NS {
+            // Our copy of the kernel's counter went out of step (a send
+            // that failed after the kernel counted it): stop trusting it.
+            tx.enabled = false;
+            tx.sent.clear();
+            drop(tx);
+            tracing::warn!(
+                "UDP transmit timestamps out of step; using user-space send times from now on"
+            );
+            self.metrics
+                .probe_error(Protocol::Udp, "tx_timestamp_mismatch");
+            return;
+        }
+        drop(tx);
+        if let Some(sent) = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(seq)
+        {
+            sent.tx_ns = ts;
+        }
+    }
+
+    fn on_datagram(&self, data: &[u8], from: SocketAddr, rx_ns: u64) {
+        let p = match Packet::decode(data) {
+            Ok(p) if p.header.typ == TYPE_REPLY && p.header.session == self.session => p,
+            // Path traces share this socket's port; their echoes are not ours.
+            Ok(p) if p.header.session == crate::trace::TRACE_SESSION => return,
+            Ok(_) => {
+                self.metrics.probe_error(Protocol::Udp, "foreign_reply");
+                return;
+            }
+            Err(e) => {
+                self.metrics.probe_error(Protocol::Udp, e.as_str());
+                return;
+            }
+        };
+        let done = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .complete(p.header.seq, Instant::now());
+        let sent = match done {
+            Completion::Answered(s) => s.data,
+            other => {
+                self.metrics.probe_error(Protocol::Udp, other.reason());
+                return;
+            }
+        };
+        if sent.target.is_retired() {
+            return;
+        }
+        let rtt_ns = rx_ns
+            .saturating_sub(sent.tx_ns)
+            .saturating_sub(p.header.responder_delay_ns);
+        let node = p.identity().node;
+        let series = if !node.is_empty() && node != sent.series.labels.dst_node {
+            sent.target.learn_node(&node);
+            // The probe was counted as sent under the old name; count it
+            // again under the new one so the books balance there.
+            match sent.target.series(Protocol::Udp) {
+                Some(s) => {
+                    s.sent.inc();
+                    s
+                }
+                None => return,
+            }
+        } else {
+            sent.series
+        };
+        series.rtt.observe(rtt_ns as f64 / 1e9);
+        if from.ip() != sent.target.addr() {
+            tracing::debug!(expected = %sent.target.addr(), got = %from, "UDP reply from another address");
+        }
+        self.ext.notify(from.ip(), &p);
+    }
+}
+
+async fn receive_loop(sock: Arc<ProbeSocket>, prober: std::sync::Weak<UdpProber>) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let mut guard = match sock.fd.ready(Interest::READABLE | Interest::ERROR).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!("UDP probe socket failed: {e}");
+                return;
+            }
+        };
+        let Some(p) = prober.upgrade() else { return };
+        // Transmit timestamps first: a reply is only ever read after the
+        // timestamp of its request, which the kernel queued during send.
+        loop {
+            match recv_tx_timestamp(sock.fd.get_ref()) {
+                Ok(Some((id, ts))) => p.on_tx_timestamp(&sock, id, ts),
+                Ok(None) => {}
+                Err(_) => break,
+            }
+        }
+        loop {
+            match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
+                Ok(r) => {
+                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
+                    p.on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    guard.clear_ready();
+                    break;
+                }
+                Err(e) => {
+                    // ICMP port unreachable from a peer without responder
+                    // surfaces as ECONNREFUSED here; the probe times out.
+                    tracing::trace!("UDP probe receive error: {e}");
+                    p.metrics.probe_error(Protocol::Udp, "icmp_error");
+                }
+            }
+        }
+    }
+}
+
+impl Prober for UdpProber {
+    fn protocol(&self) -> Protocol {
+        Protocol::Udp
+    }
+
+    fn probe(&self, target: &Arc<Target>) {
+        let Some(series) = target.series(Protocol::Udp) else {
+            return;
+        };
+        let dst = target.udp_addr;
+        let sock = match (&dst, &self.v6) {
+            (SocketAddr::V4(_), _) => &self.v4,
+            (SocketAddr::V6(_), Some(s)) => s,
+            (SocketAddr::V6(_), None) => {
+                self.metrics.probe_error(Protocol::Udp, "no_ipv6_socket");
+                return;
+            }
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let ext = self.ext.advertised();
+        let sock = sock.as_ref();
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let tx_ns = wall_ns();
+        wire::encode_request(&mut buf, self.session, seq, tx_ns, &ext, self.probe_size);
+        let sent_at = Instant::now();
+        series.sent.inc();
+        // Registered before the send: on a multi-threaded runtime the reply
+        // can be processed before send_to returns.
+        self.inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                seq,
+                sent_at,
+                Sent {
+                    target: target.clone(),
+                    series,
+                    tx_ns,
+                },
+            );
+        // The id map is locked across the send, so the receive task cannot
+        // see this datagram's timestamp before its id is recorded.
+        let mut tx = sock.tx.lock().unwrap_or_else(|e| e.into_inner());
+        match sock.fd.get_ref().send_to(&buf, dst) {
+            Ok(_) if tx.enabled => {
+                let id = tx.next_id;
+                tx.next_id = id.wrapping_add(1);
+                tx.sent.push_back((id, seq, tx_ns));
+                if tx.sent.len() > 1 << 16 {
+                    tx.sent.pop_front();
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // The probe still counts: a send error on a dead route is
+                // loss as far as the pair is concerned.
+                tracing::trace!("UDP probe to {dst} failed: {e}");
+                self.metrics.probe_error(Protocol::Udp, "send_failed");
+            }
+        }
+    }
+
+    fn expire(&self, now: Instant) {
+        let lost = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expire(now);
+        for p in lost {
+            if !p.data.target.is_retired() {
+                p.data.series.lost.inc();
+            }
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The UDP echo wire format, shared by the prober and the responder.
+//!
+//! ```text
+//!  0      4   5   6       8               16              24              32              40
+//!  +------+---+---+-------+---------------+---------------+---------------+---------------+---- -
+//!  |"SKHP"|ver|typ| flags |   session     |     seq       |  prober tx ns |responder delay| TLVs
+//!  +------+---+---+-------+---------------+---------------+---------------+---------------+---- -
+//!  TLV: type u16 | length u16 | value[length]          (all integers big-endian)
+//! ```
+//!
+//! `session` is a random number per prober process, so a reply meant for a
+//! previous run is never matched. TLVs make the format extensible: unknown
+//! types are skipped, so a newer peer can add fields (the RDMA endpoint,
+//! [`TLV_RDMA_ENDPOINT`]) without breaking older ones. Requests carry a
+//! padding TLV because a reply is never larger than its request: the
+//! responder fills the reply with identity TLVs in priority order and omits
+//! what does not fit, so the responder can never be used as an amplifier.
+
+use skeletonhunter_common::{Identity, Kind};
+use std::fmt;
+
+pub const MAGIC: [u8; 4] = *b"SKHP";
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 40;
+/// Largest request the responder accepts; anything bigger is not ours.
+pub const MAX_DATAGRAM: usize = 4096;
+/// Identity label values are cut to this many bytes on the wire.
+pub const MAX_LABEL_LEN: usize = 128;
+
+pub const TYPE_REQUEST: u8 = 1;
+pub const TYPE_REPLY: u8 = 2;
+
+/// Padding; its value is ignored.
+pub const TLV_PAD: u16 = 0;
+/// Identity labels: `TLV_IDENTITY_BASE + index in Kind::ALL`
+/// (node=1, nic=2, host=3, tor=4, spine=5, pod=6, tenant=7), UTF-8.
+pub const TLV_IDENTITY_BASE: u16 = 1;
+/// The RDMA UD endpoint of the sender (GID, QPN, Q_Key); layout owned by
+/// the RDMA prober.
+pub const TLV_RDMA_ENDPOINT: u16 = 16;
+
+/// Why a datagram was refused; `as_str` is the metric `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    Truncated,
+    Oversized,
+    BadMagic,
+    BadVersion,
+    BadType,
+    BadTlv,
+}
+
+impl DecodeError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeError::Truncated => "truncated",
+            DecodeError::Oversized => "oversized",
+            DecodeError::BadMagic => "bad_magic",
+            DecodeError::BadVersion => "bad_version",
+            DecodeError::BadType => "bad_type",
+            DecodeError::BadTlv => "bad_tlv",
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// The fixed header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub typ: u8,
+    pub flags: u16,
+    pub session: u64,
+    pub seq: u64,
+    /// The prober's send time (wall clock ns), echoed by the responder.
+    pub tx_ns: u64,
+    /// Time the responder held the request (kernel receive to reply send).
+    pub responder_delay_ns: u64,
+}
+
+/// A decoded datagram borrowing its TLV values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<'a> {
+    pub header: Header,
+    pub tlvs: Vec<(u16, &'a [u8])>,
+}
+
+impl<'a> Packet<'a> {
+    /// Parse and validate a datagram. Never panics on any input.
+    pub fn decode(buf: &'a [u8]) -> Result<Packet<'a>, DecodeError> {
+        if buf.len() > MAX_DATAGRAM {
+            return Err(DecodeError::Oversized);
+        }
+        if buf.len() < HEADER_LEN {
+            return Err(DecodeError::Truncated);
+        }
+        if buf[0..4] != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        if buf[4] != VERSION {
+            return Err(DecodeError::BadVersion);
+        }
+        let typ = buf[5];
+        if typ != TYPE_REQUEST && typ != TYPE_REPLY {
+            return Err(DecodeError::BadType);
+        }
+        let u64_at = |o: usize| u64::from_be_bytes(buf[o..o + 8].try_into().expect("8 bytes"));
+        let header = Header {
+            typ,
+            flags: u16::from_be_bytes([buf[6], buf[7]]),
+            session: u64_at(8),
+            seq: u64_at(16),
+            tx_ns: u64_at(24),
+            responder_delay_ns: u64_at(32),
+        };
+        let mut tlvs = Vec::new();
+        let mut rest = &buf[HEADER_LEN..];
+        while !rest.is_empty() {
+            if rest.len() < 4 {
+                return Err(DecodeError::BadTlv);
+            }
+            let t = u16::from_be_bytes([rest[0], rest[1]]);
+            let len = u16::from_be_bytes([rest[2], rest[3]]) as usize;
+            if rest.len() < 4 + len {
+                return Err(DecodeError::BadTlv);
+            }
+            if t != TLV_PAD {
+                tlvs.push((t, &rest[4..4 + len]));
+            }
+            rest = &rest[4 + len..];
+        }
+        Ok(Packet { header, tlvs })
+    }
+
+    /// The first TLV of type `t`.
+    pub fn tlv(&self, t: u16) -> Option<&'a [u8]> {
+        self.tlvs.iter().find(|(ty, _)| *ty == t).map(|(_, v)| *v)
+    }
+
+    /// The identity labels the sender included (missing ones stay empty;
+    /// invalid UTF-8 is ignored).
+    pub fn identity(&self) -> Identity {
+        let mut id = Identity::default();
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            if let Some(v) = self.tlv(TLV_IDENTITY_BASE + i as u16) {
+                if let Ok(s) = std::str::from_utf8(v) {
+                    *id.get_mut(kind) = s.to_string();
+                }
+            }
+        }
+        id
+    }
+}
+
+fn put_header(out: &mut Vec<u8>, h: &Header) {
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.push(h.typ);
+    out.extend_from_slice(&h.flags.to_be_bytes());
+    out.extend_from_slice(&h.session.to_be_bytes());
+    out.extend_from_slice(&h.seq.to_be_bytes());
+    out.extend_from_slice(&h.tx_ns.to_be_bytes());
+    out.extend_from_slice(&h.responder_delay_ns.to_be_bytes());
+}
+
+fn put_tlv(out: &mut Vec<u8>, t: u16, v: &[u8]) {
+    let v = &v[..v.len().min(u16::MAX as usize)];
+    out.extend_from_slice(&t.to_be_bytes());
+    out.extend_from_slice(&(v.len() as u16).to_be_bytes());
+    out.extend_from_slice(v);
+}
+
+/// Encode a request into `out` (cleared first): header, `tlvs`, then a
+/// padding TLV up to at least `pad_to` bytes so the reply has room.
+pub fn encode_request(
+    out: &mut Vec<u8>,
+    session: u64,
+    seq: u64,
+    tx_ns: u64,
+    tlvs: &[(u16, Vec<u8>)],
+    pad_to: usize,
+) {
+    out.clear();
+    put_header(
+        out,
+        &Header {
+            typ: TYPE_REQUEST,
+            flags: 0,
+            session,
+            seq,
+            tx_ns,
+            responder_delay_ns: 0,
+        },
+    );
+    for (t, v) in tlvs {
+        put_tlv(out, *t, v);
+    }
+    let pad_to = pad_to.min(MAX_DATAGRAM);
+    if out.len() < pad_to {
+        // The padding TLV needs 4 bytes of its own.
+        let gap = (pad_to - out.len()).max(4);
+        let zeros = [0u8; 256];
+        let mut value_len = gap - 4;
+        out.extend_from_slice(&TLV_PAD.to_be_bytes());
+        out.extend_from_slice(&(value_len as u16).to_be_bytes());
+        while value_len > 0 {
+            let n = value_len.min(zeros.len());
+            out.extend_from_slice(&zeros[..n]);
+            value_len -= n;
+        }
+    }
+}
+
+/// The TLVs a responder offers, most important first: node, then any
+/// extensions (RDMA endpoint), then the rest of the identity.
+pub fn reply_tlvs(id: &Identity, extensions: &[(u16, Vec<u8>)]) -> Vec<(u16, Vec<u8>)> {
+    let mut v = Vec::new();
+    let label = |kind: Kind| -> Option<(u16, Vec<u8>)> {
+        let s = id.get(kind);
+        if s.is_empty() {
+            return None;
+        }
+        let mut end = s.len().min(MAX_LABEL_LEN);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let i = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0) as u16;
+        Some((TLV_IDENTITY_BASE + i, s.as_bytes()[..end].to_vec()))
+    };
+    v.extend(label(Kind::Node));
+    v.extend(extensions.iter().cloned());
+    for k in [
+        Kind::Tor,
+        Kind::Host,
+        Kind::Nic,
+        Kind::Spine,
+        Kind::Pod,
+        Kind::Tenant,
+    ] {
+        v.extend(label(k));
+    }
+    v
+}
+
+/// Encode the reply to `req` into `out` (cleared first). It is never longer
+/// than `request_len`: TLVs that do not fit are skipped, the rest keep
+/// their order.
+pub fn encode_reply(
+    out: &mut Vec<u8>,
+    req: &Header,
+    responder_delay_ns: u64,
+    tlvs: &[(u16, Vec<u8>)],
+    request_len: usize,
+) {
+    out.clear();
+    put_header(
+        out,
+        &Header {
+            typ: TYPE_REPLY,
+            flags: 0,
+            session: req.session,
+            seq: req.seq,
+            tx_ns: req.tx_ns,
+            responder_delay_ns,
+        },
+    );
+    for (t, v) in tlvs {
+        if out.len() + 4 + v.len() <= request_len {
+            put_tlv(out, *t, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ident() -> Identity {
+        Identity {
+            node: "node-a".into(),
+            nic: "10.0.0.1".into(),
+            host: "sn123".into(),
+            tor: "asw-1".into(),
+            spine: "dsw-1".into(),
+            pod: "pod-1".into(),
+            tenant: "job-7".into(),
+        }
+    }
+
+    #[test]
+    fn request_and_reply_round_trip() {
+        let mut req = Vec::new();
+        encode_request(&mut req, 42, 7, 1_000, &[], 256);
+        assert_eq!(req.len(), 256);
+        let p = Packet::decode(&req).unwrap();
+        assert_eq!(p.header.typ, TYPE_REQUEST);
+        assert_eq!(
+            (p.header.session, p.header.seq, p.header.tx_ns),
+            (42, 7, 1_000)
+        );
+        assert!(p.tlvs.is_empty(), "padding is not reported");
+
+        let rdma = (TLV_RDMA_ENDPOINT, vec![9u8; 24]);
+        let tlvs = reply_tlvs(&ident(), std::slice::from_ref(&rdma));
+        let mut rep = Vec::new();
+        encode_reply(&mut rep, &p.header, 5_000, &tlvs, req.len());
+        assert!(rep.len() <= req.len());
+        let r = Packet::decode(&rep).unwrap();
+        assert_eq!(r.header.typ, TYPE_REPLY);
+        assert_eq!(
+            (r.header.session, r.header.seq, r.header.tx_ns),
+            (42, 7, 1_000)
+        );
+        assert_eq!(r.header.responder_delay_ns, 5_000);
+        assert_eq!(r.identity(), ident());
+        assert_eq!(r.tlv(TLV_RDMA_ENDPOINT), Some(&[9u8; 24][..]));
+    }
+
+    #[test]
+    fn reply_never_exceeds_request_and_keeps_node_first() {
+        let tlvs = reply_tlvs(&ident(), &[]);
+        for req_len in [HEADER_LEN, HEADER_LEN + 5, 60, 80, 100, 4096] {
+            let mut req = Vec::new();
+            encode_request(&mut req, 1, 2, 3, &[], req_len);
+            let h = Packet::decode(&req).unwrap().header;
+            let mut rep = Vec::new();
+            encode_reply(&mut rep, &h, 0, &tlvs, req.len());
+            assert!(rep.len() <= req.len(), "{} > {}", rep.len(), req.len());
+            let id = Packet::decode(&rep).unwrap().identity();
+            if req.len() >= HEADER_LEN + 4 + 6 {
+                assert_eq!(id.node, "node-a", "node fits in {req_len}");
+            }
+        }
+        // A bare header request gets a bare header reply.
+        let mut req = Vec::new();
+        encode_request(&mut req, 1, 2, 3, &[], 0);
+        assert_eq!(req.len(), HEADER_LEN);
+    }
+
+    #[test]
+    fn long_labels_are_cut_at_a_char_boundary() {
+        let id = Identity {
+            node: "é".repeat(100),
+            ..Default::default()
+        };
+        let tlvs = reply_tlvs(&id, &[]);
+        assert!(tlvs[0].1.len() <= MAX_LABEL_LEN);
+        assert!(std::str::from_utf8(&tlvs[0].1).is_ok());
+    }
+
+    #[test]
+    fn bad_datagrams_are_rejected_with_a_reason() {
+        let mut good = Vec::new();
+        encode_request(
+            &mut good,
+            1,
+            2,
+            3,
+            &[(TLV_RDMA_ENDPOINT, vec![1, 2, 3])],
+            64,
+        );
+        assert!(Packet::decode(&good).is_ok());
+        assert_eq!(Packet::decode(&good[..10]), Err(DecodeError::Truncated));
+        assert_eq!(Packet::decode(&[]), Err(DecodeError::Truncated));
+        let mut m = good.clone();
+        m[0] = b'X';
+        assert_eq!(Packet::decode(&m), Err(DecodeError::BadMagic));
+        let mut m = good.clone();
+        m[4] = 9;
+        assert_eq!(Packet::decode(&m), Err(DecodeError::BadVersion));
+        let mut m = good.clone();
+        m[5] = 3;
+        assert_eq!(Packet::decode(&m), Err(DecodeError::BadType));
+        // A TLV claiming more bytes than remain.
+        assert_eq!(
+            Packet::decode(&good[..HEADER_LEN + 5]),
+            Err(DecodeError::BadTlv)
+        );
+        assert_eq!(
+            Packet::decode(&vec![0u8; MAX_DATAGRAM + 1]),
+            Err(DecodeError::Oversized)
+        );
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        // A small xorshift fuzz: every outcome is fine except a panic.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut good = Vec::new();
+        encode_request(&mut good, 1, 2, 3, &[], 128);
+        for i in 0..20_000 {
+            let mut buf = if i % 2 == 0 {
+                good.clone()
+            } else {
+                vec![0u8; (x % 300) as usize]
+            };
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x.is_multiple_of(8) {
+                    *b = x as u8;
+                }
+            }
+            let _ = Packet::decode(&buf);
+        }
+    }
+}

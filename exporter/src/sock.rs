@@ -1,0 +1,345 @@
+//! Datagram sockets with kernel receive timestamps.
+//!
+//! RTTs are taken from the kernel's software timestamps (SO_TIMESTAMPING)
+//! rather than from when our task happens to run: on a busy host the task
+//! may wake milliseconds after the packet arrived, which would swamp the
+//! microsecond differences the localizer looks for. The timestamps use the
+//! wall clock, like [`crate::probe::wall_ns`], so the two subtract.
+
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// `SO_TIMESTAMPING` (the "old" number, which carries 64-bit `timespec`s
+/// on every 64-bit architecture; libc does not export it for all targets).
+const SO_TIMESTAMPING: libc::c_int = 37;
+const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
+
+/// Ask the kernel for software receive timestamps on `fd`. Returns whether
+/// it worked (old kernels, exotic sockets: RTTs then use the user-space
+/// receive time).
+pub fn enable_rx_timestamps(fd: RawFd) -> bool {
+    let flags: libc::c_int =
+        (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
+    // SAFETY: setsockopt with a pointer to a c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPING,
+            &flags as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Ask for software receive timestamps and, for probe sockets, software
+/// transmit timestamps delivered on the error queue with a per-socket
+/// counter id (OPT_ID) and no payload copy (OPT_TSONLY). Returns whether
+/// transmit timestamps are on.
+pub fn enable_tx_timestamps(fd: RawFd) -> bool {
+    let flags: libc::c_int = (libc::SOF_TIMESTAMPING_RX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as libc::c_int;
+    // SAFETY: setsockopt with a pointer to a c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPING,
+            &flags as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Read one message from the error queue: `Some((id, ns))` for a transmit
+/// timestamp, `None` for anything else. `WouldBlock` when empty.
+pub fn recv_tx_timestamp(sock: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> {
+    let mut data = [0u8; 64];
+    let mut control = [0u64; 64];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: zeroed msghdr is a valid initial value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in msg is valid for the lengths given.
+    let n = unsafe {
+        libc::recvmsg(
+            sock.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut ts = None;
+    let mut id = None;
+    // SAFETY: walking the control messages the kernel wrote, bounded by
+    // the CMSG_* helpers.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
+                let t =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3])[0];
+                if t.tv_sec != 0 || t.tv_nsec != 0 {
+                    ts = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+                }
+            } else if (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
+                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR)
+            {
+                let e =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                    id = Some(e.ee_data);
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(id.zip(ts))
+}
+
+/// Make the receive buffer of `fd` at least `bytes` big: SO_RCVBUFFORCE
+/// (root or CAP_NET_ADMIN, beyond `net.core.rmem_max`), else SO_RCVBUF.
+/// Replies to thousands of probes a second must not be dropped by the
+/// kernel while the exporter is busy for a moment (that would be false
+/// loss).
+pub fn grow_recv_buffer(fd: RawFd, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with a pointer to a c_int of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const _ as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+}
+
+/// One received datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    pub len: usize,
+    pub from: SocketAddr,
+    /// Kernel receive time (wall clock ns), when available.
+    pub kernel_ns: Option<u64>,
+    /// The datagram was longer than the buffer.
+    pub truncated: bool,
+}
+
+fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this storage holds a sockaddr_in6.
+            let a: &libc::sockaddr_in6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `recvmsg` one datagram (non-blocking socket) with its kernel timestamp.
+pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Received> {
+    let mut ss = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    // u64 array keeps the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 64];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: zeroed msghdr is a valid initial value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = ss.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in msg is valid for the lengths given.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut kernel_ns = None;
+    // SAFETY: walking the control messages the kernel wrote, with the
+    // CMSG_* helpers that bound every access by msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
+                let t = ts[0];
+                if t.tv_sec != 0 || t.tv_nsec != 0 {
+                    kernel_ns = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    // SAFETY: recvmsg filled (part of) the storage; zeroed covers the rest.
+    let ss = unsafe { ss.assume_init() };
+    let from = sockaddr_to_std(&ss).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    Ok(Received {
+        len: n as usize,
+        from,
+        kernel_ns,
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+    })
+}
+
+/// Every address configured on this host's (namespace's) interfaces, so
+/// discovery sources can leave this exporter out of its own peer list.
+pub fn local_addresses() -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk and free below.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return out;
+    }
+    let mut cur = ifap;
+    while !cur.is_null() {
+        // SAFETY: cur is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points to a sockaddr of the family it names;
+            // copying at most sizeof(sockaddr_storage) of the right size.
+            let family = unsafe { (*ifa.ifa_addr).sa_family } as libc::c_int;
+            let len = match family {
+                libc::AF_INET => size_of::<libc::sockaddr_in>(),
+                libc::AF_INET6 => size_of::<libc::sockaddr_in6>(),
+                _ => 0,
+            };
+            if len > 0 {
+                let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ifa.ifa_addr as *const u8,
+                        &mut ss as *mut _ as *mut u8,
+                        len,
+                    )
+                };
+                if let Some(a) = sockaddr_to_std(&ss) {
+                    out.push(a.ip());
+                }
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: ifap came from getifaddrs.
+    unsafe { libc::freeifaddrs(ifap) };
+    out
+}
+
+/// Register a socket we own with the tokio reactor, for reading.
+pub fn async_fd<T: AsRawFd>(inner: T) -> io::Result<tokio::io::unix::AsyncFd<T>> {
+    async_fd_with(inner, tokio::io::Interest::READABLE)
+}
+
+/// Register a socket we own with the tokio reactor for `interest`.
+pub fn async_fd_with<T: AsRawFd>(
+    inner: T,
+    interest: tokio::io::Interest,
+) -> io::Result<tokio::io::unix::AsyncFd<T>> {
+    // SAFETY: `inner` owns its descriptor (a std or socket2 socket) and the
+    // AsyncFd takes ownership of it, so the fd stays open and the same for
+    // the AsyncFd's whole life.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(inner, interest) }
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::wall_ns;
+
+    #[test]
+    fn kernel_timestamps_bracket_the_send_and_receive() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_tx_timestamps(a.as_raw_fd()));
+        assert!(enable_rx_timestamps(b.as_raw_fd()));
+        // The kernel turns receive timestamping on through deferred work
+        // when the first socket asks for it: until then datagrams arrive
+        // without a timestamp. Warm up from a third socket (so `a`'s OPT_ID
+        // counter stays at 0) until one is stamped, for at most 2 s.
+        let warm = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut stamped = false;
+        for _ in 0..200 {
+            warm.send_to(b"warm", b.local_addr().unwrap()).unwrap();
+            let mut buf = [0u8; 16];
+            let r = loop {
+                match recv_with_timestamp(&b, &mut buf) {
+                    Ok(r) => break r,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            if r.kernel_ns.is_some() {
+                stamped = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(stamped, "no receive timestamp within 2 s");
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let pre = wall_ns();
+            a.send_to(b"ping", b.local_addr().unwrap()).unwrap();
+            let post = wall_ns();
+            // The software transmit timestamp is queued during the send.
+            let (id, ts) = recv_tx_timestamp(&a).unwrap().expect("a tx timestamp");
+            assert!(pre <= ts && ts <= post, "{pre} <= {ts} <= {post}");
+            ids.push(id);
+            let mut buf = [0u8; 16];
+            let r = loop {
+                match recv_with_timestamp(&b, &mut buf) {
+                    Ok(r) => break r,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(&buf[..r.len], b"ping");
+            assert_eq!(r.from, a.local_addr().unwrap());
+            let rx = r.kernel_ns.expect("an rx timestamp");
+            assert!(rx >= ts && rx <= wall_ns());
+        }
+        // OPT_ID numbers datagrams 0, 1, 2: what the prober relies on.
+        assert_eq!(ids, [0, 1, 2]);
+        assert!(matches!(recv_tx_timestamp(&a), Err(e) if e.kind() == io::ErrorKind::WouldBlock));
+    }
+}

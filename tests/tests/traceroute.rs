@@ -1,0 +1,214 @@
+//! Paris traceroute along the probe flow, on a routed fabric:
+//!
+//! ```text
+//!   A (198.18.40.2) ── R (198.18.40.1 | 198.18.41.1) ── B (198.18.41.2)
+//! ```
+//!
+//! A probes B through router R. A trace to B — on demand through
+//! `/trace?target=`, and automatically when the pair turns anomalous
+//! (loss injected on B) — must find exactly R's A-side address, then B,
+//! and publish them in `/traces` and as `skeletonhunter_path_hop_info`.
+
+use anyhow::{Context, Result};
+use skeletonhunter_tests::netns::veth;
+use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const METRICS: &str = "127.0.0.1:9482";
+const UDP: u16 = 7497;
+const TCP: u16 = 7498;
+
+fn config(node: &str, own: &str, peer: Option<&str>) -> String {
+    let statics = match peer {
+        Some(p) => format!("  static:\n    - {{address: {p}}}\n"),
+        None => String::new(),
+    };
+    format!(
+        "listen: \"{METRICS}\"\n\
+         identity:\n  node: \"{node}\"\n  host: \"host-{node}\"\n  tor: \"tor-{node}\"\n\
+         responder:\n  udp: \"{own}:{UDP}\"\n  tcp: \"{own}:{TCP}\"\n\
+         probe:\n  interval: 100ms\n  timeout: 400ms\n  protocols: [udp]\n  udp_port: {UDP}\n  tcp_port: {TCP}\n\
+         discovery:\n  ebpf: false\n{statics}"
+    )
+}
+
+fn start(
+    ns: &Netns,
+    dir: &std::path::Path,
+    node: &str,
+    own: &str,
+    peer: Option<&str>,
+) -> Result<ChildGuard> {
+    let path = dir.join(format!("{node}.yaml"));
+    std::fs::write(&path, config(node, own, peer))?;
+    let mut cmd = ns.command(
+        bin_path("skeletonhunter-exporter")
+            .to_str()
+            .context("utf8 path")?,
+    );
+    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
+    ChildGuard::spawn(&format!("trace-{node}"), cmd)
+}
+
+fn get(ns: &Netns, path: &'static str) -> Option<(u16, String)> {
+    let addr: SocketAddr = METRICS.parse().ok()?;
+    ns.run_in(move || http_get(addr, path, Duration::from_secs(2)))
+        .ok()?
+        .ok()
+}
+
+/// The finished trace towards `dst` in `/traces`, if any.
+fn finished_trace(ns: &Netns, dst: &str, reason: &str) -> Option<serde_json::Value> {
+    let (status, body) = get(ns, "/traces")?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["traces"]
+        .as_array()?
+        .iter()
+        .find(|t| {
+            t["destination"] == dst
+                && t["reason"] == reason
+                && t["running"] == false
+                && t["trace"].is_object()
+        })
+        .cloned()
+}
+
+fn hop_addresses(entry: &serde_json::Value) -> Vec<String> {
+    entry["trace"]["hops"]
+        .as_array()
+        .map(|hops| {
+            hops.iter()
+                .map(|h| h["address"].as_str().unwrap_or("*").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn trace_follows_the_routed_path() -> Result<()> {
+    if !require_privileges("trace_follows_the_routed_path") {
+        return Ok(());
+    }
+    let a = Netns::new("tra")?;
+    let r = Netns::new("trr")?;
+    let b = Netns::new("trb")?;
+    veth(&a, "a0", "198.18.40.2/24", &r, "r0", "198.18.40.1/24")?;
+    veth(&r, "r1", "198.18.41.1/24", &b, "b0", "198.18.41.2/24")?;
+    r.enable_forwarding()?;
+    a.ip(&["route", "add", "default", "via", "198.18.40.1"])?;
+    b.ip(&["route", "add", "default", "via", "198.18.41.1"])?;
+    let dir = std::env::temp_dir().join(format!("skeletonhunter-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let _eb = start(&b, &dir, "node-b", "198.18.41.2", None)?;
+    let mut ea = start(&a, &dir, "node-a", "198.18.40.2", Some("198.18.41.2"))?;
+    wait_until(
+        "A probing B",
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        || {
+            let (_, body) = get(&a, "/metrics")?;
+            body.contains(
+                "skeletonhunter_probe_rtt_seconds_count{src_node=\"node-a\",dst_node=\"node-b\"",
+            )
+            .then_some(())
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}; log of A:\n{}", ea.log()))?;
+
+    // Bad requests get clear errors; non-peers are refused.
+    let (status, body) = get(&a, "/trace?target=banana").context("GET /trace")?;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("banana"), "{body}");
+    let (status, body) = get(&a, "/trace?target=198.18.99.9").context("GET /trace")?;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("not a skeleton peer"), "{body}");
+
+    // On demand.
+    let (status, body) = get(&a, "/trace?target=198.18.41.2").context("GET /trace")?;
+    assert_eq!(status, 202, "{body}");
+    let entry = wait_until(
+        "on-demand trace to finish",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || finished_trace(&a, "198.18.41.2", "on_demand"),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; /traces: {:?}\nlog of A:\n{}",
+            get(&a, "/traces"),
+            ea.log()
+        )
+    })?;
+    assert_eq!(
+        hop_addresses(&entry),
+        vec!["198.18.40.1", "198.18.41.2"],
+        "{entry}"
+    );
+    assert_eq!(entry["trace"]["reached"], true, "{entry}");
+    assert_eq!(
+        entry["trace"]["hops"][0]["answer"], "time_exceeded",
+        "{entry}"
+    );
+    assert_eq!(
+        entry["trace"]["hops"][1]["answer"], "destination",
+        "{entry}"
+    );
+    assert_eq!(entry["dst_node"], "node-b", "{entry}");
+    // All probes kept the flow's 5-tuple: the trace names one flow.
+    assert_eq!(entry["trace"]["flow"]["dst"], "198.18.41.2:7497", "{entry}");
+    let (_, metrics) = get(&a, "/metrics").context("scrape")?;
+    for (hop, addr) in [("1", "198.18.40.1"), ("2", "198.18.41.2")] {
+        let line = format!(
+            "skeletonhunter_path_hop_info{{src_node=\"node-a\",dst_node=\"node-b\",hop=\"{hop}\",address=\"{addr}\"}} 1"
+        );
+        assert!(metrics.contains(&line), "missing {line} in:\n{metrics}");
+    }
+    // The hop series pass the real linter.
+    let path = dir.join("metrics.txt");
+    std::fs::write(&path, &metrics)?;
+    let out = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&path)?)
+        .output()
+        .context("promtool (Debian package prometheus) must be installed")?;
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The pair turns anomalous: B drops 60% of A's UDP probes — not the
+    // trace's, recognised by their echo-request session "SHTRACE\0" at
+    // bytes 16..24 of the UDP header + payload. A traces on its own.
+    b.set_loss(
+        60,
+        "ip saddr 198.18.40.2 udp dport 7497 @th,128,64 != 0x5348545241434500",
+    )?;
+    let entry = wait_until(
+        "anomaly-triggered trace",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || finished_trace(&a, "198.18.41.2", "anomaly"),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; /traces: {:?}\nlog of A:\n{}",
+            get(&a, "/traces"),
+            ea.log()
+        )
+    })?;
+    assert_eq!(
+        hop_addresses(&entry),
+        vec!["198.18.40.1", "198.18.41.2"],
+        "{entry}"
+    );
+    assert!(ea.log().contains("pair turned anomalous"), "{}", ea.log());
+    ea.check_running()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
