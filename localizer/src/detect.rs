@@ -1,0 +1,311 @@
+//! Per-pair anomaly detection against the fabric's own baseline.
+//!
+//! - loss: lost packets of a pair against Binomial(sent, p0), where p0 is the
+//!   fabric's background loss rate (pooled over the pairs that are not
+//!   themselves significant, iterated);
+//! - unreachable: failed dials against Binomial(rounds, d0), d0 estimated the
+//!   same way;
+//! - latency: a pair's typical RTT against the healthy baseline of its path
+//!   class (same host / same ToR / cross ToR), read robustly from the lower
+//!   quantiles because faults only add delay.
+//!
+//! Pair-level calls use a Bonferroni-corrected level (`pair_alpha / pairs`),
+//! so on a healthy fabric of any size the expected number of anomalous pairs
+//! stays below `pair_alpha`.
+
+use crate::stats::{binomial_upper_tail, lower_robust_location_scale, normal_upper_quantile};
+use crate::topology::PathMatrix;
+use crate::{Config, PairStats, Symptom};
+use skeletonhunter_common::topology::PathClass;
+
+/// Counts for a binomial symptom (loss: packets; unreachable: dials).
+#[derive(Debug, Clone, Default)]
+pub struct BinomialObs {
+    /// Trials per pair (0 when the pair has no data for this symptom).
+    pub n: Vec<f64>,
+    /// Failures per pair.
+    pub k: Vec<f64>,
+    /// Estimated background failure rate of the fabric.
+    pub background: f64,
+    /// Significant at the Bonferroni-corrected pair level.
+    pub anomalous: Vec<bool>,
+}
+
+/// RTT evidence per pair.
+#[derive(Debug, Clone, Default)]
+pub struct LatencyObs {
+    /// Whether the pair has an RTT.
+    pub present: Vec<bool>,
+    /// RTT minus the healthy baseline of the pair's path class (seconds).
+    pub excess: Vec<f64>,
+    /// Noise scale of the pair's class (seconds).
+    pub sigma: Vec<f64>,
+    /// Healthy baseline RTT of the pair's class (seconds).
+    pub baseline: Vec<f64>,
+    /// Smallest excess that counts for the pair (seconds): the larger of
+    /// the absolute and the baseline-relative minimum effect size.
+    pub min_excess: Vec<f64>,
+    pub anomalous: Vec<bool>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub loss: BinomialObs,
+    pub unreachable: BinomialObs,
+    pub latency: LatencyObs,
+}
+
+impl Evidence {
+    /// Pairs anomalous for at least one symptom.
+    pub fn anomalous_pairs(&self) -> usize {
+        (0..self.loss.n.len())
+            .filter(|&i| {
+                self.loss.anomalous[i] || self.unreachable.anomalous[i] || self.latency.anomalous[i]
+            })
+            .count()
+    }
+
+    pub fn is_anomalous(&self, symptom: Symptom, i: usize) -> bool {
+        match symptom {
+            Symptom::Loss => self.loss.anomalous[i],
+            Symptom::Unreachable => self.unreachable.anomalous[i],
+            Symptom::Latency => self.latency.anomalous[i],
+        }
+    }
+}
+
+/// Background rate of a binomial symptom: the pooled rate over pairs that
+/// are not significantly above it, iterated to a fixed point (faulty pairs
+/// would otherwise inflate it and hide themselves).
+pub fn background_rate(n: &[f64], k: &[f64], floor: f64, level: f64) -> f64 {
+    let (sn, sk) = n
+        .iter()
+        .zip(k)
+        .fold((0.0, 0.0), |(a, b), (&n, &k)| (a + n, b + k));
+    if sn <= 0.0 {
+        return floor;
+    }
+    let mut p = (sk / sn).max(floor);
+    for _ in 0..8 {
+        let (mut tn, mut tk) = (0.0, 0.0);
+        for (&ni, &ki) in n.iter().zip(k) {
+            if ni > 0.0 && (ki <= 0.0 || binomial_upper_tail(ki, ni, p) >= level) {
+                tn += ni;
+                tk += ki;
+            }
+        }
+        let next = if tn > 0.0 {
+            (tk / tn).max(floor)
+        } else {
+            floor
+        };
+        if (next - p).abs() <= 1e-3 * p {
+            return next;
+        }
+        p = next;
+    }
+    p
+}
+
+fn binomial_obs(n: Vec<f64>, k: Vec<f64>, floor: f64, ceiling: f64, level: f64) -> BinomialObs {
+    let background = background_rate(&n, &k, floor, level).min(ceiling.max(floor));
+    let anomalous = n
+        .iter()
+        .zip(&k)
+        .map(|(&n, &k)| n > 0.0 && k > 0.0 && binomial_upper_tail(k, n, background) < level)
+        .collect();
+    BinomialObs {
+        n,
+        k,
+        background,
+        anomalous,
+    }
+}
+
+/// Run the per-pair tests. `pairs` and `matrix` must come from the same
+/// slice (the matrix supplies the path classes).
+pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evidence {
+    let np = pairs.len().max(1) as f64;
+    let level = config.pair_alpha / np;
+
+    let loss = binomial_obs(
+        pairs.iter().map(|p| p.sent.max(0.0)).collect(),
+        pairs
+            .iter()
+            .map(|p| p.lost.clamp(0.0, p.sent.max(0.0)))
+            .collect(),
+        config.min_background_loss,
+        config.max_background_rate,
+        level,
+    );
+    let unreachable = binomial_obs(
+        pairs.iter().map(|p| p.rounds.max(0.0)).collect(),
+        pairs
+            .iter()
+            .map(|p| p.failed_dials.clamp(0.0, p.rounds.max(0.0)))
+            .collect(),
+        config.min_background_dial_failure,
+        config.max_background_rate,
+        level,
+    );
+    let latency = latency_obs(pairs, &matrix.class, config, level);
+    Evidence {
+        loss,
+        unreachable,
+        latency,
+    }
+}
+
+fn class_index(c: PathClass) -> usize {
+    match c {
+        PathClass::SameHost => 0,
+        PathClass::SameTor => 1,
+        PathClass::CrossTor => 2,
+    }
+}
+
+/// The practical effect size for a path class with baseline RTT `baseline`:
+/// significant but smaller shifts are not reported (see
+/// [`Config::min_latency_excess_seconds`]).
+pub fn min_excess(baseline: f64, config: &Config) -> f64 {
+    config
+        .min_latency_excess_seconds
+        .max(0.0)
+        .max(config.min_latency_excess_ratio.max(0.0) * baseline.max(0.0))
+}
+
+fn latency_obs(
+    pairs: &[&PairStats],
+    class: &[PathClass],
+    config: &Config,
+    level: f64,
+) -> LatencyObs {
+    let rtt: Vec<Option<f64>> = pairs
+        .iter()
+        .map(|p| {
+            p.rtt_seconds.filter(|r| {
+                r.is_finite() && *r >= 0.0 && p.rtt_samples >= config.min_latency_samples
+            })
+        })
+        .collect();
+    let mut per_class: [Vec<f64>; 3] = Default::default();
+    for (r, c) in rtt.iter().zip(class) {
+        if let Some(r) = r {
+            per_class[class_index(*c)].push(*r);
+        }
+    }
+    let base: Vec<(f64, f64)> = per_class
+        .iter_mut()
+        .map(|v| {
+            if v.is_empty() {
+                (0.0, config.min_latency_scale_seconds)
+            } else {
+                let (loc, sd) = lower_robust_location_scale(v);
+                (loc, sd.max(config.min_latency_scale_seconds))
+            }
+        })
+        .collect();
+    let z = normal_upper_quantile(level);
+    let n = pairs.len();
+    let mut out = LatencyObs {
+        present: vec![false; n],
+        excess: vec![0.0; n],
+        sigma: vec![config.min_latency_scale_seconds; n],
+        baseline: vec![0.0; n],
+        min_excess: vec![config.min_latency_excess_seconds; n],
+        anomalous: vec![false; n],
+    };
+    for i in 0..n {
+        let (loc, sd) = base[class_index(class[i])];
+        out.sigma[i] = sd;
+        out.baseline[i] = loc;
+        out.min_excess[i] = min_excess(loc, config);
+        if let Some(r) = rtt[i] {
+            out.present[i] = true;
+            out.excess[i] = r - loc;
+            out.anomalous[i] = out.excess[i] > z * sd && out.excess[i] >= out.min_excess[i];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_ignores_faulty_pairs() {
+        // 1000 healthy pairs at ~0.1% loss, 20 pairs at 30%.
+        let n = vec![1000.0; 1020];
+        let mut k = vec![1.0; 1020];
+        k[..20].fill(300.0);
+        let p = background_rate(&n, &k, 1e-5, 1e-5);
+        assert!((p - 0.001).abs() < 1e-4, "background {p}");
+    }
+
+    /// 40 cross-ToR pairs around 40 µs with ~1 µs jitter, one 20 µs
+    /// slower: significant, and reported unless the minimum effect size
+    /// (absolute or relative to the 40 µs baseline) is above 20 µs.
+    #[test]
+    fn latency_needs_the_minimum_effect_size() {
+        let pairs: Vec<PairStats> = (0..40)
+            .map(|i| PairStats {
+                rounds: 10.0,
+                sent: 100.0,
+                rtt_seconds: Some(
+                    40e-6 + (i % 5) as f64 * 0.5e-6 + if i == 7 { 20e-6 } else { 0.0 },
+                ),
+                rtt_samples: 50.0,
+                ..Default::default()
+            })
+            .collect();
+        let refs: Vec<&PairStats> = pairs.iter().collect();
+        let class = vec![PathClass::CrossTor; 40];
+        let flagged = |config: &Config| -> Vec<usize> {
+            let obs = latency_obs(&refs, &class, config, 1e-2 / 40.0);
+            (0..40).filter(|&i| obs.anomalous[i]).collect()
+        };
+        assert_eq!(flagged(&Config::default()), vec![7]);
+        let absolute = Config {
+            min_latency_excess_seconds: 25e-6,
+            ..Config::default()
+        };
+        assert!(flagged(&absolute).is_empty());
+        let relative = Config {
+            min_latency_excess_ratio: 0.6,
+            ..Config::default()
+        };
+        assert!(flagged(&relative).is_empty());
+        assert!((min_excess(40e-6, &relative) - 24e-6).abs() < 1e-12);
+        assert_eq!(min_excess(1e-6, &relative), 2e-6);
+    }
+
+    #[test]
+    fn background_has_a_floor() {
+        let p = background_rate(&[100.0, 100.0], &[0.0, 0.0], 1e-5, 1e-3);
+        assert_eq!(p, 1e-5);
+    }
+
+    #[test]
+    fn binomial_detection_flags_only_significant_pairs() {
+        let obs = binomial_obs(
+            vec![600.0; 100],
+            (0..100)
+                .map(|i| {
+                    if i == 7 {
+                        30.0
+                    } else if i == 8 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+            1e-4,
+            0.01,
+            1e-4,
+        );
+        let flagged: Vec<usize> = (0..100).filter(|&i| obs.anomalous[i]).collect();
+        assert_eq!(flagged, vec![7]);
+    }
+}

@@ -1,0 +1,333 @@
+//! The localizer's own `/metrics`: blame per component and the health of the
+//! online loop.
+//!
+//! Blame series are rebuilt every trusted cycle (components the engine no
+//! longer considers disappear), under a lock that `/metrics` also takes, so
+//! a scrape never sees a half-updated set. Health metrics are named
+//! `skeletonhunter_localizer_*`; the shipped alerting rules watch them (a
+//! stale `last_success_timestamp_seconds` means nobody is localizing).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use skeletonhunter_common::exposition;
+use skeletonhunter_common::http::{Reply, Request};
+use skeletonhunter_common::topology::Component;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ComponentLabels {
+    pub kind: String,
+    pub id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueryLabels {
+    /// Which of the cycle's queries (`sent`, `lost`, `topology`, ...).
+    pub query: String,
+    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `ok`, `query_failed`, `no_data`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertmanagerLabels {
+    pub alertmanager: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+}
+
+/// Every metric the online localizer serves.
+pub struct Metrics {
+    registry: Registry,
+    /// Held while blame series are rebuilt and while encoding.
+    update: Mutex<()>,
+    pub blame: Family<ComponentLabels, FloatGauge>,
+    pub faulty: Family<ComponentLabels, Gauge>,
+    pub cycle_duration: Histogram,
+    pub cycles: Family<ResultLabels, Counter>,
+    pub query_errors: Family<QueryLabels, Counter>,
+    pub alert_post_errors: Family<AlertmanagerLabels, Counter>,
+    pub alerts_posted: Family<AlertmanagerLabels, Counter>,
+    pub alert_queue: Family<AlertmanagerLabels, Gauge>,
+    pub alerts_dropped: Family<AlertmanagerLabels, Counter>,
+    pub alerts_firing: Gauge,
+    pub last_success: FloatGauge,
+    pub last_alert_post_success: Family<AlertmanagerLabels, FloatGauge>,
+    pub pairs_observed: Gauge,
+    pub pairs_anomalous: Gauge,
+    pub pairs_dropped: Gauge,
+    pub nodes_known: Gauge,
+    pub analysis_duration: FloatGauge,
+    /// The last report as JSON, for `/report`.
+    report: Mutex<String>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut r = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            update: Mutex::new(()),
+            blame: Family::default(),
+            faulty: Family::default(),
+            // 1 ms .. ~65 s: a cycle is a few queries plus one solve.
+            cycle_duration: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17),
+            ),
+            cycles: Family::default(),
+            query_errors: Family::default(),
+            alert_post_errors: Family::default(),
+            alerts_posted: Family::default(),
+            alert_queue: Family::default(),
+            alerts_dropped: Family::default(),
+            alerts_firing: Gauge::default(),
+            last_success: FloatGauge::default(),
+            last_alert_post_success: Family::default(),
+            pairs_observed: Gauge::default(),
+            pairs_anomalous: Gauge::default(),
+            pairs_dropped: Gauge::default(),
+            nodes_known: Gauge::default(),
+            analysis_duration: FloatGauge::default(),
+            report: Mutex::new("{}".to_string()),
+        };
+        r.register(
+            "skeletonhunter_component_blame",
+            "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
+            m.blame.clone(),
+        );
+        r.register(
+            "skeletonhunter_component_faulty",
+            "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
+            m.faulty.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_cycle_duration_seconds",
+            "Wall time of one localization cycle (queries, analysis, alert posting)",
+            m.cycle_duration.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_cycles",
+            "Localization cycles by result (ok, query_failed, no_data)",
+            m.cycles.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_query_errors",
+            "Prometheus queries that failed or returned partial data, by query and reason",
+            m.query_errors.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_alert_post_errors",
+            "Failed posts to an Alertmanager (the alerts are retried next cycle)",
+            m.alert_post_errors.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_alerts_posted",
+            "Alerts (firing and resolved) accepted by an Alertmanager",
+            m.alerts_posted.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_alert_queue_length",
+            "Resolved alerts waiting for an Alertmanager to accept them",
+            m.alert_queue.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_alerts_dropped",
+            "Resolved alerts dropped because an Alertmanager's queue was full",
+            m.alerts_dropped.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_alerts_firing",
+            "Component alerts the localizer currently holds as firing",
+            m.alerts_firing.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_last_success_timestamp_seconds",
+            "Unix time of the last cycle that analyzed complete data",
+            m.last_success.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
+            "Unix time of the last post an Alertmanager accepted",
+            m.last_alert_post_success.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_pairs_observed",
+            "Probe pairs analyzed in the last trusted cycle",
+            m.pairs_observed.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_pairs_anomalous",
+            "Probe pairs found anomalous in the last trusted cycle",
+            m.pairs_anomalous.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_pairs_dropped",
+            "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
+            m.pairs_dropped.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_nodes",
+            "Nodes with a known topology identity (skeletonhunter_node_info)",
+            m.nodes_known.clone(),
+        );
+        r.register(
+            "skeletonhunter_localizer_analysis_duration_seconds",
+            "Wall time of the last detection and localization step alone",
+            m.analysis_duration.clone(),
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        r.register(
+            "skeletonhunter_localizer_build_info",
+            "Version of the running localizer",
+            build,
+        );
+        Metrics { registry: r, ..m }
+    }
+
+    /// Replace the blame series with this cycle's verdicts: `blamed` maps a
+    /// component to (score, faulty).
+    pub fn set_blame(&self, blamed: &BTreeMap<Component, (f64, bool)>) {
+        let _g = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        self.blame.clear();
+        self.faulty.clear();
+        for (c, (score, faulty)) in blamed {
+            let l = ComponentLabels {
+                kind: c.kind.as_str().to_string(),
+                id: c.id.clone(),
+            };
+            self.blame.get_or_create(&l).set(*score);
+            self.faulty.get_or_create(&l).set(i64::from(*faulty));
+        }
+    }
+
+    pub fn set_report(&self, json: String) {
+        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = json;
+    }
+
+    pub fn report(&self) -> String {
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn encode(&self, accept: Option<&str>) -> Reply {
+        let _g = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        exposition::render(&self.registry, accept, 64 * 1024)
+    }
+}
+
+/// The HTTP handler: `/metrics`, `/healthz`, `/report` (last analysis JSON).
+pub fn handler(metrics: Arc<Metrics>) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
+    move |req: Request| match req.path.as_str() {
+        "/metrics" => metrics.encode(req.accept.as_deref()),
+        "/healthz" => Reply::new(hyper::StatusCode::OK, "text/plain; charset=utf-8", "ok\n"),
+        "/report" => Reply::json(metrics.report()),
+        "/" => Reply::new(
+            hyper::StatusCode::OK,
+            "text/plain; charset=utf-8",
+            "skeletonhunter-localizer: /metrics, /report, /healthz\n",
+        ),
+        other => Reply::not_found(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skeletonhunter_common::topology::Kind;
+
+    fn text(m: &Metrics) -> String {
+        String::from_utf8(m.encode(None).body.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn blame_series_are_replaced_each_cycle() {
+        let m = Metrics::new();
+        let mut b = BTreeMap::new();
+        b.insert(Component::new(Kind::Tor, "t1"), (0.3, true));
+        b.insert(Component::new(Kind::Node, "n1"), (0.01, false));
+        m.set_blame(&b);
+        let t = text(&m);
+        assert!(
+            t.contains(r#"skeletonhunter_component_blame{kind="tor",id="t1"} 0.3"#),
+            "{t}"
+        );
+        assert!(t.contains(r#"skeletonhunter_component_faulty{kind="tor",id="t1"} 1"#));
+        assert!(t.contains(r#"skeletonhunter_component_faulty{kind="node",id="n1"} 0"#));
+        m.set_blame(&BTreeMap::new());
+        let t = text(&m);
+        assert!(!t.contains(r#"id="t1""#), "{t}");
+    }
+
+    #[test]
+    fn health_metrics_have_design_names() {
+        let m = Metrics::new();
+        m.query_errors
+            .get_or_create(&QueryLabels {
+                query: "sent".into(),
+                reason: "unreachable".into(),
+            })
+            .inc();
+        m.cycle_duration.observe(0.1);
+        m.last_success.set(1.5e9);
+        let t = text(&m);
+        for name in [
+            "skeletonhunter_localizer_query_errors_total{query=\"sent\",reason=\"unreachable\"} 1",
+            "skeletonhunter_localizer_cycle_duration_seconds_bucket",
+            "skeletonhunter_localizer_last_success_timestamp_seconds 1500000000",
+            "skeletonhunter_localizer_build_info{version=",
+        ] {
+            assert!(t.contains(name), "{name} missing from:\n{t}");
+        }
+    }
+
+    #[test]
+    fn handler_routes() {
+        let m = Arc::new(Metrics::new());
+        m.set_report("{\"faults\":[]}".into());
+        let h = handler(m);
+        let req = |p: &str| Request {
+            method: hyper::Method::GET,
+            path: p.into(),
+            query: None,
+            accept: None,
+        };
+        assert_eq!(h(req("/metrics")).status, hyper::StatusCode::OK);
+        assert_eq!(&h(req("/report")).body[..], b"{\"faults\":[]}");
+        assert_eq!(h(req("/nope")).status, hyper::StatusCode::NOT_FOUND);
+    }
+}

@@ -1,0 +1,181 @@
+//! Small statistical helpers: binomial and normal tails, likelihoods,
+//! robust location/scale. Pure functions so each is unit-tested.
+
+use statrs::function::beta::beta_reg;
+use statrs::function::erf::erfc;
+
+/// P(X >= k) for X ~ Binomial(n, p), with real-valued `n` and `k` (counts
+/// from PromQL `increase()` are not integers). Uses the regularized
+/// incomplete beta function: P(X >= k) = I_p(k, n - k + 1).
+pub fn binomial_upper_tail(k: f64, n: f64, p: f64) -> f64 {
+    if k <= 0.0 {
+        return 1.0;
+    }
+    if n <= 0.0 || p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let k = k.min(n);
+    let v = beta_reg(k, n - k + 1.0, p);
+    v.clamp(0.0, 1.0)
+}
+
+/// P(Z >= z) for a standard normal Z.
+pub fn normal_upper_tail(z: f64) -> f64 {
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+/// The z with `normal_upper_tail(z) == p`, by bisection (only used for a
+/// handful of critical values per run).
+pub fn normal_upper_quantile(p: f64) -> f64 {
+    let p = p.clamp(1e-300, 0.5);
+    let (mut lo, mut hi) = (0.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if normal_upper_tail(mid) > p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// One-sided p-value of a likelihood-ratio statistic for one parameter on
+/// the boundary (H0: q = 0, H1: q > 0): half a chi-square with one degree of
+/// freedom (Chernoff).
+pub fn one_sided_lr_p_value(stat: f64) -> f64 {
+    if stat <= 0.0 {
+        return 1.0;
+    }
+    normal_upper_tail(stat.sqrt())
+}
+
+/// Binomial log-likelihood of `k` of `n` at rate `p`, without the constant
+/// binomial coefficient (it cancels in likelihood ratios).
+pub fn binomial_loglik(k: f64, n: f64, p: f64) -> f64 {
+    let p = p.clamp(1e-300, 1.0 - 1e-16);
+    let mut l = 0.0;
+    if k > 0.0 {
+        l += k * p.ln();
+    }
+    if n - k > 0.0 {
+        l += (n - k) * (1.0 - p).ln();
+    }
+    l
+}
+
+/// Quantile (linear interpolation) of an already sorted slice.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    sorted[lo] * (1.0 - frac) + sorted[hi] * frac
+}
+
+/// Median of a slice (sorted in place).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    quantile_sorted(values, 0.5)
+}
+
+/// Location and scale of the healthy part of a one-sided-contaminated
+/// sample: faults only ever add delay, so the baseline is read from the
+/// lower quantiles (robust to up to ~70% of slowed values). For a normal
+/// sample it estimates (mean, sd): q30 + 0.524 sd, with
+/// sd = (q30 - q10) / 0.757.
+pub fn lower_robust_location_scale(values: &mut [f64]) -> (f64, f64) {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let q10 = quantile_sorted(values, 0.10);
+    let q30 = quantile_sorted(values, 0.30);
+    let sd = (q30 - q10) / 0.7572;
+    (q30 + 0.5244 * sd, sd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact_tail(k: u64, n: u64, p: f64) -> f64 {
+        // Sum of the pmf, for small n.
+        let mut total = 0.0;
+        for x in k..=n {
+            let mut c = 1.0f64;
+            for i in 0..x {
+                c *= (n - i) as f64 / (i + 1) as f64;
+            }
+            total += c * p.powi(x as i32) * (1.0 - p).powi((n - x) as i32);
+        }
+        total
+    }
+
+    #[test]
+    fn binomial_tail_matches_pmf_sum() {
+        for &(k, n, p) in &[
+            (0, 10, 0.1),
+            (1, 10, 0.1),
+            (3, 10, 0.1),
+            (7, 20, 0.3),
+            (20, 20, 0.5),
+        ] {
+            let got = binomial_upper_tail(k as f64, n as f64, p);
+            let want = exact_tail(k, n, p);
+            assert!(
+                (got - want).abs() < 1e-10,
+                "k={k} n={n} p={p}: {got} vs {want}"
+            );
+        }
+        assert_eq!(binomial_upper_tail(1.0, 10.0, 0.0), 0.0);
+        assert_eq!(binomial_upper_tail(0.0, 10.0, 0.0), 1.0);
+    }
+
+    #[test]
+    fn normal_tail_and_quantile_are_inverse() {
+        assert!((normal_upper_tail(0.0) - 0.5).abs() < 1e-12);
+        assert!((normal_upper_tail(1.959964) - 0.025).abs() < 1e-6);
+        for p in [0.1, 1e-3, 1e-9] {
+            let z = normal_upper_quantile(p);
+            assert!((normal_upper_tail(z) / p - 1.0).abs() < 1e-6, "p={p}");
+        }
+    }
+
+    #[test]
+    fn lr_p_value_is_half_chi_square() {
+        // chi2_1 upper 5% point is 3.841; the one-sided p-value halves it.
+        assert!((one_sided_lr_p_value(3.841459) - 0.025).abs() < 1e-5);
+        assert_eq!(one_sided_lr_p_value(0.0), 1.0);
+    }
+
+    #[test]
+    fn lower_robust_scale_ignores_slow_tail() {
+        // 60 values around 10 with unit spread, 40 slowed to around 50.
+        let mut v: Vec<f64> = (0..60)
+            .map(|i| 10.0 + normal_score(i as f64 / 60.0 + 1.0 / 120.0))
+            .chain((0..40).map(|i| 50.0 + i as f64 * 0.1))
+            .collect();
+        let (loc, sd) = lower_robust_location_scale(&mut v);
+        assert!((loc - 10.0).abs() < 1.0, "loc {loc}");
+        assert!(sd > 0.4 && sd < 2.0, "sd {sd}");
+    }
+
+    fn normal_score(u: f64) -> f64 {
+        // Inverse normal via the quantile helper (u in (0,1)).
+        if u < 0.5 {
+            -normal_upper_quantile(u)
+        } else {
+            normal_upper_quantile(1.0 - u)
+        }
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,0 +1,195 @@
+//! The pair × component path matrix, built from the shared DESIGN path model
+//! (`skeletonhunter_common::topology::path`). Components are interned into
+//! column numbers; components crossed by exactly the same set of observed
+//! pairs are merged into one column, because no data can tell them apart
+//! (they are reported as `equivalent`).
+
+use crate::PairStats;
+use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass};
+use std::collections::HashMap;
+
+/// Sparse 0/1 matrix: rows are pairs, columns are (merged) components.
+#[derive(Debug, Clone, Default)]
+pub struct PathMatrix {
+    /// Representative component of each column.
+    pub columns: Vec<Component>,
+    /// The other components of each column (same pair set).
+    pub equivalent: Vec<Vec<Component>>,
+    /// CSR: the columns of pair `i` are `row_cols[row_ptr[i]..row_ptr[i+1]]`.
+    pub row_ptr: Vec<u32>,
+    pub row_cols: Vec<u32>,
+    /// CSC: the pairs of column `j` are `col_rows[col_ptr[j]..col_ptr[j+1]]`.
+    pub col_ptr: Vec<u32>,
+    pub col_rows: Vec<u32>,
+    /// Path class of each pair (latency baselines are per class).
+    pub class: Vec<PathClass>,
+}
+
+/// Which of several indistinguishable components to report: the most
+/// shared one (spine before tor before host before nic before node), since
+/// an operator checks the wider component first and the others are listed.
+fn report_rank(kind: Kind) -> u8 {
+    match kind {
+        Kind::Spine => 0,
+        Kind::Tor => 1,
+        Kind::Host => 2,
+        Kind::Nic => 3,
+        Kind::Node => 4,
+        Kind::Pod => 5,
+        Kind::Tenant => 6,
+    }
+}
+
+impl PathMatrix {
+    pub fn build(pairs: &[&PairStats]) -> PathMatrix {
+        let mut ids: HashMap<Component, u32> = HashMap::new();
+        let mut raw: Vec<Component> = Vec::new();
+        let mut raw_rows: Vec<Vec<u32>> = Vec::new();
+        let mut class = Vec::with_capacity(pairs.len());
+        for (i, p) in pairs.iter().enumerate() {
+            class.push(path_class(&p.src, &p.dst));
+            for c in path(&p.src, &p.dst) {
+                let next = raw.len() as u32;
+                let id = *ids.entry(c).or_insert_with_key(|c| {
+                    raw.push(c.clone());
+                    raw_rows.push(Vec::new());
+                    next
+                });
+                raw_rows[id as usize].push(i as u32);
+            }
+        }
+        // Merge components with identical pair sets (rows are pushed in
+        // increasing pair order, so the lists are already sorted).
+        let mut by_rows: HashMap<&[u32], Vec<u32>> = HashMap::new();
+        for (id, rows) in raw_rows.iter().enumerate() {
+            by_rows.entry(rows.as_slice()).or_default().push(id as u32);
+        }
+        let mut groups: Vec<Vec<u32>> = by_rows.into_values().collect();
+        for g in &mut groups {
+            g.sort_by(|&a, &b| {
+                let (ca, cb) = (&raw[a as usize], &raw[b as usize]);
+                report_rank(ca.kind)
+                    .cmp(&report_rank(cb.kind))
+                    .then_with(|| ca.id.cmp(&cb.id))
+            });
+        }
+        // Deterministic column order (kind rank, then id).
+        groups.sort_by(|a, b| {
+            let (ca, cb) = (&raw[a[0] as usize], &raw[b[0] as usize]);
+            report_rank(ca.kind)
+                .cmp(&report_rank(cb.kind))
+                .then_with(|| ca.id.cmp(&cb.id))
+        });
+        let mut columns = Vec::with_capacity(groups.len());
+        let mut equivalent = Vec::with_capacity(groups.len());
+        let mut col_ptr = vec![0u32];
+        let mut col_rows = Vec::new();
+        let mut row_count = vec![0u32; pairs.len()];
+        for g in &groups {
+            columns.push(raw[g[0] as usize].clone());
+            equivalent.push(g[1..].iter().map(|&c| raw[c as usize].clone()).collect());
+            for &r in &raw_rows[g[0] as usize] {
+                col_rows.push(r);
+                row_count[r as usize] += 1;
+            }
+            col_ptr.push(col_rows.len() as u32);
+        }
+        let mut row_ptr = Vec::with_capacity(pairs.len() + 1);
+        row_ptr.push(0u32);
+        for c in &row_count {
+            row_ptr.push(row_ptr.last().unwrap() + c);
+        }
+        let mut fill: Vec<u32> = row_ptr[..pairs.len()].to_vec();
+        let mut row_cols = vec![0u32; col_rows.len()];
+        for j in 0..columns.len() {
+            for &r in &col_rows[col_ptr[j] as usize..col_ptr[j + 1] as usize] {
+                row_cols[fill[r as usize] as usize] = j as u32;
+                fill[r as usize] += 1;
+            }
+        }
+        PathMatrix {
+            columns,
+            equivalent,
+            row_ptr,
+            row_cols,
+            col_ptr,
+            col_rows,
+            class,
+        }
+    }
+
+    pub fn pairs(&self) -> usize {
+        self.class.len()
+    }
+
+    /// Pairs crossing column `j`.
+    pub fn col(&self, j: usize) -> &[u32] {
+        &self.col_rows[self.col_ptr[j] as usize..self.col_ptr[j + 1] as usize]
+    }
+
+    /// Columns crossed by pair `i`.
+    pub fn row(&self, i: usize) -> &[u32] {
+        &self.row_cols[self.row_ptr[i] as usize..self.row_ptr[i + 1] as usize]
+    }
+
+    /// Column holding `c` (as representative or equivalent), if observed.
+    pub fn find(&self, c: &Component) -> Option<usize> {
+        (0..self.columns.len()).find(|&j| &self.columns[j] == c || self.equivalent[j].contains(c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skeletonhunter_common::topology::Identity;
+
+    fn ident(node: &str, nic: &str, host: &str, tor: &str, spine: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            nic: nic.into(),
+            host: host.into(),
+            tor: tor.into(),
+            spine: spine.into(),
+            ..Default::default()
+        }
+    }
+
+    fn pair(a: Identity, b: Identity) -> PairStats {
+        PairStats {
+            src: a,
+            dst: b,
+            rounds: 1.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn matrix_is_consistent_and_merges_indistinguishable_components() {
+        let a = ident("a", "nic-a", "h1", "t1", "s1");
+        let b = ident("b", "nic-b", "h1", "t1", "s1");
+        let c = ident("c", "nic-c", "h2", "t2", "s1");
+        let pairs = [pair(a.clone(), b.clone()), pair(b, c.clone()), pair(c, a)];
+        let refs: Vec<&PairStats> = pairs.iter().collect();
+        let m = PathMatrix::build(&refs);
+        assert_eq!(m.pairs(), 3);
+        // CSR and CSC describe the same matrix.
+        for j in 0..m.columns.len() {
+            for &i in m.col(j) {
+                assert!(m.row(i as usize).contains(&(j as u32)));
+            }
+        }
+        let nnz: usize = (0..3).map(|i| m.row(i).len()).sum();
+        assert_eq!(nnz, m.col_rows.len());
+        // node a and nic-a cross the same pairs: one column, nic reported.
+        let j = m.find(&Component::new(Kind::Node, "a")).unwrap();
+        assert_eq!(m.columns[j], Component::new(Kind::Nic, "nic-a"));
+        assert_eq!(m.equivalent[j], vec![Component::new(Kind::Node, "a")]);
+        // host h2, t2 and the spine see exactly pairs 1 and 2: merged, and
+        // the spine is the representative.
+        let j = m.find(&Component::new(Kind::Tor, "t2")).unwrap();
+        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+        assert_eq!(m.col(j), &[1, 2]);
+        assert_eq!(m.class[0], PathClass::SameHost);
+        assert_eq!(m.class[1], PathClass::CrossTor);
+    }
+}
