@@ -1,0 +1,597 @@
+//! Real Prometheus, Alertmanager and VictoriaMetrics servers for tests, and
+//! runners for `promtool` / `amtool`.
+//!
+//! Everything comes from the Debian packages (`prometheus`,
+//! `prometheus-alertmanager`, `victoria-metrics`); nothing is mocked. Each
+//! server gets its own temp directory (config, extra files, data), listens on
+//! the address the test gives (loopback, or a namespace-internal address when
+//! started inside a [`Netns`]), is killed on drop, and is waited for on
+//! `/-/ready` with a bounded wait so a broken config fails fast with the
+//! server's log.
+//!
+//! ```no_run
+//! use skeletonhunter_tests::servers::{self, ServerOpts};
+//! let prom = servers::start_prometheus(
+//!     ServerOpts::new(servers::free_loopback_addr()?, "global: {scrape_interval: 1s}\n")
+//!         .file("rules.yml", "groups: []\n"),
+//! )?;
+//! let result = prom.query("up")?; // the `data.result` array
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+use crate::{ChildGuard, Netns};
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+static DIR_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Binary names as the Debian packages install them.
+pub const PROMETHEUS_BIN: &str = "prometheus";
+pub const ALERTMANAGER_BIN: &str = "prometheus-alertmanager";
+pub const VICTORIA_METRICS_BIN: &str = "victoria-metrics";
+pub const PROMTOOL_BIN: &str = "promtool";
+pub const AMTOOL_BIN: &str = "amtool";
+pub const VMALERT_BIN: &str = "vmalert";
+
+/// Root of the source tree (where `rules/`, `alertmanager/`, `dashboards/`
+/// live), found from this crate's manifest directory at compile time.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// A loopback address with a port that was free a moment ago. There is a
+/// small race with other processes; tests inside namespaces should use fixed
+/// ports on namespace-internal addresses instead.
+pub fn free_loopback_addr() -> Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+    Ok(l.local_addr()?)
+}
+
+/// A directory under the system temp dir, removed on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> Result<TempDir> {
+        let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "skeletonhunter-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).with_context(|| format!("create {}", path.display()))?;
+        Ok(TempDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// How to start a server. `config` is the main config file's text
+/// (Prometheus: `prometheus.yml`; Alertmanager: `alertmanager.yml`;
+/// VictoriaMetrics: a Prometheus-style scrape config, or "" for none).
+#[derive(Debug, Clone)]
+pub struct ServerOpts {
+    pub listen: SocketAddr,
+    pub config: String,
+    /// Extra files written into the server's directory next to the config
+    /// (relative names, e.g. rule files or templates), so the config can
+    /// reference them by relative path.
+    pub files: Vec<(String, String)>,
+    /// Extra command-line flags appended after ours.
+    pub args: Vec<String>,
+    /// Name of the network namespace to run in (`None`: the caller's).
+    pub netns: Option<String>,
+    /// Bound on the wait for `/-/ready`.
+    pub ready_timeout: Duration,
+}
+
+impl ServerOpts {
+    pub fn new(listen: SocketAddr, config: &str) -> ServerOpts {
+        ServerOpts {
+            listen,
+            config: config.to_string(),
+            files: Vec::new(),
+            args: Vec::new(),
+            netns: None,
+            ready_timeout: Duration::from_secs(20),
+        }
+    }
+
+    /// Run the server inside `ns` (listen on one of its addresses).
+    pub fn in_netns(mut self, ns: &Netns) -> ServerOpts {
+        self.netns = Some(ns.name().to_string());
+        self
+    }
+
+    /// Write `contents` to `name` in the server's directory.
+    pub fn file(mut self, name: &str, contents: &str) -> ServerOpts {
+        self.files.push((name.to_string(), contents.to_string()));
+        self
+    }
+
+    /// Copy a file from disk (e.g. `repo_root().join("rules/x.yml")`) into
+    /// the server's directory under `name`.
+    pub fn copy_file(self, name: &str, from: &Path) -> Result<ServerOpts> {
+        let text =
+            std::fs::read_to_string(from).with_context(|| format!("read {}", from.display()))?;
+        Ok(self.file(name, &text))
+    }
+
+    pub fn arg(mut self, a: &str) -> ServerOpts {
+        self.args.push(a.to_string());
+        self
+    }
+
+    pub fn ready_timeout(mut self, t: Duration) -> ServerOpts {
+        self.ready_timeout = t;
+        self
+    }
+}
+
+/// Which server a [`Server`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    Prometheus,
+    Alertmanager,
+    VictoriaMetrics,
+}
+
+/// A running server: killed and its directory removed on drop.
+pub struct Server {
+    pub kind: ServerKind,
+    pub addr: SocketAddr,
+    netns: Option<String>,
+    // Field order matters: the process dies before its directory goes.
+    guard: ChildGuard,
+    dir: TempDir,
+}
+
+impl Server {
+    /// `http://addr` (reachable from inside the server's namespace).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's directory (config, extra files, data under `data/`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Namespace name the server runs in, if any.
+    pub fn netns(&self) -> Option<&str> {
+        self.netns.as_deref()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.guard.pid()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        self.guard.log()
+    }
+
+    /// Fail (with the log) if the server has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        self.guard.check_running()
+    }
+
+    /// SIGTERM and wait for exit (e.g. to simulate an outage); the directory
+    /// stays until drop.
+    pub fn stop(&mut self) -> Result<()> {
+        self.guard.terminate(Duration::from_secs(10))?;
+        Ok(())
+    }
+
+    /// HTTP request to this server, from inside its namespace when it has one.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<(u16, String)> {
+        let addr = self.addr;
+        let method = method.to_string();
+        let path = path.to_string();
+        let body = body.map(|(ct, b)| (ct.to_string(), b.to_vec()));
+        in_netns(self.netns.as_deref(), move || {
+            let body = body.as_ref().map(|(ct, b)| (ct.as_str(), b.as_slice()));
+            http_request(addr, &method, &path, body, Duration::from_secs(10))
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Result<(u16, String)> {
+        self.request("GET", path, None)
+    }
+
+    /// POST a JSON body; fails unless the status is 2xx.
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<String> {
+        let text = serde_json::to_vec(body)?;
+        let (status, resp) = self.request("POST", path, Some(("application/json", &text)))?;
+        if !(200..300).contains(&status) {
+            bail!("POST {}{path}: HTTP {status}: {resp}", self.url());
+        }
+        Ok(resp)
+    }
+
+    /// GET a JSON document; fails unless 2xx and valid JSON.
+    pub fn get_json(&self, path: &str) -> Result<Value> {
+        let (status, body) = self.get(path)?;
+        if !(200..300).contains(&status) {
+            bail!("GET {}{path}: HTTP {status}: {body}", self.url());
+        }
+        serde_json::from_str(&body)
+            .with_context(|| format!("GET {}{path}: not JSON: {body}", self.url()))
+    }
+
+    /// PromQL instant query (Prometheus or VictoriaMetrics): the
+    /// `data.result` array. Errors carry the server's error text.
+    pub fn query(&self, promql: &str) -> Result<Vec<Value>> {
+        let v = self.prom_api(&format!("/api/v1/query?query={}", urlencode(promql)))?;
+        result_array(&v, promql)
+    }
+
+    /// PromQL range query over the last `range` ending now, one point per
+    /// `step`: the `data.result` array (matrix).
+    pub fn query_range(&self, promql: &str, range: Duration, step: Duration) -> Result<Vec<Value>> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs_f64();
+        let path = format!(
+            "/api/v1/query_range?query={}&start={:.3}&end={:.3}&step={:.3}",
+            urlencode(promql),
+            now - range.as_secs_f64(),
+            now,
+            step.as_secs_f64().max(0.001)
+        );
+        let v = self.prom_api(&path)?;
+        result_array(&v, promql)
+    }
+
+    /// GET a Prometheus-API path and check `status == "success"`; returns the
+    /// whole JSON document.
+    pub fn prom_api(&self, path: &str) -> Result<Value> {
+        let (status, body) = self.get(path)?;
+        let v: Value = serde_json::from_str(&body)
+            .with_context(|| format!("{}{path}: HTTP {status}, not JSON: {body}", self.url()))?;
+        if v["status"] != "success" {
+            bail!(
+                "{}{path}: HTTP {status}: {}: {}",
+                self.url(),
+                v["errorType"].as_str().unwrap_or("?"),
+                v["error"].as_str().unwrap_or(&body)
+            );
+        }
+        Ok(v)
+    }
+
+    /// Prometheus `/api/v1/targets` active targets with `health == "up"`.
+    pub fn targets_up(&self) -> Result<usize> {
+        let v = self.prom_api("/api/v1/targets")?;
+        Ok(v["data"]["activeTargets"]
+            .as_array()
+            .map(|a| a.iter().filter(|t| t["health"] == "up").count())
+            .unwrap_or(0))
+    }
+
+    /// Alertmanager: the alerts it holds (`/api/v2/alerts`), including
+    /// silenced and inhibited ones (see each alert's `status`).
+    pub fn alerts(&self) -> Result<Vec<Value>> {
+        let v = self.get_json("/api/v2/alerts")?;
+        v.as_array()
+            .cloned()
+            .context("Alertmanager /api/v2/alerts: not a JSON array")
+    }
+
+    /// Alertmanager: post alerts (`[{labels, annotations, startsAt?, endsAt?}]`).
+    pub fn post_alerts(&self, alerts: &Value) -> Result<()> {
+        self.post_json("/api/v2/alerts", alerts)?;
+        Ok(())
+    }
+
+    /// Ask Prometheus/Alertmanager to reload its config (`POST /-/reload`);
+    /// Prometheus is started with `--web.enable-lifecycle` for this.
+    pub fn reload(&self) -> Result<()> {
+        let (status, body) = self.request("POST", "/-/reload", Some(("text/plain", b"")))?;
+        if !(200..300).contains(&status) {
+            bail!("reload {}: HTTP {status}: {body}", self.url());
+        }
+        Ok(())
+    }
+
+    /// Overwrite a file in the server's directory (then [`Server::reload`]).
+    pub fn write_file(&self, name: &str, contents: &str) -> Result<()> {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).with_context(|| format!("write {}", p.display()))
+    }
+}
+
+fn result_array(v: &Value, promql: &str) -> Result<Vec<Value>> {
+    v["data"]["result"]
+        .as_array()
+        .cloned()
+        .with_context(|| format!("query {promql:?}: no data.result array in {v}"))
+}
+
+/// Start Prometheus with `opts.config` as `prometheus.yml` (rule files may be
+/// given with [`ServerOpts::file`] and referenced by relative name). Flags:
+/// lifecycle API on (for reload), TSDB in the temp dir.
+pub fn start_prometheus(opts: ServerOpts) -> Result<Server> {
+    start(ServerKind::Prometheus, opts)
+}
+
+/// Start Alertmanager with `opts.config` as `alertmanager.yml`; clustering
+/// off (it would otherwise listen on 0.0.0.0:9094).
+pub fn start_alertmanager(opts: ServerOpts) -> Result<Server> {
+    start(ServerKind::Alertmanager, opts)
+}
+
+/// Start single-node VictoriaMetrics; `opts.config` is a Prometheus-style
+/// `scrape_configs` file for its built-in scraper, or "" to only accept
+/// queries. Query-result caching is off and the latency offset is 1 s so
+/// fresh samples are visible quickly, as tests need.
+pub fn start_victoria_metrics(opts: ServerOpts) -> Result<Server> {
+    start(ServerKind::VictoriaMetrics, opts)
+}
+
+fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
+    let (tag, bin, config_name) = match kind {
+        ServerKind::Prometheus => ("prometheus", PROMETHEUS_BIN, "prometheus.yml"),
+        ServerKind::Alertmanager => ("alertmanager", ALERTMANAGER_BIN, "alertmanager.yml"),
+        ServerKind::VictoriaMetrics => ("victoriametrics", VICTORIA_METRICS_BIN, "scrape.yml"),
+    };
+    let dir = TempDir::new(tag)?;
+    let config = dir.path().join(config_name);
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    for (name, text) in &opts.files {
+        let p = dir.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
+    }
+    let has_config = !(kind == ServerKind::VictoriaMetrics && opts.config.trim().is_empty());
+    if has_config {
+        std::fs::write(&config, &opts.config)
+            .with_context(|| format!("write {}", config.display()))?;
+    }
+    let (c, d, l) = (config.display(), data.display(), opts.listen);
+    let mut args: Vec<String> = match kind {
+        ServerKind::Prometheus => vec![
+            format!("--config.file={c}"),
+            format!("--storage.tsdb.path={d}"),
+            format!("--web.listen-address={l}"),
+            "--web.enable-lifecycle".into(),
+            "--log.level=info".into(),
+        ],
+        ServerKind::Alertmanager => vec![
+            format!("--config.file={c}"),
+            format!("--storage.path={d}"),
+            format!("--web.listen-address={l}"),
+            "--cluster.listen-address=".into(),
+        ],
+        ServerKind::VictoriaMetrics => {
+            let mut a = vec![
+                format!("-storageDataPath={d}"),
+                format!("-httpListenAddr={l}"),
+                "-search.latencyOffset=1s".into(),
+                "-search.disableCache".into(),
+                "-retentionPeriod=1d".into(),
+            ];
+            if has_config {
+                a.push(format!("-promscrape.config={c}"));
+            }
+            a
+        }
+    };
+    args.extend(opts.args.iter().cloned());
+    let mut cmd = match &opts.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin]);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.args(&args).current_dir(dir.path());
+    // Unique name: ChildGuard names its log file after it.
+    let name = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| tag.to_string());
+    let guard = ChildGuard::spawn(&name, cmd)?;
+    let mut server = Server {
+        kind,
+        addr: opts.listen,
+        netns: opts.netns.clone(),
+        guard,
+        dir,
+    };
+    server.wait_ready(opts.ready_timeout)?;
+    Ok(server)
+}
+
+impl Server {
+    /// Poll `/-/ready` until 200, failing early (with the log) if the process
+    /// exits, and after `timeout` at the latest.
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut last: String;
+        loop {
+            self.guard.check_running()?;
+            match self.get("/-/ready") {
+                Ok((200, _)) => return Ok(()),
+                Ok((s, b)) => last = format!("HTTP {s}: {}", b.trim()),
+                Err(e) => last = format!("{e:#}"),
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "{} at {} not ready within {timeout:?} (last: {last}); log:\n{}",
+                    self.guard.name,
+                    self.addr,
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Run `f` on a thread inside namespace `ns` (or directly when `None`).
+pub fn in_netns<T: Send + 'static>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    match ns {
+        None => f(),
+        Some(ns) => crate::netns::run_in_named(ns, f)?,
+    }
+}
+
+/// A plain HTTP/1.0 request returning (status, body); `body` is
+/// `(content type, bytes)`. Enough for the Prometheus and Alertmanager APIs.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &[u8])>,
+    timeout: Duration,
+) -> Result<(u16, String)> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some((ct, b)) = body {
+        req.push_str(&format!(
+            "Content-Type: {ct}\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    if let Some((_, b)) = body {
+        s.write_all(b)?;
+    }
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)
+        .with_context(|| format!("read from {addr}{path}"))?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("malformed HTTP response from {addr}{path}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("malformed HTTP status line from {addr}{path}"))?;
+    Ok((status, body.to_string()))
+}
+
+/// Percent-encode a query-string value (RFC 3986 unreserved kept).
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Output of a command-line tool run.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub command: String,
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ToolOutput {
+    /// Fail with the command and both outputs unless it exited 0.
+    pub fn ok(self) -> Result<ToolOutput> {
+        if !self.success {
+            bail!(
+                "`{}` failed:\n{}\n{}",
+                self.command,
+                self.stdout.trim(),
+                self.stderr.trim()
+            );
+        }
+        Ok(self)
+    }
+}
+
+/// Run `program args...` in `cwd` (if given), capturing output. Errors only
+/// if it cannot start; check [`ToolOutput::success`] or call
+/// [`ToolOutput::ok`].
+pub fn run_tool(program: &str, args: &[&str], cwd: Option<&Path>) -> Result<ToolOutput> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {program} (is its Debian package installed?)"))?;
+    Ok(ToolOutput {
+        command: format!("{program} {}", args.join(" ")),
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// `promtool args...` run from the repository root (so `rules/...` paths work).
+pub fn promtool(args: &[&str]) -> Result<ToolOutput> {
+    run_tool(PROMTOOL_BIN, args, Some(&repo_root()))
+}
+
+/// `amtool args...` run from the repository root.
+pub fn amtool(args: &[&str]) -> Result<ToolOutput> {
+    run_tool(AMTOOL_BIN, args, Some(&repo_root()))
+}
+
+/// `vmalert args...` (VictoriaMetrics' rule evaluator; `-dryRun` checks
+/// rule files as MetricsQL) run from the repository root.
+pub fn vmalert(args: &[&str]) -> Result<ToolOutput> {
+    run_tool(VMALERT_BIN, args, Some(&repo_root()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urlencode_escapes_promql() {
+        assert_eq!(
+            urlencode("rate(x{a=\"b c\"}[1m])"),
+            "rate%28x%7Ba%3D%22b%20c%22%7D%5B1m%5D%29"
+        );
+    }
+}
