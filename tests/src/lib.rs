@@ -6,9 +6,12 @@
 //! nftables state are torn down on drop, so a failing test leaves nothing
 //! behind.
 
+pub mod dashboards;
+pub mod fabric;
 pub mod netns;
 pub mod privilege;
 pub mod process;
+pub mod servers;
 
 pub use netns::Netns;
 pub use privilege::require_privileges;

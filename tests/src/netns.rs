@@ -96,7 +96,7 @@ impl Netns {
         Ok(())
     }
 
-    /// Drop `percent`% of packets arriving in this namespace that match the
+    /// Drop `percent`% (0–100) of packets arriving in this namespace that match the
     /// nftables expression `filter` (e.g. `ip saddr 198.18.0.2`; empty for
     /// all), in both the input and forward hooks. Replaces any earlier loss
     /// rule of this namespace.
@@ -105,7 +105,12 @@ impl Netns {
         if percent == 0 {
             return Ok(());
         }
-        let rule = format!("{filter} numgen random mod 100 < {percent} drop");
+        // nft rejects `numgen random mod 100 < 100`: 100% is a plain drop.
+        let rule = if percent >= 100 {
+            format!("{filter} drop")
+        } else {
+            format!("{filter} numgen random mod 100 < {percent} drop")
+        };
         self.nft(&format!(
             "table inet shloss {{\n chain input {{ type filter hook input priority -10; {rule}; }}\n chain forward {{ type filter hook forward priority -10; {rule}; }}\n}}\n"
         ))
@@ -132,20 +137,7 @@ impl Netns {
     /// Run `f` on a thread that has entered this namespace, so plain std
     /// sockets (HTTP scrapes, UDP fuzzing) reach servers inside it.
     pub fn run_in<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
-        let path = format!("/run/netns/{}", self.name);
-        let handle = std::thread::spawn(move || -> Result<T> {
-            let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on this thread only; the fd is valid for the call.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
-                bail!("setns({path}): {}", std::io::Error::last_os_error());
-            }
-            Ok(f())
-        });
-        handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("thread in {} panicked", self.name))?
+        run_in_named(&self.name, f)
     }
 }
 
@@ -166,6 +158,27 @@ impl Drop for Netns {
             .args(["netns", "del", &self.name])
             .output();
     }
+}
+
+/// Run `f` on a new thread that has entered the namespace named `ns`
+/// (setns affects only that thread, so the caller stays where it is).
+pub fn run_in_named<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    let path = format!("/run/netns/{ns}");
+    let handle = std::thread::spawn(move || -> Result<T> {
+        let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on this thread only; the fd is valid for the call.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            bail!("setns({path}): {}", std::io::Error::last_os_error());
+        }
+        Ok(f())
+    });
+    handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("thread in namespace {ns} panicked"))?
 }
 
 /// Join two namespaces with a veth pair: `a_if` in `a` with `a_addr` (CIDR,

@@ -1,11 +1,13 @@
 //! Child processes that die with the test, and small bounded waits.
 
 use anyhow::{bail, Context, Result};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+static LOG_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A child process killed on drop. Its stderr goes to a log file whose tail
 /// is printed when the test fails, which is usually the fastest diagnosis.
@@ -18,8 +20,11 @@ pub struct ChildGuard {
 impl ChildGuard {
     /// Spawn `cmd` with stdout and stderr appended to a temp log file.
     pub fn spawn(name: &str, mut cmd: Command) -> Result<ChildGuard> {
+        // pid + counter: two children with the same name in one test binary
+        // must not share (and clobber) one log.
+        let n = LOG_COUNTER.fetch_add(1, Ordering::Relaxed);
         let log = std::env::temp_dir().join(format!(
-            "skeletonhunter-test-{}-{name}.log",
+            "skeletonhunter-test-{}-{n}-{name}.log",
             std::process::id()
         ));
         let file =
@@ -111,27 +116,7 @@ pub fn bin_path(name: &str) -> PathBuf {
 /// A plain HTTP/1.0 GET returning (status, body). Use it inside
 /// [`crate::Netns::run_in`] to reach servers in a namespace.
 pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, String)> {
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)
-        .with_context(|| format!("read from {addr}{path}"))?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("malformed HTTP status line")?;
-    Ok((status, body.to_string()))
+    crate::servers::http_request(addr, "GET", path, None, timeout)
 }
 
 /// Poll `f` every `every` until it returns `Some`, or fail after `timeout`

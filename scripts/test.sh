@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run the whole SkeletonHunter test suite: formatting, lints, unit tests,
+# config checks with the real promtool/amtool, and the privileged tests that
+# build network-namespace fabrics and load eBPF programs. Run as root on
+# Debian 12; installs what it needs first (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo build"
+cargo build --workspace --all-targets
+echo "== cargo test"
+cargo test --workspace --no-fail-fast

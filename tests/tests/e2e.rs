@@ -1,0 +1,387 @@
+//! End to end on a namespace fabric (see `skeletonhunter_tests::fabric`).
+
+use skeletonhunter_tests::fabric::{reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts};
+use skeletonhunter_tests::{bin_path, require_privileges};
+use std::time::{Duration, Instant};
+
+/// The fabric routes across ToRs through the spine, the management network
+/// reaches every container, and each fault primitive breaks exactly what it
+/// should and is undone.
+#[test]
+fn fabric_routes_and_faults_apply() {
+    if !require_privileges("fabric_routes_and_faults_apply") {
+        return;
+    }
+    let f = Fabric::new(FabricSpec::default()).expect("build fabric");
+    assert_eq!(f.nodes.len(), 12);
+    let a = f.node("t0-h0-c0").unwrap();
+    let b = f.node("t1-h2-c0").unwrap();
+    let sibling = f.node("t0-h0-c1").unwrap();
+    assert!(reachable(&a.ns, b.data_ip).unwrap(), "cross-ToR path");
+
+    f.host_link(f.host_of(a), false).unwrap();
+    assert!(
+        !reachable(&a.ns, b.data_ip).unwrap(),
+        "host link down cuts a"
+    );
+    assert!(
+        !reachable(&sibling.ns, b.data_ip).unwrap(),
+        "and its sibling"
+    );
+    assert!(reachable(&f.mon, a.mgmt_ip).unwrap(), "management survives");
+    f.host_link(f.host_of(a), true).unwrap();
+    assert!(reachable(&a.ns, b.data_ip).unwrap(), "link back up");
+
+    f.isolate_node(a, true).unwrap();
+    assert!(!reachable(&b.ns, a.data_ip).unwrap(), "isolated node");
+    assert!(
+        reachable(&b.ns, sibling.data_ip).unwrap(),
+        "sibling unaffected"
+    );
+    assert!(reachable(&f.mon, a.mgmt_ip).unwrap(), "management survives");
+    f.isolate_node(a, false).unwrap();
+    assert!(reachable(&b.ns, a.data_ip).unwrap(), "isolation undone");
+
+    f.tor_loss(0, 99).unwrap();
+    assert!(
+        !reachable(&b.ns, a.data_ip).unwrap(),
+        "ToR drops (nearly) all"
+    );
+    let c = f.node("t1-h0-c0").unwrap();
+    assert!(reachable(&b.ns, c.data_ip).unwrap(), "other ToR unaffected");
+    assert!(reachable(&f.mon, a.mgmt_ip).unwrap(), "management survives");
+    f.clear_faults().unwrap();
+    assert!(reachable(&b.ns, a.data_ip).unwrap(), "faults cleared");
+}
+
+/// Applies or removes a fault on the fabric.
+type FaultFn = Box<dyn Fn(&Fabric) -> anyhow::Result<()>>;
+
+/// One fault scenario: what to inject, how to undo it, and which components
+/// may (and at least one must) be alerted.
+struct Scenario {
+    name: &'static str,
+    inject: FaultFn,
+    clear: FaultFn,
+    /// (kind, component) pairs that are all "the right component": a host
+    /// port fault is indistinguishable between the host and its NIC. The
+    /// alert's symptom must be `loss` or `unreachable`.
+    expect: Vec<(String, String)>,
+}
+
+const DETECT_LIMIT: Duration = Duration::from_secs(60);
+const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
+
+/// How an alert other than the expected one is judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    /// Fails the scenario: an active (notifying) alert on another
+    /// component (any symptom, latency included), or an exporter/localizer
+    /// alert.
+    Wrong,
+    /// Printed, not counted: inhibited by Alertmanager (nobody is paged,
+    /// which is what the shipped inhibition rules are for).
+    Noted,
+}
+
+/// Judge one alert that is not the expected one; `None` for alerts that do
+/// not matter here (pair records).
+fn judge(a: &AlertView) -> Option<Verdict> {
+    if a.is_monitoring() {
+        return Some(Verdict::Wrong);
+    }
+    if !a.is_component() {
+        return None;
+    }
+    if a.state == "suppressed" {
+        Some(Verdict::Noted)
+    } else {
+        Some(Verdict::Wrong)
+    }
+}
+
+/// Inject, wait for the expected alert, check that nothing else is alerted,
+/// clear, wait for the expected alert to resolve, then `settle_time` more
+/// (still judging). Returns (detection, resolution) times.
+/// `while_faulted` runs after the alert has held a few seconds, with the
+/// fault still standing (the dashboard check, so the blame panels have
+/// something to show).
+fn run_scenario(
+    stack: &mut Stack,
+    sc: &Scenario,
+    settle_time: Duration,
+    while_faulted: &mut dyn FnMut(&Stack),
+) -> anyhow::Result<(Duration, Duration)> {
+    use anyhow::bail;
+    // All three faults drop packets: a latency verdict on the right
+    // component is not the detection (it is judged like any latency alert).
+    let is_expected = |a: &AlertView| {
+        a.symptom != "latency"
+            && sc
+                .expect
+                .iter()
+                .any(|(k, c)| *k == a.kind && *c == a.component)
+    };
+    // Start from a fabric where nothing counts as wrong (earlier noise or a
+    // previous scenario's alert must have resolved).
+    let blocking = |alerts: &[AlertView]| -> Vec<String> {
+        alerts
+            .iter()
+            .filter(|a| judge(a) == Some(Verdict::Wrong) || is_expected(a))
+            .map(|a| format!("{}/{} ({})", a.kind, a.component, a.symptom))
+            .collect()
+    };
+    let clean = Instant::now();
+    loop {
+        let left = blocking(&stack.labelled_alerts()?);
+        if left.is_empty() {
+            break;
+        }
+        if clean.elapsed() > RESOLVE_LIMIT {
+            bail!(
+                "{}: alerts before injection did not clear: {left:?}",
+                sc.name
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    let mut wrong: Vec<String> = Vec::new();
+    let mut noted: Vec<String> = Vec::new();
+    let start = Instant::now();
+    // Every other alert is printed when first seen, with the phase and its
+    // verdict, to make a failure readable.
+    let mut judge_all = |phase: &str, alerts: &[AlertView]| {
+        for a in alerts.iter().filter(|a| !is_expected(a)) {
+            let Some(verdict) = judge(a) else { continue };
+            let line = format!(
+                "{} {}/{} ({}, {})",
+                a.alertname, a.kind, a.component, a.symptom, a.state
+            );
+            let list = match verdict {
+                Verdict::Wrong => &mut wrong,
+                Verdict::Noted => &mut noted,
+            };
+            if !list.contains(&line) {
+                println!(
+                    "{}: {} {phase} at +{:.1} s: {line}",
+                    sc.name,
+                    match verdict {
+                        Verdict::Wrong => "WRONG ALERT",
+                        Verdict::Noted => "note: not counted",
+                    },
+                    start.elapsed().as_secs_f64()
+                );
+                if verdict == Verdict::Wrong {
+                    let evidence = a.json["annotations"]["evidence"].as_str().unwrap_or("");
+                    println!("    evidence: {}", evidence.replace('\n', " | "));
+                }
+                list.push(line);
+            }
+        }
+    };
+
+    let t0 = Instant::now();
+    (sc.inject)(&stack.fabric)?;
+    let detected = loop {
+        stack.check_running()?;
+        let alerts = stack.labelled_alerts()?;
+        judge_all("before detection", &alerts);
+        if let Some(a) = alerts.iter().find(|a| is_expected(a)) {
+            println!(
+                "{}: alerted {:.1} s after injection: {} {}/{} ({}, {})",
+                sc.name,
+                t0.elapsed().as_secs_f64(),
+                a.alertname,
+                a.kind,
+                a.component,
+                a.symptom,
+                a.state
+            );
+            break t0.elapsed();
+        }
+        if t0.elapsed() > DETECT_LIMIT {
+            (sc.clear)(&stack.fabric)?;
+            bail!(
+                "{}: no alert for {:?} within {DETECT_LIMIT:?}; other alerts: {wrong:?} {noted:?}",
+                sc.name,
+                sc.expect
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Let the fault stand a few localizer cycles: a second component must
+    // not be blamed as evidence accumulates.
+    let hold = Instant::now();
+    // It must also stay: an alert that resolves while the fault stands is
+    // a flap, and pages twice.
+    let mut flapped = None;
+    while hold.elapsed() < Duration::from_secs(6) {
+        let alerts = stack.labelled_alerts()?;
+        judge_all("while the fault stands", &alerts);
+        if flapped.is_none() && !alerts.iter().any(is_expected) {
+            flapped = Some(t0.elapsed());
+            println!(
+                "{}: WRONG: the alert resolved while the fault stood (+{:.1} s)",
+                sc.name,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    // Series born with the alert (e.g. alerts posted) now have a few
+    // samples, so the dashboards' rate() panels can show them.
+    while_faulted(stack);
+    judge_all("while the fault stands", &stack.labelled_alerts()?);
+
+    let t1 = Instant::now();
+    (sc.clear)(&stack.fabric)?;
+    let resolved = loop {
+        stack.check_running()?;
+        let alerts = stack.labelled_alerts()?;
+        judge_all("after clearing", &alerts);
+        if !alerts.iter().any(is_expected) {
+            break t1.elapsed();
+        }
+        if t1.elapsed() > RESOLVE_LIMIT {
+            bail!(
+                "{}: the alert did not resolve within {RESOLVE_LIMIT:?} of clearing the fault",
+                sc.name
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    println!(
+        "{}: resolved {:.1} s after the fault was removed",
+        sc.name,
+        resolved.as_secs_f64()
+    );
+    // The faults are independent: let this one's evidence leave the
+    // localizer's window (it holds back findings on the same pairs until
+    // then), still watching for leftovers alerted as another component.
+    let settle = Instant::now();
+    while settle.elapsed() < settle_time {
+        judge_all("after resolution", &stack.labelled_alerts()?);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    if let Some(t) = flapped {
+        wrong.push(format!(
+            "the alert resolved {:.1} s after injection while the fault stood",
+            t.as_secs_f64()
+        ));
+    }
+    if !wrong.is_empty() {
+        bail!("{}: wrong alerts: {}", sc.name, wrong.join("; "));
+    }
+    Ok((detected, resolved))
+}
+
+/// The whole system on the fabric: exporters probe their skeleton peers,
+/// Prometheus scrapes them with the shipped rules, the localizer posts to
+/// Alertmanager (shipped config). Three faults in turn; each must alert the
+/// right component, only it, and resolve once removed. Every dashboard
+/// panel query is also run against this Prometheus.
+#[test]
+fn e2e_faults_are_localized_and_alerted() {
+    if !require_privileges("e2e_faults_are_localized_and_alerted") {
+        return;
+    }
+    let opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(60))
+        .expect("healthy baseline");
+    println!(
+        "baseline: {} exporters, {} skeleton pairs, all probes answered",
+        stack.fabric.nodes.len(),
+        stack.skeleton_pairs()
+    );
+
+    let f = &stack.fabric;
+    let host = f.host_of(f.node("t0-h1-c0").unwrap());
+    let (host_name, host_nic) = (host.name.clone(), host.nic_ip.to_string());
+    let host_index = f.hosts.iter().position(|h| h.name == host_name).unwrap();
+    let isolated = "t1-h0-c1";
+    let scenarios = [
+        Scenario {
+            name: "30% loss at tor1",
+            inject: Box::new(|f| f.tor_loss(1, 30)),
+            clear: Box::new(|f| f.tor_loss(1, 0)),
+            expect: vec![("tor".into(), "tor1".into())],
+        },
+        Scenario {
+            name: "host-t0-h1 link down",
+            inject: Box::new(move |f| f.host_link(&f.hosts[host_index], false)),
+            clear: Box::new(move |f| f.host_link(&f.hosts[host_index], true)),
+            expect: vec![("host".into(), host_name.clone()), ("nic".into(), host_nic)],
+        },
+        Scenario {
+            name: "container t1-h0-c1 unreachable",
+            inject: Box::new(move |f| f.isolate_node(f.node(isolated)?, true)),
+            clear: Box::new(move |f| f.isolate_node(f.node(isolated)?, false)),
+            expect: vec![("node".into(), isolated.into())],
+        },
+    ];
+    let mut failures = Vec::new();
+    let mut dashboards: Option<anyhow::Result<()>> = None;
+    let mut times = Vec::new();
+    for sc in &scenarios {
+        let mut during = |stack: &Stack| {
+            if dashboards.is_none() {
+                dashboards = Some(dashboards_have_data(stack));
+            }
+        };
+        match run_scenario(&mut stack, sc, opts.settle_time(), &mut during) {
+            Ok((d, r)) => times.push((sc.name, d, r)),
+            Err(e) => {
+                failures.push(format!("{e:#}"));
+                // Leave a clean fabric for the next scenario (which waits
+                // for leftover alerts to resolve before it injects).
+                stack.fabric.clear_faults().expect("clear faults");
+            }
+        }
+    }
+    // Normally checked while the first fault stood; if no scenario got that
+    // far, check the healthy fabric instead.
+    let dashboards = dashboards.unwrap_or_else(|| dashboards_have_data(&stack));
+    if let Err(e) = dashboards {
+        failures.push(format!("dashboards: {e:#}"));
+    }
+    println!("detection times (injection -> alert in Alertmanager; target <= 10 s):");
+    for (name, d, r) in &times {
+        println!(
+            "  {name:<32} detect {:>5.1} s   resolve {:>5.1} s",
+            d.as_secs_f64(),
+            r.as_secs_f64()
+        );
+    }
+    if failures.is_empty() {
+        let mean = times.iter().map(|t| t.1.as_secs_f64()).sum::<f64>() / times.len() as f64;
+        println!("  mean detection {mean:.1} s");
+    }
+    assert!(
+        failures.is_empty(),
+        "scenarios failed:\n{}",
+        failures.join("\n\n")
+    );
+}
+
+/// Every dashboard panel query runs against this Prometheus: none may error,
+/// none may be empty where the fabric has data.
+fn dashboards_have_data(stack: &Stack) -> anyhow::Result<()> {
+    use skeletonhunter_tests::dashboards::{check_dashboards, dashboards_dir, CheckOptions};
+    // Range and rate windows scaled to a fabric that is a minute old.
+    let opts = CheckOptions {
+        rate_interval: "10s".into(),
+        interval: Duration::from_secs(2),
+        range: Duration::from_secs(300),
+    };
+    let report = check_dashboards(&stack.prometheus, &dashboards_dir(), &opts)?;
+    println!("{report}");
+    anyhow::ensure!(report.with_data() > 0, "no dashboard query returned data");
+    report.ensure_ok()
+}
