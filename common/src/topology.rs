@@ -6,6 +6,7 @@
 //! model here means the three can never disagree on which components a probe
 //! crosses.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -136,8 +137,9 @@ impl fmt::Display for Component {
 
 /// Where an endpoint sits in the fabric. Empty strings mean "unknown": the
 /// component is then simply left out of paths (a missing CSV column or label
-/// shrinks the topology instead of failing).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// shrinks the topology instead of failing). Its fields, in order, are the
+/// label set of `skeletonhunter_node_info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, EncodeLabelSet)]
 #[serde(default)]
 pub struct Identity {
     pub node: String,

@@ -63,17 +63,6 @@ pub struct PairLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IdentityLabels {
-    pub node: String,
-    pub nic: String,
-    pub host: String,
-    pub tor: String,
-    pub spine: String,
-    pub pod: String,
-    pub tenant: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
     pub source: PeerSource,
 }
@@ -140,7 +129,7 @@ pub struct Metrics {
     pub lost: Family<ProbeLabels, Counter>,
     pub dial_success: Family<ProbeLabels, Gauge>,
     pub dial_failures: Family<ProbeLabels, Counter>,
-    pub node_info: Family<IdentityLabels, Gauge>,
+    pub node_info: Family<Identity, Gauge>,
     pub skeleton_peers: Family<SourceLabels, Gauge>,
     pub rdma_responder_delay: HistFamily<PairLabels>,
     pub rdma_prober_delay: HistFamily<PairLabels>,
@@ -177,7 +166,7 @@ impl Metrics {
         let lost = Family::<ProbeLabels, Counter>::default();
         let dial_success = Family::<ProbeLabels, Gauge>::default();
         let dial_failures = Family::<ProbeLabels, Counter>::default();
-        let node_info = Family::<IdentityLabels, Gauge>::default();
+        let node_info = Family::<Identity, Gauge>::default();
         let skeleton_peers = Family::<SourceLabels, Gauge>::default();
         let rdma_responder_delay: HistFamily<PairLabels> =
             Family::new_with_constructor(rtt_histogram);
@@ -305,17 +294,7 @@ impl Metrics {
     /// earlier one) and use its node as `src_node`.
     pub fn set_identity(&self, id: &Identity) {
         self.node_info.clear();
-        self.node_info
-            .get_or_create(&IdentityLabels {
-                node: id.node.clone(),
-                nic: id.nic.clone(),
-                host: id.host.clone(),
-                tor: id.tor.clone(),
-                spine: id.spine.clone(),
-                pod: id.pod.clone(),
-                tenant: id.tenant.clone(),
-            })
-            .set(1);
+        self.node_info.get_or_create(id).set(1);
         *self.src_node.lock().unwrap_or_else(|e| e.into_inner()) = id.node.clone();
     }
 

@@ -364,15 +364,7 @@ pub struct Client {
 impl Client {
     pub fn new(base: &str, timeout: Duration) -> anyhow::Result<Client> {
         let base = crate::prometheus::validate_base_url(base)?;
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .user_agent(concat!(
-                "skeletonhunter-localizer/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build HTTP client: {e}"))?;
+        let http = crate::prometheus::http_client(timeout)?;
         Ok(Client { base, http })
     }
 

@@ -134,15 +134,7 @@ impl Client {
     /// bounded by `timeout`.
     pub fn new(base: &str, timeout: Duration) -> anyhow::Result<Client> {
         let base = validate_base_url(base)?;
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .user_agent(concat!(
-                "skeletonhunter-localizer/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build HTTP client: {e}"))?;
+        let http = http_client(timeout)?;
         Ok(Client { base, http })
     }
 
@@ -212,6 +204,20 @@ impl Client {
         let data = decode_response(&url, status.as_u16(), &text)?;
         Ok((url, data))
     }
+}
+
+/// The HTTP client for Prometheus and Alertmanager alike: every request is
+/// bounded by `timeout` and names this build in its user agent.
+pub fn http_client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .user_agent(concat!(
+            "skeletonhunter-localizer/",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot build HTTP client: {e}"))
 }
 
 /// Check the base URL early so a typo fails at start-up, not every cycle.
