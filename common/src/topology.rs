@@ -30,10 +30,15 @@ pub enum Kind {
     Pod,
     /// The job / tenant: a grouping, not a network component.
     Tenant,
+    /// A router hop learned by path tracing (`skeletonhunter_path_hop_info`);
+    /// its id is the router's address. Not an [`Identity`] field, so it is
+    /// left out of [`Kind::ALL`] (which fixes the node_info label set).
+    Hop,
 }
 
 impl Kind {
-    /// Every kind, in path order (nearest the endpoint first).
+    /// Every identity kind, in path order (nearest the endpoint first);
+    /// [`Kind::Hop`] is not one of them.
     pub const ALL: [Kind; 7] = [
         Kind::Node,
         Kind::Nic,
@@ -54,11 +59,13 @@ impl Kind {
             Kind::Spine => "spine",
             Kind::Pod => "pod",
             Kind::Tenant => "tenant",
+            Kind::Hop => "hop",
         }
     }
 
     /// The suffix of the SkeletonHunter CSV column holding this kind for one
-    /// side of a probe: `src_<suffix>` / `dst_<suffix>`.
+    /// side of a probe: `src_<suffix>` / `dst_<suffix>`. The CSV has no hop
+    /// column: `Kind::Hop` gives `"hop"`, which matches nothing there.
     pub fn csv_suffix(self) -> &'static str {
         match self {
             Kind::Node => "node_id",
@@ -68,6 +75,7 @@ impl Kind {
             Kind::Spine => "dsw",
             Kind::Pod => "pod",
             Kind::Tenant => "tenant_id",
+            Kind::Hop => "hop",
         }
     }
 
@@ -76,7 +84,7 @@ impl Kind {
     pub fn is_path_component(self) -> bool {
         matches!(
             self,
-            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine
+            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine | Kind::Hop
         )
     }
 }
@@ -95,7 +103,7 @@ impl fmt::Display for UnknownKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant)",
+            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant, hop)",
             self.0
         )
     }
@@ -108,6 +116,7 @@ impl FromStr for Kind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Kind::ALL
             .into_iter()
+            .chain([Kind::Hop])
             .find(|k| k.as_str() == s)
             .ok_or_else(|| UnknownKind(s.to_string()))
     }
@@ -152,7 +161,8 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The id for `kind` ("" when unknown).
+    /// The id for `kind` ("" when unknown, and always for `Kind::Hop`,
+    /// which is not part of an identity).
     pub fn get(&self, kind: Kind) -> &str {
         match kind {
             Kind::Node => &self.node,
@@ -162,12 +172,15 @@ impl Identity {
             Kind::Spine => &self.spine,
             Kind::Pod => &self.pod,
             Kind::Tenant => &self.tenant,
+            Kind::Hop => "",
         }
     }
 
-    /// Mutable access for parsers that fill an identity field by kind.
-    pub fn get_mut(&mut self, kind: Kind) -> &mut String {
-        match kind {
+    /// Set the field for `kind`, for parsers that fill an identity by kind.
+    /// `Kind::Hop` has no field in an identity and is ignored (parsers
+    /// iterate [`Kind::ALL`], which never yields it).
+    pub fn set(&mut self, kind: Kind, value: impl Into<String>) {
+        let slot = match kind {
             Kind::Node => &mut self.node,
             Kind::Nic => &mut self.nic,
             Kind::Host => &mut self.host,
@@ -175,7 +188,9 @@ impl Identity {
             Kind::Spine => &mut self.spine,
             Kind::Pod => &mut self.pod,
             Kind::Tenant => &mut self.tenant,
-        }
+            Kind::Hop => return,
+        };
+        *slot = value.into();
     }
 
     /// `(label name, value)` pairs in the order of `skeletonhunter_node_info`.
@@ -328,10 +343,24 @@ mod tests {
 
     #[test]
     fn kind_round_trips_and_rejects_unknown() {
-        for k in Kind::ALL {
+        for k in Kind::ALL.into_iter().chain([Kind::Hop]) {
             assert_eq!(k.as_str().parse::<Kind>().unwrap(), k);
         }
         let err = "switch".parse::<Kind>().unwrap_err();
         assert!(err.to_string().contains("switch"));
+    }
+
+    #[test]
+    fn hop_is_a_path_component_outside_the_identity() {
+        assert!(Kind::Hop.is_path_component());
+        assert!(!Kind::ALL.contains(&Kind::Hop));
+        let ident = id("a", "h1", "t1", "s1");
+        assert_eq!(ident.get(Kind::Hop), "");
+        // The node_info label set is unchanged.
+        let names: Vec<&str> = ident.labels().iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            names,
+            ["node", "nic", "host", "tor", "spine", "pod", "tenant"]
+        );
     }
 }

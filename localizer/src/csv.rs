@@ -189,7 +189,7 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
                 ..Default::default()
             };
             for (kind, i, _) in topo {
-                *ident.get_mut(*kind) = utf8(field(*i)).map_err(|m| err(*i, m))?.trim().to_string();
+                ident.set(*kind, utf8(field(*i)).map_err(|m| err(*i, m))?.trim());
             }
             let n = identities.len() as u32;
             identities.push(ident);
@@ -277,6 +277,7 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
             lost: a.lost,
             rtt_seconds: rtt,
             rtt_samples: samples,
+            hops: Vec::new(),
         })
         .collect())
 }

@@ -63,6 +63,11 @@ pub struct PairStats {
     pub rtt_seconds: Option<f64>,
     /// How many RTT samples `rtt_seconds` summarizes (0 when none).
     pub rtt_samples: f64,
+    /// Router addresses traced on this pair's path (online: from
+    /// `skeletonhunter_path_hop_info`); each joins the pair's path as a `hop`
+    /// component. Empty when the pair was not traced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<String>,
 }
 
 /// Engine tuning. Defaults are what the benchmark is measured with.
@@ -430,5 +435,113 @@ mod tests {
         let r = analyze(&[good, no_rounds, no_id], &Config::default());
         assert_eq!(r.pairs_observed, 1);
         assert!(r.faults.is_empty());
+    }
+
+    fn endpoint(node: &str, tor: &str, spine: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            nic: format!("nic-{node}"),
+            host: format!("host-{node}"),
+            tor: tor.into(),
+            spine: spine.into(),
+            ..Default::default()
+        }
+    }
+
+    fn probed(src: &Identity, dst: &Identity, lost: f64, hops: &[&str]) -> PairStats {
+        PairStats {
+            src: src.clone(),
+            dst: dst.clone(),
+            rounds: 10.0,
+            sent: 1000.0,
+            lost,
+            hops: hops.iter().map(|h| h.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn named(r: &Report) -> Vec<String> {
+        r.faults
+            .iter()
+            .map(|f| format!("{}:{}", f.component(), f.symptom.as_str()))
+            .collect()
+    }
+
+    /// ToR t1 under spine s1 and t2 under s2: every cross pair crosses both
+    /// spines, so labels cannot tell them apart. The traces show two routers
+    /// (ECMP) and only the pairs through 10.0.0.1 lose packets: that router
+    /// is blamed, not a spine.
+    #[test]
+    fn traced_hops_single_out_the_router_the_lossy_pairs_cross() {
+        let a: Vec<Identity> = (0..4)
+            .map(|i| endpoint(&format!("a{i}"), "t1", "s1"))
+            .collect();
+        let b: Vec<Identity> = (0..4)
+            .map(|i| endpoint(&format!("b{i}"), "t2", "s2"))
+            .collect();
+        let mut pairs = Vec::new();
+        for i in 0..4 {
+            pairs.push(probed(&a[i], &a[(i + 1) % 4], 0.0, &[]));
+            pairs.push(probed(&b[i], &b[(i + 1) % 4], 0.0, &[]));
+            for (j, bj) in b.iter().enumerate() {
+                let (router, lost) = if (i + j) % 2 == 0 {
+                    ("10.0.0.1", 200.0)
+                } else {
+                    ("10.0.0.2", 0.0)
+                };
+                pairs.push(probed(&a[i], bj, lost, &["10.0.1.1", router]));
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["hop/10.0.0.1:loss"]);
+        let f = &r.faults[0];
+        assert!((f.score - 0.2).abs() < 0.05, "{}", f.score);
+        assert_eq!(f.pairs, 8);
+        assert!(f.equivalent.is_empty(), "{:?}", f.equivalent);
+
+        // Without the traces the spines are one column (s1 reported, s2
+        // equivalent) and no hop can be named.
+        for p in &mut pairs {
+            p.hops.clear();
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(r.faults.iter().all(|f| f.kind != Kind::Hop));
+        let m = topology::PathMatrix::build(&pairs.iter().collect::<Vec<_>>());
+        let j = m.find(&Component::new(Kind::Spine, "s2")).unwrap();
+        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+    }
+
+    /// A hop seen on exactly the pairs crossing a ToR (its own address) is
+    /// indistinguishable from it: the ToR is reported, the hop listed.
+    #[test]
+    fn a_hop_that_always_goes_with_a_tor_is_listed_as_its_equivalent() {
+        let tors = ["t1", "t2", "t3"];
+        let nodes: Vec<Identity> = (0..9)
+            .map(|i| endpoint(&format!("n{i}"), tors[i / 3], "s1"))
+            .collect();
+        let tor_hop = |t: &str| format!("10.1.0.{}", &t[1..]);
+        let mut pairs = Vec::new();
+        for i in 0..9 {
+            for j in i + 1..9 {
+                let (x, y) = (&nodes[i], &nodes[j]);
+                let mut hops = vec![tor_hop(&x.tor)];
+                if y.tor != x.tor {
+                    hops.push(tor_hop(&y.tor));
+                }
+                let lost = if x.tor == "t1" || y.tor == "t1" {
+                    150.0
+                } else {
+                    0.0
+                };
+                let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
+                pairs.push(probed(x, y, lost, &hops));
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["tor/t1:loss"]);
+        assert_eq!(
+            r.faults[0].equivalent,
+            vec![Component::new(Kind::Hop, "10.1.0.1")]
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::prometheus::{self, QueryError, Sample};
 use crate::serve::{self, AlertmanagerLabels, Metrics, QueryLabels, ResultLabels};
 use crate::{analyze, Config, PairStats, Report, Symptom};
 use skeletonhunter_common::topology::{path, Component, Identity, Kind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -153,6 +153,9 @@ pub struct Queries {
     pub rtt_count: String,
     pub topology_now: String,
     pub topology_recent: String,
+    /// Traced router hops per pair (optional: a failure does not make the
+    /// cycle untrusted).
+    pub hops: String,
 }
 
 const TOPOLOGY_BY: &str = "node, nic, host, tor, spine, pod, tenant";
@@ -195,6 +198,10 @@ impl Queries {
                 "max by ({TOPOLOGY_BY}) (last_over_time({}[{tw}]))",
                 sel("skeletonhunter_node_info")
             ),
+            hops: format!(
+                "max by (src_node, dst_node, address) (last_over_time({}[{tw}]))",
+                sel("skeletonhunter_path_hop_info")
+            ),
         }
     }
 }
@@ -209,13 +216,16 @@ pub struct QueryResults {
     pub rtt_count: Vec<Sample>,
     pub topology_now: Vec<Sample>,
     pub topology_recent: Vec<Sample>,
+    pub hops: Vec<Sample>,
+    /// Why the hop query failed, if it did (the cycle goes on without hops).
+    pub hops_error: Option<String>,
 }
 
 fn identity_of(s: &Sample) -> Identity {
     let mut id = Identity::default();
     for k in Kind::ALL {
         if let Some(v) = s.labels.get(k.as_str()) {
-            *id.get_mut(k) = v.clone();
+            id.set(k, v.clone());
         }
     }
     id
@@ -455,9 +465,43 @@ pub fn assemble(
             lost,
             rtt_seconds,
             rtt_samples,
+            hops: Vec::new(),
         });
     }
+    attach_hops(&mut out.pairs, &r.hops);
     out
+}
+
+/// Fill each pair's traced hops from `skeletonhunter_path_hop_info` samples.
+/// Silent hops (empty address) and the destination itself (the trace's last
+/// hop, its nic or node address) are not routers and are left out.
+pub fn attach_hops(pairs: &mut [PairStats], hops: &[Sample]) {
+    if hops.is_empty() {
+        return;
+    }
+    let mut by_pair: HashMap<(&str, &str), BTreeSet<&str>> = HashMap::new();
+    for s in hops {
+        let (Some(src), Some(dst), Some(addr)) = (
+            s.labels.get("src_node"),
+            s.labels.get("dst_node"),
+            s.labels.get("address"),
+        ) else {
+            continue;
+        };
+        if !addr.is_empty() && s.value.is_finite() && s.value > 0.0 {
+            by_pair.entry((src, dst)).or_default().insert(addr);
+        }
+    }
+    for p in pairs {
+        let Some(set) = by_pair.get(&(p.src.node.as_str(), p.dst.node.as_str())) else {
+            continue;
+        };
+        p.hops = set
+            .iter()
+            .filter(|a| **a != p.dst.nic && **a != p.dst.node)
+            .map(|a| a.to_string())
+            .collect();
+    }
 }
 
 /// Up to five pairs crossing `c` that show `symptom` the most, as
@@ -465,7 +509,13 @@ pub fn assemble(
 pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<String> {
     let mut scored: Vec<(f64, String)> = pairs
         .iter()
-        .filter(|p| path(&p.src, &p.dst).contains(c))
+        .filter(|p| {
+            if c.kind == Kind::Hop {
+                p.hops.contains(&c.id)
+            } else {
+                path(&p.src, &p.dst).contains(c)
+            }
+        })
         .filter_map(|p| {
             let name = format!("{} -> {}", p.src.node, p.dst.node);
             match symptom {
@@ -581,6 +631,8 @@ struct Localizer {
     failed_cycles: u64,
     /// (no topology, incomplete) pairs of the previous cycle, for logging.
     last_dropped: (usize, usize),
+    /// Whether the hop query failed last cycle (warned once per outage).
+    hops_failing: bool,
 }
 
 /// What one cycle concluded.
@@ -596,7 +648,7 @@ impl Localizer {
         let q = &self.queries;
         let p = &self.prom;
         let t = Some(time);
-        let (sent, lost, dial, p50, cnt, tnow, trecent) = tokio::join!(
+        let (sent, lost, dial, p50, cnt, tnow, trecent, hops) = tokio::join!(
             p.instant(&q.sent, t),
             p.instant(&q.lost, t),
             p.instant(&q.dial_failures, t),
@@ -604,7 +656,13 @@ impl Localizer {
             p.instant(&q.rtt_count, t),
             p.instant(&q.topology_now, t),
             p.instant(&q.topology_recent, t),
+            p.instant(&q.hops, t),
         );
+        // Hops are optional: without them paths come from labels alone.
+        let (hops, hops_error) = match hops {
+            Ok(v) => (v, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
         let mut errors = Vec::new();
         let mut take = |name: &'static str, r: Result<Vec<Sample>, QueryError>| match r {
             Ok(v) => v,
@@ -621,6 +679,8 @@ impl Localizer {
             rtt_count: take("rtt_count", cnt),
             topology_now: take("topology_now", tnow),
             topology_recent: take("topology_recent", trecent),
+            hops,
+            hops_error,
         };
         if errors.is_empty() {
             Ok(out)
@@ -656,6 +716,15 @@ impl Localizer {
                 return (Outcome::QueryFailed, self.book.firing(now));
             }
         };
+        match (&results.hops_error, self.hops_failing) {
+            (Some(e), false) => tracing::warn!(
+                "hop query failed: {e}; localizing from topology labels only until it answers"
+            ),
+            (Some(e), true) => tracing::debug!("hop query failed: {e}"),
+            (None, true) => tracing::info!("hop query answers again"),
+            (None, false) => {}
+        }
+        self.hops_failing = results.hops_error.is_some();
         let (topology, conflicts) = topology_from(&results.topology_now, &results.topology_recent);
         if !conflicts.is_empty() {
             tracing::warn!(
@@ -931,6 +1000,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config: args.engine.config(),
         failed_cycles: 0,
         last_dropped: (0, 0),
+        hops_failing: false,
     };
 
     if args.once {
@@ -1072,10 +1142,50 @@ mod tests {
         assert!(q
             .topology_recent
             .contains("last_over_time(skeletonhunter_node_info{job=\"sh\"}[3600s])"));
+        assert_eq!(
+            q.hops,
+            "max by (src_node, dst_node, address) (last_over_time(skeletonhunter_path_hop_info{job=\"sh\"}[3600s]))"
+        );
         let q = Queries::new(Duration::from_secs(30), Duration::from_secs(60), None);
         assert!(q
             .rtt_p50
             .contains("skeletonhunter_probe_rtt_seconds_bucket[30s]"));
+    }
+
+    #[test]
+    fn traced_hops_fill_pairs_without_silent_hops_or_the_destination() {
+        let b_info = sample(&[("node", "b"), ("nic", "198.18.0.2"), ("tor", "t2")], 1.0);
+        let (topo, _) = topology_from(&[info("a", "t1"), b_info], &[]);
+        let hop = |s: &str, d: &str, addr: &str| {
+            sample(&[("src_node", s), ("dst_node", d), ("address", addr)], 1.0)
+        };
+        let r = QueryResults {
+            sent: vec![pair("a", "b", "udp", 100.0), pair("b", "a", "udp", 100.0)],
+            lost: vec![pair("a", "b", "udp", 0.0), pair("b", "a", "udp", 0.0)],
+            hops: vec![
+                hop("a", "b", "10.0.0.2"),
+                hop("a", "b", "10.0.0.1"),
+                hop("a", "b", ""),
+                hop("a", "b", "198.18.0.2"),
+                hop("c", "b", "10.0.0.9"),
+            ],
+            ..Default::default()
+        };
+        let out = assemble(&r, &topo, &protos());
+        let ab = out.pairs.iter().find(|p| p.src.node == "a").unwrap();
+        assert_eq!(ab.hops, vec!["10.0.0.1", "10.0.0.2"]);
+        let ba = out.pairs.iter().find(|p| p.src.node == "b").unwrap();
+        assert!(ba.hops.is_empty());
+        // Evidence for a hop lists the pairs that crossed it.
+        let mut lossy = ab.clone();
+        lossy.lost = 20.0;
+        let ev = evidence(
+            &Component::new(Kind::Hop, "10.0.0.1"),
+            Symptom::Loss,
+            &[lossy, ba.clone()],
+        );
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert!(ev[0].starts_with("a -> b"), "{ev:?}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! (`skeletonhunter_common::topology::path`). Components are interned into
 //! column numbers; components crossed by exactly the same set of observed
 //! pairs are merged into one column, because no data can tell them apart
-//! (they are reported as `equivalent`).
+//! (they are reported as `equivalent`). Traced router hops of a pair
+//! (`PairStats::hops`) join its row as `hop` components.
 
 use crate::PairStats;
 use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass};
@@ -28,6 +29,9 @@ pub struct PathMatrix {
 /// Which of several indistinguishable components to report: the most
 /// shared one (spine before tor before host before nic before node), since
 /// an operator checks the wider component first and the others are listed.
+/// A traced hop comes after every label-derived kind: a hop that always
+/// co-occurs with a ToR or spine is most likely that switch's own address,
+/// and the inventory name is what the operator acts on.
 fn report_rank(kind: Kind) -> u8 {
     match kind {
         Kind::Spine => 0,
@@ -35,8 +39,9 @@ fn report_rank(kind: Kind) -> u8 {
         Kind::Host => 2,
         Kind::Nic => 3,
         Kind::Node => 4,
-        Kind::Pod => 5,
-        Kind::Tenant => 6,
+        Kind::Hop => 5,
+        Kind::Pod => 6,
+        Kind::Tenant => 7,
     }
 }
 
@@ -48,14 +53,23 @@ impl PathMatrix {
         let mut class = Vec::with_capacity(pairs.len());
         for (i, p) in pairs.iter().enumerate() {
             class.push(path_class(&p.src, &p.dst));
-            for c in path(&p.src, &p.dst) {
+            let hops = p
+                .hops
+                .iter()
+                .filter(|h| !h.is_empty())
+                .map(|h| Component::new(Kind::Hop, h.as_str()));
+            for c in path(&p.src, &p.dst).into_iter().chain(hops) {
                 let next = raw.len() as u32;
                 let id = *ids.entry(c).or_insert_with_key(|c| {
                     raw.push(c.clone());
                     raw_rows.push(Vec::new());
                     next
                 });
-                raw_rows[id as usize].push(i as u32);
+                let rows = &mut raw_rows[id as usize];
+                // A hop listed twice for one pair is one crossing.
+                if rows.last() != Some(&(i as u32)) {
+                    rows.push(i as u32);
+                }
             }
         }
         // Merge components with identical pair sets (rows are pushed in
@@ -191,5 +205,34 @@ mod tests {
         assert_eq!(m.col(j), &[1, 2]);
         assert_eq!(m.class[0], PathClass::SameHost);
         assert_eq!(m.class[1], PathClass::CrossTor);
+    }
+
+    #[test]
+    fn traced_hops_join_the_row_and_rank_after_switches() {
+        let a = ident("a", "nic-a", "h1", "t1", "s1");
+        let b = ident("b", "nic-b", "h2", "t2", "s1");
+        let c = ident("c", "nic-c", "h3", "t2", "s1");
+        let mut ab = pair(a.clone(), b.clone());
+        ab.hops = vec!["10.9.0.1".into(), "10.9.0.1".into(), "".into()];
+        let mut ac = pair(a, c);
+        ac.hops = vec!["10.9.0.2".into()];
+        let pairs = [ab, ac, pair(b, ident("d", "nic-d", "h4", "t2", "s1"))];
+        let refs: Vec<&PairStats> = pairs.iter().collect();
+        let m = PathMatrix::build(&refs);
+        let hop1 = Component::new(Kind::Hop, "10.9.0.1");
+        let j = m.find(&hop1).unwrap();
+        // Hop 10.9.0.1 is on pair 0 only (once, though listed twice), and
+        // no label-derived component has that pair set.
+        assert_eq!(m.col(j), &[0]);
+        assert_eq!(m.columns[j], hop1);
+        assert!(m.equivalent[j].is_empty());
+        assert!(m.row(0).contains(&(j as u32)));
+        // a's components, t1 and s1 cross pairs 0 and 1; no hop does.
+        let j = m.find(&Component::new(Kind::Tor, "t1")).unwrap();
+        assert_eq!(m.col(j), &[0, 1]);
+        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+        assert!(m.equivalent[j].iter().all(|c| c.kind != Kind::Hop));
+        // No empty-address hop.
+        assert!(m.find(&Component::new(Kind::Hop, "")).is_none());
     }
 }

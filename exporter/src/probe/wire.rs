@@ -150,7 +150,7 @@ impl<'a> Packet<'a> {
         for (i, kind) in Kind::ALL.into_iter().enumerate() {
             if let Some(v) = self.tlv(TLV_IDENTITY_BASE + i as u16) {
                 if let Ok(s) = std::str::from_utf8(v) {
-                    *id.get_mut(kind) = s.to_string();
+                    id.set(kind, s);
                 }
             }
         }
