@@ -20,19 +20,10 @@ const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
 /// it worked (old kernels, exotic sockets: RTTs then use the user-space
 /// receive time).
 pub fn enable_rx_timestamps(fd: RawFd) -> bool {
-    let flags: libc::c_int =
-        (libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE) as libc::c_int;
-    // SAFETY: setsockopt with a pointer to a c_int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_TIMESTAMPING,
-            &flags as *const _ as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    set_timestamping(
+        fd,
+        libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE,
+    )
 }
 
 /// Ask for software receive timestamps and, for probe sockets, software
@@ -40,11 +31,19 @@ pub fn enable_rx_timestamps(fd: RawFd) -> bool {
 /// counter id (OPT_ID) and no payload copy (OPT_TSONLY). Returns whether
 /// transmit timestamps are on.
 pub fn enable_tx_timestamps(fd: RawFd) -> bool {
-    let flags: libc::c_int = (libc::SOF_TIMESTAMPING_RX_SOFTWARE
-        | libc::SOF_TIMESTAMPING_SOFTWARE
-        | libc::SOF_TIMESTAMPING_TX_SOFTWARE
-        | libc::SOF_TIMESTAMPING_OPT_ID
-        | libc::SOF_TIMESTAMPING_OPT_TSONLY) as libc::c_int;
+    set_timestamping(
+        fd,
+        libc::SOF_TIMESTAMPING_RX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_TX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_OPT_ID
+            | libc::SOF_TIMESTAMPING_OPT_TSONLY,
+    )
+}
+
+/// `setsockopt(SO_TIMESTAMPING, flags)`; whether the kernel accepted it.
+fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> bool {
+    let flags = flags as libc::c_int;
     // SAFETY: setsockopt with a pointer to a c_int of the size given.
     let rc = unsafe {
         libc::setsockopt(
