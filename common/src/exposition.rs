@@ -49,6 +49,7 @@ pub struct ClassicWriter {
 }
 
 impl ClassicWriter {
+    /// A writer whose output buffer starts with `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
         ClassicWriter {
             out: String::with_capacity(capacity),
@@ -93,6 +94,7 @@ impl ClassicWriter {
         self.line.clear();
     }
 
+    /// Convert any unterminated last line and return the classic text.
     pub fn finish(mut self) -> String {
         if !self.line.is_empty() {
             self.line_done();

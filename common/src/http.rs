@@ -23,8 +23,11 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 /// What a handler needs to know about a request.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// HTTP method; handlers refuse anything but the methods they serve.
     pub method: Method,
+    /// URI path without the query string, used for routing.
     pub path: String,
+    /// Raw query string (no leading `?`), for endpoints that take parameters.
     pub query: Option<String>,
     /// `Accept` header, used to choose the exposition format.
     pub accept: Option<String>,
@@ -33,12 +36,16 @@ pub struct Request {
 /// A complete response.
 #[derive(Debug, Clone)]
 pub struct Reply {
+    /// Status line sent to the client.
     pub status: StatusCode,
+    /// `Content-Type` header; static because every endpoint has a fixed one.
     pub content_type: &'static str,
+    /// The whole body: our responses are small or already encoded in full.
     pub body: Bytes,
 }
 
 impl Reply {
+    /// A reply with any status and content type.
     pub fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
         Reply {
             status,
@@ -46,12 +53,15 @@ impl Reply {
             body: body.into(),
         }
     }
+    /// A plain-text reply, for errors and human-readable endpoints.
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Self {
         Reply::new(status, "text/plain; charset=utf-8", body)
     }
+    /// A `200 OK` JSON reply, for machine-readable endpoints.
     pub fn json(body: impl Into<Bytes>) -> Self {
         Reply::new(StatusCode::OK, "application/json", body)
     }
+    /// The `404` every router answers for paths it does not serve.
     pub fn not_found(path: &str) -> Self {
         Reply::text(StatusCode::NOT_FOUND, format!("no such endpoint: {path}\n"))
     }

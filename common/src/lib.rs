@@ -1,9 +1,12 @@
 //! Contracts shared by `skeletonhunter-exporter` and `skeletonhunter-localizer`.
 //!
 //! Everything that both binaries must agree on lives here exactly once: the
-//! topology vocabulary and path model of `DESIGN.md`, the HTTP plumbing that
-//! serves `/metrics`, and logging set-up.
+//! topology vocabulary and path model, the one duration parser, the HTTP
+//! plumbing that serves `/metrics`, and logging set-up.
 
+#![forbid(unsafe_code)]
+
+pub mod duration;
 pub mod exposition;
 pub mod http;
 pub mod logging;

@@ -1,4 +1,5 @@
-//! The topology vocabulary of `DESIGN.md` and the probe path model.
+//! The topology vocabulary (node, NIC, host, ToR, spine, pod, tenant, plus
+//! traced router hops) and the probe path model.
 //!
 //! Exporters publish their [`Identity`] as `skeletonhunter_node_info`, the
 //! localizer joins probe pairs to it, and the offline analyzer reads the same
@@ -125,11 +126,14 @@ impl FromStr for Kind {
 /// One topology element: a kind and its id (`tor` + the switch name, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Component {
+    /// Which layer of the fabric the element belongs to.
     pub kind: Kind,
+    /// Its name within that layer (a node name, a NIC address, a switch name).
     pub id: String,
 }
 
 impl Component {
+    /// A component of `kind` named `id`.
     pub fn new(kind: Kind, id: impl Into<String>) -> Self {
         Component {
             kind,
@@ -151,12 +155,19 @@ impl fmt::Display for Component {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, EncodeLabelSet)]
 #[serde(default)]
 pub struct Identity {
+    /// The container / rank endpoint itself.
     pub node: String,
+    /// The host port (RNIC) the endpoint sends through, usually its address.
     pub nic: String,
+    /// The physical host, whose virtual switch joins its containers.
     pub host: String,
+    /// The top-of-rack switch the host's NIC is cabled to.
     pub tor: String,
+    /// The aggregation switch above the ToR.
     pub spine: String,
+    /// The network pod the ToR belongs to (a grouping, not on the path).
     pub pod: String,
+    /// The job / tenant the endpoint runs for (a grouping, not on the path).
     pub tenant: String,
 }
 
@@ -204,12 +215,16 @@ impl Identity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathClass {
+    /// Both endpoints on one host: only the host's virtual switch is crossed.
     SameHost,
+    /// Different hosts under one ToR.
     SameTor,
+    /// Different ToRs (or unknown placement): the spine layer is crossed.
     CrossTor,
 }
 
 impl PathClass {
+    /// The label value used in metrics and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             PathClass::SameHost => "same_host",
@@ -231,10 +246,15 @@ pub fn path_class(a: &Identity, b: &Identity) -> PathClass {
     }
 }
 
-/// The components a probe from `a` to `b` crosses, per `DESIGN.md`:
-/// a, nic(a), host(a), then nothing more on the same host; tor(a) on the same
-/// ToR; tor(a), tor(b), spine(a), spine(b) across ToRs; then host(b), nic(b),
-/// b. Unknown (empty) ids are skipped and each component appears once.
+/// The components a probe from `a` to `b` crosses, in the order it crosses
+/// them. The path model: a probe leaves endpoint `a` through its NIC into its
+/// host's virtual switch. Between two containers of one host it goes no
+/// further before turning to `b`; between hosts under one ToR it also crosses
+/// that ToR; between ToRs it climbs `a`'s ToR to `a`'s spine, crosses to
+/// `b`'s spine (the same one in a single-spine fabric) and comes down `b`'s
+/// ToR. It then enters `b`'s host, NIC and `b` itself. Pods and tenants are
+/// groupings and never on the path. Unknown (empty) ids are skipped, and a
+/// component shared by both sides (one spine, one host) appears once.
 pub fn path(a: &Identity, b: &Identity) -> Vec<Component> {
     let mut out: Vec<Component> = Vec::with_capacity(10);
     let mut push = |kind: Kind, id: &str| {
@@ -277,7 +297,7 @@ mod tests {
     }
 
     fn kinds(p: &[Component]) -> Vec<String> {
-        p.iter().map(|c| c.to_string()).collect()
+        p.iter().map(ToString::to_string).collect()
     }
 
     #[test]
