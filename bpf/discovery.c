@@ -13,8 +13,8 @@
 //
 // Both write fixed-size `struct sh_event` records to one ring buffer; when it
 // is full the event is counted in `dropped` instead of being lost silently.
-// The layout of `struct sh_event` is a contract with
-// exporter/src/discovery/ebpf.rs (decode_event); change both together.
+// `struct sh_event` lives in discovery.h, mirrored by
+// exporter/src/wire/discovery.rs; both assert the same layout.
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -23,34 +23,14 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+#include "discovery.h"
 
-#define SH_TCP_UP 1
-#define SH_TCP_DOWN 2
-#define SH_RDMA_RTR 3
-#define SH_RDMA_DESTROY 4
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define TCP_ESTABLISHED 1
 #define IPPROTO_TCP_ 6
 #define AF_INET_ 2
 #define AF_INET6_ 10
-
-struct sh_event {
-	__u64 ts_ns;      // bpf_ktime_get_ns (CLOCK_MONOTONIC)
-	__u64 cgroup_id;  // cgroup v2 id of the socket (TCP) or caller (RDMA)
-	__u64 handle;     // struct sock * (TCP) or struct ibv_qp * (RDMA): identity while alive
-	__u32 pid;        // tgid of the current task (0 in softirq context is possible)
-	__u32 netns;      // network namespace inode of the socket (TCP), 0 for RDMA
-	__u8 kind;        // SH_TCP_UP, SH_TCP_DOWN, SH_RDMA_RTR, SH_RDMA_DESTROY
-	__u8 family;      // 4 or 6 (TCP); 0 for RDMA
-	__u16 lport;      // host byte order
-	__u16 rport;      // host byte order
-	__u16 dlid;       // RDMA: destination LID
-	__u32 qpn;        // RDMA: remote (destination) QP number
-	__u32 local_qpn;  // RDMA: this QP's number
-	__u8 laddr[16];   // TCP: local address (IPv4 in the first 4 bytes)
-	__u8 raddr[16];   // TCP: remote address; RDMA: destination GID
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

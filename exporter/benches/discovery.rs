@@ -16,9 +16,12 @@
 //! * the polling fallback reading /proc/net/tcp{,6} with 1,000 established
 //!   connections, per poll and at the default 2 s interval.
 
-use discovery::ebpf::{self, EbpfSource, Event};
-use discovery::skeleton::{Filter, Timing, Tracker};
+use discovery::skeleton::Tracker;
 use skeletonhunter_exporter::discovery;
+use skeletonhunter_exporter::model::traffic::{Filter, Timing};
+use skeletonhunter_exporter::sys::ebpf::{self, EbpfSource};
+use skeletonhunter_exporter::sys::{host, time};
+use skeletonhunter_exporter::wire::discovery::Event;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,13 +31,7 @@ const REMOTES: u8 = 32;
 const PORT: u16 = 29500;
 
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    time::thread_cpu_time()
 }
 
 fn sh(args: &[&str]) {
@@ -48,12 +45,9 @@ fn sh(args: &[&str]) {
 /// A private network namespace with 198.18.0.1..=32 on its loopback
 /// interface (non-loopback addresses, so the skeleton filter keeps them).
 fn private_net() {
-    // SAFETY: unshare before any other thread exists; new threads inherit it.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        panic!(
-            "unshare(CLONE_NEWNET): {} (run as root)",
-            std::io::Error::last_os_error()
-        );
+    // Before any other thread exists: new threads inherit the namespace.
+    if let Err(e) = host::unshare_network() {
+        panic!("unshare(CLONE_NEWNET): {e} (run as root)");
     }
     sh(&["ip", "link", "set", "lo", "up"]);
     for i in 1..=REMOTES {
@@ -73,6 +67,17 @@ fn remote(i: u64) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, host), PORT))
 }
 
+/// What the consumer thread measured.
+struct Consumed {
+    events: u64,
+    bad: u64,
+    cpu: Duration,
+    wall: Duration,
+    dropped: u64,
+    prog: Option<(Duration, u64)>,
+    remotes: usize,
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -80,44 +85,59 @@ fn main() {
         .collect();
     let secs: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(10.0);
     let rate: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000.0);
-    if unsafe { libc::geteuid() } != 0 {
+    if !host::is_root() {
         eprintln!("discovery benchmark: needs root (BPF and a network namespace)");
         std::process::exit(1);
     }
     private_net();
     let netns = ebpf::own_netns().expect("netns");
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
-    let mut src = EbpfSource::load(netns, true).expect("load BPF (root, tracefs)");
-
-    let listener = TcpListener::bind(("0.0.0.0", PORT)).expect("bind");
+    let src = EbpfSource::load(netns, true).expect("load BPF (root, tracefs)");
     let stop = Arc::new(AtomicBool::new(false));
-    let accepted = Arc::new(AtomicU64::new(0));
-    {
-        let (stop, accepted) = (stop.clone(), accepted.clone());
-        let listener = listener.try_clone().unwrap();
-        listener.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => {
-                        accepted.fetch_add(1, Ordering::Relaxed);
-                        drop(s);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_micros(200)),
-                }
-            }
-        });
-    }
+    let accepted = spawn_acceptor(&stop);
+    let consumer = spawn_consumer(src, stop.clone());
+    let (made, failed) = generate(secs, rate);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let c = consumer.join().unwrap();
+    println!("traffic discovery benchmark ({secs:.0} s, target {rate:.0} events/s)");
+    println!(
+        "  connections made        {made} ({failed} failed), accepted {}",
+        accepted.load(Ordering::Relaxed)
+    );
+    report(&c);
+    poll_reference(netns);
+}
 
-    // Consumer: what the exporter's discovery thread does.
-    let consumer_stop = stop.clone();
-    let consumer = std::thread::spawn(move || {
+/// Accept (and close) every connection until `stop`; returns the count.
+fn spawn_acceptor(stop: &Arc<AtomicBool>) -> Arc<AtomicU64> {
+    let listener = TcpListener::bind(("0.0.0.0", PORT)).expect("bind");
+    let accepted = Arc::new(AtomicU64::new(0));
+    let (stop, count) = (stop.clone(), accepted.clone());
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    drop(s);
+                }
+                Err(_) => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+    });
+    accepted
+}
+
+/// Consumer: what the exporter's discovery thread does.
+fn spawn_consumer(mut src: EbpfSource, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Consumed> {
+    std::thread::spawn(move || {
         let t0 = Instant::now();
         let cpu0 = thread_cpu();
         let mut tracker = Tracker::new(Timing::default(), Filter::default(), t0);
         let (mut events, mut bad) = (0u64, 0u64);
         let mut next_tick = t0;
-        while !consumer_stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) {
             src.wait(Duration::from_millis(100));
             let now = Instant::now();
             src.drain(|e| match e {
@@ -137,20 +157,21 @@ fn main() {
                 next_tick = now + Duration::from_millis(250);
             }
         }
-        let cpu = thread_cpu() - cpu0;
-        let wall = t0.elapsed();
-        (
+        Consumed {
             events,
             bad,
-            cpu,
-            wall,
-            src.dropped(),
-            src.tracepoint_stats(),
-            tracker.remotes(),
-        )
-    });
+            cpu: thread_cpu() - cpu0,
+            wall: t0.elapsed(),
+            dropped: src.dropped(),
+            prog: src.tracepoint_stats(),
+            remotes: tracker.remotes(),
+        }
+    })
+}
 
-    // Generator: `rate` events/s = rate/4 connections/s, paced every 10 ms.
+/// Generator: `rate` events/s = rate/4 connections/s, paced every 10 ms.
+/// Returns (connections made, failed).
+fn generate(secs: f64, rate: f64) -> (u64, u64) {
     let conns_per_sec = rate / 4.0;
     let start = Instant::now();
     let mut made = 0u64;
@@ -170,28 +191,26 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    let (events, bad, cpu, wall, dropped, prog, remotes) = consumer.join().unwrap();
+    (made, failed)
+}
 
-    let ev_rate = events as f64 / wall.as_secs_f64();
-    let consumer_pct = 100.0 * cpu.as_secs_f64() / wall.as_secs_f64();
-    println!("traffic discovery benchmark ({secs:.0} s, target {rate:.0} events/s)");
+fn report(c: &Consumed) {
+    let ev_rate = c.events as f64 / c.wall.as_secs_f64();
+    let consumer_pct = 100.0 * c.cpu.as_secs_f64() / c.wall.as_secs_f64();
     println!(
-        "  connections made        {made} ({failed} failed), accepted {}",
-        accepted.load(Ordering::Relaxed)
+        "  events decoded          {} ({ev_rate:.0}/s), malformed {}, dropped in kernel {}",
+        c.events, c.bad, c.dropped
     );
-    println!("  events decoded          {events} ({ev_rate:.0}/s), malformed {bad}, dropped in kernel {dropped}");
-    println!("  remotes tracked         {remotes}");
+    println!("  remotes tracked         {}", c.remotes);
     println!(
         "  user-space consumer     {:.3} s CPU = {consumer_pct:.2}% of one core, {:.2} us/event",
-        cpu.as_secs_f64(),
-        1e6 * cpu.as_secs_f64() / events.max(1) as f64
+        c.cpu.as_secs_f64(),
+        1e6 * c.cpu.as_secs_f64() / c.events.max(1) as f64
     );
     let mut kernel_pct = 0.0;
-    match prog {
+    match c.prog {
         Some((rt, cnt)) if cnt > 0 => {
-            kernel_pct = 100.0 * rt.as_secs_f64() / wall.as_secs_f64();
+            kernel_pct = 100.0 * rt.as_secs_f64() / c.wall.as_secs_f64();
             println!(
                 "  BPF program (kernel)    {cnt} runs, {:.0} ns/run = {kernel_pct:.3}% of one core",
                 rt.as_nanos() as f64 / cnt as f64
@@ -203,8 +222,10 @@ fn main() {
         "  discovery total         {:.2}% of one core at {ev_rate:.0} events/s",
         consumer_pct + kernel_pct
     );
+}
 
-    // Reference: the polling fallback with 1,000 established connections.
+/// Reference: the polling fallback with 1,000 established connections.
+fn poll_reference(netns: u32) {
     let mut held = Vec::new();
     let listener2 = TcpListener::bind(("0.0.0.0", PORT + 1)).expect("bind");
     for i in 0..1000u64 {
@@ -217,7 +238,6 @@ fn main() {
     let mut tracker = Tracker::new(Timing::default(), Filter::default(), Instant::now());
     let polls = 20;
     let cpu0 = thread_cpu();
-    let t0 = Instant::now();
     let mut seen = 0;
     for _ in 0..polls {
         let socks = discovery::sockdiag::established(std::path::Path::new("/proc/self")).unwrap();
@@ -227,7 +247,6 @@ fn main() {
         tracker.tick(Instant::now());
     }
     let per_poll = (thread_cpu() - cpu0).as_secs_f64() / polls as f64;
-    let _ = t0;
     println!(
         "  polling fallback        {seen} sockets: {:.2} ms CPU per poll = {:.3}% of one core at the default 2 s interval (sees only connections open at a poll)",
         per_poll * 1e3,
@@ -236,23 +255,5 @@ fn main() {
 }
 
 fn socket_linger0(s: &TcpStream) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt with a valid linger struct on an open socket.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &l as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as u32,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    socket2::SockRef::from(s).set_linger(Some(Duration::ZERO))
 }

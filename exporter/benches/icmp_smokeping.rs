@@ -44,8 +44,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = skeletonhunter_exporter::sys::host::clock_ticks_per_second();
     ticks / hz
 }
 
@@ -129,20 +128,8 @@ impl Figures {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Start `child` in `ns`, let it warm up, measure for `window`, scrape.
-/// `sent`/`answered` name the counters that give probes and answers.
-fn measure(
-    name: &str,
-    ns: &Ns,
-    mut child: Child,
-    addr: SocketAddr,
-    peers: usize,
-    window: Duration,
-    sent: &'static str,
-    answered: &'static str,
-) -> Figures {
-    let pid = child.id();
+/// Wait until `child` serves `/metrics`; returns the start-up time in s.
+fn wait_ready(name: &str, ns: &Ns, child: &mut Child, addr: SocketAddr) -> f64 {
     let ready = Instant::now();
     loop {
         if ns
@@ -163,7 +150,24 @@ fn measure(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let started = ready.elapsed().as_secs_f64();
+    ready.elapsed().as_secs_f64()
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Start `child` in `ns`, let it warm up, measure for `window`, scrape.
+/// `sent`/`answered` name the counters that give probes and answers.
+fn measure(
+    name: &str,
+    ns: &Ns,
+    mut child: Child,
+    addr: SocketAddr,
+    peers: usize,
+    window: Duration,
+    sent: &'static str,
+    answered: &'static str,
+) -> Figures {
+    let pid = child.id();
+    let started = wait_ready(name, ns, &mut child, addr);
     std::thread::sleep(WARMUP);
     let scrape = |what: &str| {
         (0..3)
@@ -292,8 +296,7 @@ fn main() {
         println!("icmp_smokeping: run with `cargo bench -p skeletonhunter-exporter --bench icmp_smokeping`");
         return;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !skeletonhunter_exporter::sys::host::is_root() {
         eprintln!("icmp_smokeping: needs root (raw ICMP sockets, network namespaces); skipped");
         return;
     }

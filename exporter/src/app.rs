@@ -1,110 +1,86 @@
-//! `skeletonhunter-exporter`: probes this host's skeleton peers and serves
-//! the results on `/metrics`. This file only wires the parts together.
+//! Wiring and the run loop of `skeletonhunter-exporter`: bind the sockets,
+//! start the probers, responders, path tracing, HTTP server and discovery
+//! sources, then run the scheduler until SIGTERM/SIGINT. The top layer: it
+//! may use every module, and none uses it.
 
-use anyhow::Result;
-use clap::Parser;
-use skeletonhunter_exporter::{
-    config, discovery, metrics, peers, probe, responder, server, sock, trace,
-};
+use crate::config::Config;
+use crate::discovery::{self, PeerSet};
+use crate::http::{self, Health, State};
+use crate::pathtrace::{self, TraceConfig, Tracer};
+use crate::probe::registry::{self as probers, Probers};
+use crate::probe::{Ports, ScheduleConfig, Scheduler};
+use crate::responder;
+use crate::telemetry::Metrics;
+use anyhow::{Context as _, Result};
+use std::future::Future;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::net::TcpListener;
+use tokio::net::TcpListener as Acceptor;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
-fn main() -> std::process::ExitCode {
-    limit_malloc_retention();
-    let args = config::Args::parse();
-    skeletonhunter_common::logging::init(&args.log_level);
-    let cfg = match config::Config::load(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("skeletonhunter-exporter: configuration error: {e:#}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    if args.check_config {
-        println!("{cfg:#?}");
-        return std::process::ExitCode::SUCCESS;
-    }
-    // Two worker threads: RTTs come from kernel timestamps, so scheduling
-    // delay does not distort them, but encoding a large /metrics must not
-    // stall sending probes (a burst afterwards) or draining replies
-    // (kernel drops = false loss).
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("skeletonhunter")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("skeletonhunter-exporter: cannot start the runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(run(cfg)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("skeletonhunter-exporter: {e:#}");
-            std::process::ExitCode::FAILURE
+/// One stop signal for every task (the idea of mini-redis's `Shutdown`):
+/// each task gets a future from [`Shutdown::stopped`] that resolves once
+/// [`Shutdown::trigger`] was called.
+#[derive(Clone)]
+pub struct Shutdown {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown {
+            tx: Arc::new(watch::channel(false).0),
         }
     }
 }
 
-async fn run(cfg: config::Config) -> Result<()> {
-    let metrics = Arc::new(metrics::Metrics::new(&cfg.identity));
-    let peer_set = peers::PeerSet::new(Some(metrics.clone()));
-    let ext = Arc::new(responder::Extensions::default());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
+impl Shutdown {
+    /// Resolves when the exporter is stopping.
+    pub fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.tx.subscribe();
         async move {
             let _ = rx.wait_for(|s| *s).await;
         }
-    };
+    }
 
-    // Bind everything first, so a busy port fails start-up with a clear error.
+    /// Tell every task to stop.
+    pub fn trigger(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+/// The sockets bound before anything starts, so a busy port fails start-up
+/// with a clear error.
+struct Bound {
+    http: TcpListener,
+    udp: Option<AsyncFd<UdpSocket>>,
+    tcp: Option<Acceptor>,
+}
+
+async fn bind(cfg: &Config) -> Result<Bound> {
     let http = skeletonhunter_common::http::bind(cfg.listen).await?;
     let udp = match cfg.udp_listen {
         Some(a) => Some(responder::bind_udp(a)?),
         None => None,
     };
     let tcp = match cfg.tcp_listen {
-        Some(a) => Some(
-            tokio::net::TcpListener::bind(a)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen for TCP dials on {a}: {e}"))?,
-        ),
+        Some(a) => Some(bind_tcp(a).await?),
         None => None,
     };
-    let mut probers: Vec<Arc<dyn probe::Prober>> = Vec::new();
-    let mut udp_probe_port = None;
-    for p in &cfg.protocols {
-        match p {
-            probe::Protocol::Udp => {
-                let p = probe::udp::UdpProber::start(
-                    metrics.clone(),
-                    ext.clone(),
-                    cfg.timeout,
-                    cfg.udp_size,
-                )?;
-                udp_probe_port = p.local_port();
-                probers.push(p);
-            }
-            probe::Protocol::Tcp => {
-                probers.push(probe::tcp::TcpProber::new(metrics.clone(), cfg.timeout))
-            }
-            probe::Protocol::Icmp => probers.push(probe::icmp::IcmpProber::start(
-                metrics.clone(),
-                cfg.timeout,
-            )?),
-            probe::Protocol::Rdma => {
-                if let Some(p) =
-                    probe::rdma::install(cfg.timeout, &cfg.identity.nic, metrics.clone(), &ext)
-                {
-                    probers.push(p);
-                }
-            }
-        }
-    }
+    Ok(Bound { http, udp, tcp })
+}
+
+async fn bind_tcp(a: SocketAddr) -> Result<Acceptor> {
+    Acceptor::bind(a)
+        .await
+        .with_context(|| format!("cannot listen for TCP dials on {a}"))
+}
+
+fn log_start(cfg: &Config) {
     tracing::info!(
         node = %cfg.identity.node,
         host = %cfg.identity.host,
@@ -117,117 +93,117 @@ async fn run(cfg: config::Config) -> Result<()> {
         timeout_ms = cfg.timeout.as_millis() as u64,
         "skeletonhunter-exporter starting"
     );
+}
 
-    let mut tasks = tokio::task::JoinSet::new();
-    if let Some(sock) = udp {
+fn spawn_responders(
+    cfg: &Config,
+    bound: &mut Bound,
+    metrics: &Arc<Metrics>,
+    probers: &Probers,
+    shutdown: &Shutdown,
+    tasks: &mut JoinSet<()>,
+) {
+    if let Some(sock) = bound.udp.take() {
         tasks.spawn(responder::run_udp(
             sock,
             cfg.identity.clone(),
             metrics.clone(),
-            ext.clone(),
-            stopped(),
+            probers.peer_info.clone(),
+            probers.advertise.clone(),
+            shutdown.stopped(),
         ));
     }
-    if let Some(l) = tcp {
-        tasks.spawn(responder::run_tcp(l, metrics.clone(), stopped()));
+    if let Some(l) = bound.tcp.take() {
+        tasks.spawn(responder::run_tcp(l, metrics.clone(), shutdown.stopped()));
     }
-    let health = server::Health::default();
-    let tracing_ctx = trace::Context::new(
-        trace::Tracer::new(Default::default()),
-        metrics.clone(),
-        peer_set.clone(),
-        cfg.udp_port,
-        udp_probe_port,
-    );
-    tracing_ctx.observe(&ext);
-    tasks.spawn(
-        tracing_ctx
-            .clone()
-            .watch(std::time::Duration::from_secs(2), 10, 0.2, stopped()),
-    );
-    tasks.spawn(skeletonhunter_common::http::serve(
-        http,
-        tracing_ctx.routes(server::handler(metrics.clone(), health.clone())),
-        stopped(),
-    ));
+}
 
-    // Discovery sources.
-    let mut own = sock::local_addresses();
-    if let Ok(ip) = cfg.identity.nic.parse() {
-        own.push(ip);
-    }
-    discovery::static_peers::publish(&peer_set, &metrics, cfg.static_peers.clone());
-    if !cfg.dns.is_empty() {
-        tasks.spawn(discovery::dns::run(
-            cfg.dns.clone(),
-            own.clone(),
-            peer_set.clone(),
-            metrics.clone(),
-            stopped(),
-        ));
-    }
-    if let Some(t) = cfg.tor_mesh.clone() {
-        tasks.spawn(discovery::tor_mesh::run(
-            t,
-            cfg.identity.tor.clone(),
-            own.clone(),
-            peer_set.clone(),
-            metrics.clone(),
-            stopped(),
-        ));
-    }
+fn tracing_context(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+    peers: &PeerSet,
+    probers: &Probers,
+) -> Arc<pathtrace::Context> {
+    let counters = metrics.clone();
+    Arc::new(pathtrace::Context {
+        tracer: Tracer::new(TraceConfig::default(), metrics.hop_info()),
+        peers: peers.clone(),
+        peer_info: probers.peer_info.clone(),
+        loss: Arc::new(move |dst: &str| counters.udp_counts(dst)),
+        src_node: metrics.src_node(),
+        udp_port: cfg.udp_port,
+        src_port: probers.udp_source_port,
+    })
+}
 
-    match discovery::traffic::spawn(cfg.ebpf.clone(), peer_set.clone(), Some(metrics.clone()))? {
-        Some(active) => {
-            tracing::info!(source = active.source, reason = %active.reason, "traffic discovery active")
-        }
-        None => tracing::info!("traffic discovery off"),
-    }
-
-    let scheduler = probe::Scheduler {
-        config: probe::ScheduleConfig {
+fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metrics>) -> Scheduler {
+    Scheduler {
+        config: ScheduleConfig {
             interval: cfg.interval,
-            min_tick: std::time::Duration::from_millis(2),
-            expire_every: (cfg.timeout / 10).clamp(
-                std::time::Duration::from_millis(5),
-                std::time::Duration::from_millis(100),
-            ),
-            ports: probe::Ports {
+            min_tick: Duration::from_millis(2),
+            expire_every: (cfg.timeout / 10)
+                .clamp(Duration::from_millis(5), Duration::from_millis(100)),
+            ports: Ports {
                 udp: cfg.udp_port,
                 tcp: cfg.tcp_port,
             },
         },
-        probers,
-        peers: peer_set.clone(),
-        metrics: metrics.clone(),
-    };
-    health.set_ready(true);
-    tasks.spawn(scheduler.run(stopped()));
+        probers: probers.list,
+        peers,
+        metrics,
+    }
+}
 
+/// Run the exporter until SIGTERM or SIGINT.
+pub async fn run(cfg: Config) -> Result<()> {
+    let metrics = Arc::new(Metrics::new(&cfg.identity));
+    let peers = PeerSet::new(Some(metrics.clone()));
+    let shutdown = Shutdown::default();
+    let mut bound = bind(&cfg).await?;
+    let opts = probers::Options {
+        timeout: cfg.timeout,
+        udp_size: cfg.udp_size,
+        nic: cfg.identity.nic.clone(),
+    };
+    let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
+    log_start(&cfg);
+    let mut tasks = JoinSet::new();
+    spawn_responders(&cfg, &mut bound, &metrics, &probers, &shutdown, &mut tasks);
+    let health = Health::default();
+    let tracing_ctx = tracing_context(&cfg, &metrics, &peers, &probers);
+    let watch = tracing_ctx
+        .clone()
+        .watch(Duration::from_secs(2), 10, 0.2, shutdown.stopped());
+    tasks.spawn(watch);
+    let state = State {
+        metrics: metrics.clone(),
+        health: health.clone(),
+        tracing: tracing_ctx,
+    };
+    tasks.spawn(skeletonhunter_common::http::serve(
+        bound.http,
+        http::handler(state),
+        shutdown.stopped(),
+    ));
+    discovery::registry::start(&cfg, &peers, &metrics, &mut tasks, || shutdown.stopped())?;
+    let scheduler = scheduler(&cfg, probers, peers, metrics);
+    health.set_ready(true);
+    tasks.spawn(scheduler.run(shutdown.stopped()));
     wait_for_signal().await;
+    stop(&health, &shutdown, tasks).await;
+    Ok(())
+}
+
+/// Tell every task to stop; give them a moment, then go.
+async fn stop(health: &Health, shutdown: &Shutdown, mut tasks: JoinSet<()>) {
     tracing::info!("shutting down");
     health.set_ready(false);
-    let _ = stop_tx.send(true);
-    // Every task watches the stop signal; give them a moment, then go.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+    shutdown.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     tracing::info!("stopped");
-    Ok(())
-}
-
-/// Keep memory use flat: a large `/metrics` body is mmapped and returned to
-/// the kernel when freed (glibc would otherwise raise its mmap threshold
-/// after the first free and keep the freed heap resident), and the worker
-/// threads share one malloc arena instead of each keeping its own.
-fn limit_malloc_retention() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only tunes the allocator; called before any thread.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (a terminal).

@@ -3,9 +3,12 @@
 //! ("what does discovery see on this host?") and for the tests, which attach
 //! the RDMA uprobe to a test program's own `ibv_modify_qp`.
 
+#![forbid(unsafe_code)]
+
 use anyhow::{Context, Result};
 use clap::Parser;
-use skeletonhunter_exporter::discovery::ebpf::{self, EbpfSource, Event};
+use skeletonhunter_exporter::sys::ebpf::{self, EbpfSource};
+use skeletonhunter_exporter::wire::discovery::Event;
 use std::io::Write;
 use std::net::Ipv6Addr;
 use std::path::PathBuf;

@@ -3,9 +3,10 @@
 //! endpoints. A failed lookup keeps the last good list: a DNS hiccup must
 //! not make every peer's series disappear.
 
+use super::peer_set::PeerSet;
 use crate::config::DnsSource;
-use crate::metrics::Metrics;
-use crate::peers::{Peer, PeerSet, PeerSource};
+use crate::model::{DiscoveryEvent, Peer, PeerSource};
+use crate::telemetry::Metrics;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
@@ -18,7 +19,7 @@ fn resolver(src: &DnsSource) -> anyhow::Result<TokioResolver> {
     let mut builder = match src.nameserver {
         Some(ns) => {
             let mut server = NameServerConfig::udp_and_tcp(ns.ip());
-            for c in server.connections.iter_mut() {
+            for c in &mut server.connections {
                 c.port = ns.port();
             }
             TokioResolver::builder_with_config(
@@ -94,7 +95,7 @@ pub async fn run(
             Ok(r) => resolvers.push((s.clone(), r)),
             Err(e) => {
                 tracing::error!(name = %s.name, "DNS peers disabled: {e:#}");
-                metrics.discovery_event(PeerSource::Dns, "resolver_error");
+                metrics.discovery_event(PeerSource::Dns, DiscoveryEvent::ResolverError);
             }
         }
     }
@@ -116,7 +117,7 @@ pub async fn run(
             .await
             {
                 Ok(Ok(peers)) => {
-                    metrics.discovery_event(PeerSource::Dns, "resolved");
+                    metrics.discovery_event(PeerSource::Dns, DiscoveryEvent::Resolved);
                     last[i] = peers
                         .into_iter()
                         .filter(|p| !own.contains(&p.addr))
@@ -124,18 +125,18 @@ pub async fn run(
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(name = %src.name, "DNS lookup failed, keeping {} known peers: {e}", last[i].len());
-                    metrics.discovery_event(PeerSource::Dns, "resolve_failed");
+                    metrics.discovery_event(PeerSource::Dns, DiscoveryEvent::ResolveFailed);
                 }
                 Err(_) => {
                     tracing::warn!(name = %src.name, "DNS lookup timed out");
-                    metrics.discovery_event(PeerSource::Dns, "resolve_failed");
+                    metrics.discovery_event(PeerSource::Dns, DiscoveryEvent::ResolveFailed);
                 }
             }
         }
         let all: Vec<Peer> = last.iter().flatten().cloned().collect();
         if set.replace(PeerSource::Dns, all) {
             tracing::info!(peers = set.count(PeerSource::Dns), "DNS peers changed");
-            metrics.discovery_event(PeerSource::Dns, "updated");
+            metrics.discovery_event(PeerSource::Dns, DiscoveryEvent::Updated);
         }
         tokio::select! {
             _ = &mut shutdown => return,

@@ -3,94 +3,16 @@
 //! Each source (static config, DNS, ToR mesh, eBPF) owns one slot and
 //! atomically replaces its whole list with [`PeerSet::replace`]; sources
 //! never see or edit each other's peers. The scheduler waits on
-//! [`PeerSet::changed`] and re-reads [`PeerSet::snapshot`]. A peer that
-//! disappears from every source has its metric series removed here, so
-//! `/metrics` never keeps a dead peer's series around.
+//! [`PeerSet::subscribe`] and re-reads [`PeerSet::snapshot`]; it retires the
+//! targets of peers that disappeared from every source and has their
+//! series removed (telemetry owns series, the scheduler decides).
 
-use crate::metrics::Metrics;
+use crate::model::{Peer, PeerSource};
+use crate::telemetry::Metrics;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
-
-/// Where a peer came from. Order is priority: when two sources name the same
-/// address, the earlier one decides ports and name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PeerSource {
-    Static,
-    Dns,
-    TorMesh,
-    Ebpf,
-}
-
-impl PeerSource {
-    pub const ALL: [PeerSource; 4] = [
-        PeerSource::Static,
-        PeerSource::Dns,
-        PeerSource::TorMesh,
-        PeerSource::Ebpf,
-    ];
-
-    /// The `source` label value of `skeletonhunter_skeleton_peers`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PeerSource::Ebpf => "ebpf",
-            PeerSource::Static => "static",
-            PeerSource::Dns => "dns",
-            PeerSource::TorMesh => "tor_mesh",
-        }
-    }
-}
-
-impl fmt::Display for PeerSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One skeleton peer: where its exporter listens and what we know of it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Peer {
-    /// The peer's address; also the key that merges sources.
-    pub addr: IpAddr,
-    /// UDP echo port of the peer's responder; `None` = the configured default.
-    pub udp_port: Option<u16>,
-    /// TCP dial port; `None` = the configured default.
-    pub tcp_port: Option<u16>,
-    /// A node name known before any reply (config, DNS, peer list). The
-    /// identity learned from UDP replies wins over it.
-    pub name: Option<String>,
-    pub source: PeerSource,
-}
-
-impl Peer {
-    pub fn new(addr: IpAddr, source: PeerSource) -> Peer {
-        Peer {
-            addr,
-            udp_port: None,
-            tcp_port: None,
-            name: None,
-            source,
-        }
-    }
-
-    #[cfg(test)]
-    pub fn with_name(mut self, name: impl Into<String>) -> Peer {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// The UDP echo target, given the configured default port.
-    pub fn udp_addr(&self, default_port: u16) -> SocketAddr {
-        SocketAddr::new(self.addr, self.udp_port.unwrap_or(default_port))
-    }
-
-    /// The TCP dial target, given the configured default port.
-    pub fn tcp_addr(&self, default_port: u16) -> SocketAddr {
-        SocketAddr::new(self.addr, self.tcp_port.unwrap_or(default_port))
-    }
-}
 
 #[derive(Default)]
 struct Inner {
@@ -122,8 +44,8 @@ pub struct PeerSet {
 }
 
 impl PeerSet {
-    /// A set that keeps `skeletonhunter_skeleton_peers` and removes series of
-    /// departed peers in `metrics` (pass `None` in unit tests).
+    /// A set that keeps `skeletonhunter_skeleton_peers` in `metrics`
+    /// (pass `None` in unit tests).
     pub fn new(metrics: Option<Arc<Metrics>>) -> PeerSet {
         let (tx, _rx) = watch::channel(0u64);
         let set = PeerSet {
@@ -141,8 +63,7 @@ impl PeerSet {
 
     /// Replace everything `source` knows with `peers` (deduplicated by
     /// address; entries whose `source` differs are re-tagged). Returns
-    /// whether the merged set changed. Peers that no source knows any more
-    /// lose their metric series.
+    /// whether the merged set changed.
     pub fn replace(&self, source: PeerSource, peers: Vec<Peer>) -> bool {
         let mut seen = std::collections::HashSet::new();
         let mut clean: Vec<Peer> = Vec::with_capacity(peers.len());
@@ -154,34 +75,25 @@ impl PeerSet {
         }
         clean.sort_by_key(|p| p.addr);
         let count = clean.len();
-        let (changed, removed) = {
-            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = {
+            let mut inner = self
+                .inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if inner
                 .by_source
                 .get(&source)
-                .map(|v| v == &clean)
-                .unwrap_or(clean.is_empty())
+                .map_or(clean.is_empty(), |v| v == &clean)
             {
-                (false, Vec::new())
+                false
             } else {
                 let before = inner.merged();
                 inner.by_source.insert(source, clean);
-                let after = inner.merged();
-                let still: std::collections::HashSet<IpAddr> =
-                    after.iter().map(|p| p.addr).collect();
-                let removed: Vec<IpAddr> = before
-                    .iter()
-                    .map(|p| p.addr)
-                    .filter(|a| !still.contains(a))
-                    .collect();
-                (before != after, removed)
+                before != inner.merged()
             }
         };
         if let Some(m) = &self.metrics {
             m.set_skeleton_peers(source, count);
-            for addr in &removed {
-                m.forget_peer(*addr);
-            }
         }
         if changed {
             self.version.send_modify(|v| *v += 1);
@@ -193,7 +105,7 @@ impl PeerSet {
     pub fn snapshot(&self) -> Vec<Peer> {
         self.inner
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .merged()
     }
 
@@ -201,7 +113,7 @@ impl PeerSet {
     pub fn count(&self, source: PeerSource) -> usize {
         self.inner
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .by_source
             .get(&source)
             .map(Vec::len)

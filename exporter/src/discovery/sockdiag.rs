@@ -7,8 +7,8 @@
 //! connections (which the skeleton would ignore anyway) and learns a peer up
 //! to one poll interval later than the eBPF source. It needs no privilege.
 
-use super::ebpf::tcp_key;
-use super::skeleton::Conn;
+use crate::model::traffic::Conn;
+use crate::wire::discovery::tcp_key;
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -20,9 +20,13 @@ const ESTABLISHED: &str = "01";
 /// One established socket from /proc/net/tcp{,6}.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Socket {
+    /// Local address.
     pub local: IpAddr,
+    /// Local port.
     pub local_port: u16,
+    /// Remote address.
     pub remote: IpAddr,
+    /// Remote port.
     pub remote_port: u16,
     /// Socket inode, to find the owning process (and its cgroup).
     pub inode: u64,

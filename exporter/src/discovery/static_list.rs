@@ -1,14 +1,15 @@
 //! Static peers from the configuration file and `--peers`.
 
-use crate::metrics::Metrics;
-use crate::peers::{Peer, PeerSet, PeerSource};
+use super::peer_set::PeerSet;
+use crate::model::{DiscoveryEvent, Peer, PeerSource};
+use crate::telemetry::Metrics;
 
 /// Publish the configured static peers (once; they change only with a
 /// restart).
 pub fn publish(set: &PeerSet, metrics: &Metrics, peers: Vec<Peer>) {
     let n = peers.len();
     if set.replace(PeerSource::Static, peers) {
-        metrics.discovery_event(PeerSource::Static, "updated");
+        metrics.discovery_event(PeerSource::Static, DiscoveryEvent::Updated);
     }
     if n > 0 {
         tracing::info!(peers = n, "static peers configured");

@@ -3,9 +3,10 @@
 //! change without a restart). A full mesh inside a rack is cheap and covers
 //! the links that skeleton traffic alone may leave unobserved.
 
+use super::peer_set::PeerSet;
 use crate::config::{MeshEntry, TorMesh};
-use crate::metrics::Metrics;
-use crate::peers::{Peer, PeerSet, PeerSource};
+use crate::model::{DiscoveryEvent, Peer, PeerSource};
+use crate::telemetry::Metrics;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -67,7 +68,7 @@ pub async fn run(
                         "ToR-mesh peer list {}: {e:#}; keeping the last list",
                         path.display()
                     );
-                    metrics.discovery_event(PeerSource::TorMesh, "read_failed");
+                    metrics.discovery_event(PeerSource::TorMesh, DiscoveryEvent::ReadFailed);
                 }
             }
         }
@@ -75,11 +76,11 @@ pub async fn run(
             let (peers, bad) = select(&entries, &tor, &own);
             for b in bad {
                 tracing::warn!("ToR-mesh peer list: {b}");
-                metrics.discovery_event(PeerSource::TorMesh, "bad_entry");
+                metrics.discovery_event(PeerSource::TorMesh, DiscoveryEvent::BadEntry);
             }
             if set.replace(PeerSource::TorMesh, peers) {
                 tracing::info!(peers = set.count(PeerSource::TorMesh), tor = %tor, "ToR-mesh peers changed");
-                metrics.discovery_event(PeerSource::TorMesh, "updated");
+                metrics.discovery_event(PeerSource::TorMesh, DiscoveryEvent::Updated);
             }
         }
         if cfg.file.is_none() {

@@ -1,374 +1,38 @@
-//! Traffic discovery: pick a source (eBPF, else polling), run the skeleton
-//! rule over what it sees and publish the skeleton peers into the
-//! [`PeerSet`] under [`PeerSource::Ebpf`].
+//! Traffic discovery's loop: run the skeleton rule over what the source
+//! (eBPF events or /proc polls) sees and publish the skeleton peers into
+//! the [`PeerSet`] under [`PeerSource::Ebpf`].
 //!
 //! Runs on one dedicated thread: reading the ring buffer and ticking the
 //! skeleton are cheap and bursty, and keeping them off the probing runtime
 //! means a burst of connection events can never delay a probe.
 
 use super::cgroup;
-use super::ebpf::{self, EbpfSource, Event};
-use super::skeleton::{gid_to_ip, Cidr, Conn, Filter, PortRange, Timing, Tracker};
+use super::cgroup_map::CgroupMap;
+use super::peer_set::PeerSet;
+use super::skeleton::{gid_to_ip, Tracker};
 use super::sockdiag;
-use crate::config::parse_duration;
-use crate::metrics::Metrics;
-use crate::peers::{Peer, PeerSet, PeerSource};
-use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use crate::config::TrafficSettings;
+use crate::model::traffic::Conn;
+use crate::model::{DiscoveryEvent, Peer, PeerSource};
+use crate::sys::ebpf::EbpfSource;
+use crate::telemetry::Metrics;
+use crate::wire::discovery::Event;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Which source to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// eBPF when it loads, else polling (the log says which and why).
-    #[default]
-    Auto,
-    /// eBPF or fail at startup.
-    Ebpf,
-    /// Always poll /proc/net/tcp{,6}.
-    Poll,
-    /// No traffic discovery.
-    Off,
-}
-
-/// A configured container cgroup and who it is.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct CgroupEntry {
-    /// cgroup v2 directory, absolute or relative to the cgroup2 mount.
-    pub path: String,
-    #[serde(default)]
-    pub node: Option<String>,
-    #[serde(default)]
-    pub tenant: Option<String>,
-}
-
-/// The `traffic` section of the discovery configuration (see
-/// docs/discovery.md). Durations are strings like `500ms`, `10s`, `5m` or
-/// plain numbers of seconds.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct TrafficConfig {
-    pub mode: Mode,
-    pub window: DurationStr,
-    pub min_windows: u32,
-    pub long_lived: DurationStr,
-    pub ttl: DurationStr,
-    /// How often the polling fallback reads /proc/net/tcp{,6}.
-    pub poll_interval: DurationStr,
-    /// Watch sockets of every network namespace (a host-network exporter
-    /// serving all pods); default: only the exporter's own namespace.
-    pub all_namespaces: bool,
-    /// libibverbs to attach the RDMA uprobes to; default: the system's.
-    pub libibverbs: Option<PathBuf>,
-    pub include_cidrs: Vec<String>,
-    pub exclude_cidrs: Vec<String>,
-    pub ports: Vec<String>,
-    pub exclude_ports: Vec<String>,
-    pub cgroups: Vec<CgroupEntry>,
-}
-
-impl Default for TrafficConfig {
-    fn default() -> Self {
-        let t = Timing::default();
-        TrafficConfig {
-            mode: Mode::Auto,
-            window: DurationStr(t.window),
-            min_windows: t.min_windows,
-            long_lived: DurationStr(t.long_lived),
-            ttl: DurationStr(t.ttl),
-            poll_interval: DurationStr(Duration::from_secs(2)),
-            all_namespaces: false,
-            libibverbs: None,
-            include_cidrs: Vec::new(),
-            exclude_cidrs: Vec::new(),
-            ports: Vec::new(),
-            exclude_ports: Vec::new(),
-            cgroups: Vec::new(),
-        }
-    }
-}
-
-/// A duration read from `"250ms"`, `"10s"`, `"5m"`, `"1h"` or a number of
-/// seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DurationStr(pub Duration);
-
-impl<'de> Deserialize<'de> for DurationStr {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(f64),
-            S(String),
-        }
-        let s = match Raw::deserialize(d)? {
-            Raw::N(n) => n.to_string(),
-            Raw::S(s) => s,
-        };
-        parse_duration(&s)
-            .map(DurationStr)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// The `peers.ebpf` key: `false` turns traffic discovery off, `true` (or
-/// leaving it out) keeps the defaults, a mapping is a [`TrafficConfig`].
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct EbpfSection(pub TrafficConfig);
-
-impl<'de> Deserialize<'de> for EbpfSection {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match yaml_serde::Value::deserialize(d)? {
-            yaml_serde::Value::Bool(true) | yaml_serde::Value::Null => Ok(EbpfSection::default()),
-            yaml_serde::Value::Bool(false) => Ok(EbpfSection(TrafficConfig {
-                mode: Mode::Off,
-                ..TrafficConfig::default()
-            })),
-            v => TrafficConfig::deserialize(v)
-                .map(EbpfSection)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
-/// The validated form of [`TrafficConfig`].
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub mode: Mode,
-    pub timing: Timing,
-    pub filter: Filter,
-    pub poll_interval: Duration,
-    pub all_namespaces: bool,
-    pub libibverbs: Option<PathBuf>,
-    pub cgroups: Vec<CgroupEntry>,
-}
-
-impl TrafficConfig {
-    /// Validate, naming the offending key under `prefix` (e.g.
-    /// `discovery.traffic`). `own_ports` are the exporter's own TCP ports
-    /// (metrics, dial responder): connections on them are probes and
-    /// scrapes, never training traffic.
-    pub fn build(&self, prefix: &str, own_ports: &[u16]) -> Result<Settings> {
-        let timing = Timing {
-            window: self.window.0,
-            min_windows: self.min_windows,
-            long_lived: self.long_lived.0,
-            ttl: self.ttl.0,
-        };
-        timing
-            .validate()
-            .map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
-        if self.poll_interval.0.is_zero() {
-            bail!("{prefix}.poll_interval: must be > 0");
-        }
-        fn list<T: std::str::FromStr<Err = String>>(
-            prefix: &str,
-            key: &str,
-            v: &[String],
-        ) -> Result<Vec<T>> {
-            v.iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    s.parse::<T>()
-                        .map_err(|e| anyhow::anyhow!("{prefix}.{key}[{i}]: {e}"))
-                })
-                .collect()
-        }
-        let mut exclude_ports: Vec<PortRange> = list(prefix, "exclude_ports", &self.exclude_ports)?;
-        exclude_ports.extend(
-            own_ports
-                .iter()
-                .filter(|&&p| p != 0)
-                .map(|&p| PortRange { lo: p, hi: p }),
-        );
-        let filter = Filter {
-            include_cidrs: list::<Cidr>(prefix, "include_cidrs", &self.include_cidrs)?,
-            exclude_cidrs: list::<Cidr>(prefix, "exclude_cidrs", &self.exclude_cidrs)?,
-            ports: list(prefix, "ports", &self.ports)?,
-            exclude_ports,
-            cgroups: HashSet::new(),
-        };
-        for (i, c) in self.cgroups.iter().enumerate() {
-            if c.path.trim().is_empty() {
-                bail!("{prefix}.cgroups[{i}].path: must not be empty");
-            }
-        }
-        Ok(Settings {
-            mode: self.mode,
-            timing,
-            filter,
-            poll_interval: self.poll_interval.0,
-            all_namespaces: self.all_namespaces,
-            libibverbs: self.libibverbs.clone(),
-            cgroups: self.cgroups.clone(),
-        })
-    }
-}
-
-/// The configured cgroups resolved to ids (whole subtrees), and each id's
-/// owner for the log.
-struct CgroupMap {
-    root: Option<PathBuf>,
-    entries: Vec<CgroupEntry>,
-    owner: HashMap<u64, usize>,
-}
-
-impl CgroupMap {
-    fn new(entries: Vec<CgroupEntry>) -> CgroupMap {
-        CgroupMap {
-            root: cgroup::cgroup2_root(),
-            entries,
-            owner: HashMap::new(),
-        }
-    }
-
-    /// Re-read the subtrees (containers come and go). A cgroup that does not
-    /// exist (yet) matches nothing.
-    fn refresh(&mut self) -> HashSet<u64> {
-        self.owner.clear();
-        for (i, e) in self.entries.iter().enumerate() {
-            match cgroup::resolve_dir(&e.path, self.root.as_deref())
-                .and_then(|d| cgroup::subtree_ids(&d))
-            {
-                Ok(ids) => {
-                    for id in ids {
-                        self.owner.entry(id).or_insert(i);
-                    }
-                }
-                Err(err) => tracing::debug!("traffic discovery: {err:#}"),
-            }
-        }
-        let mut set: HashSet<u64> = self.owner.keys().copied().collect();
-        if !self.entries.is_empty() && set.is_empty() {
-            // Keep the filter restrictive: an id no socket has.
-            set.insert(u64::MAX);
-        }
-        set
-    }
-
-    fn describe(&self, id: u64) -> String {
-        match self.owner.get(&id).map(|&i| &self.entries[i]) {
-            Some(e) => format!(
-                "cgroup {id} ({}, node={}, tenant={})",
-                e.path,
-                e.node.as_deref().unwrap_or("-"),
-                e.tenant.as_deref().unwrap_or("-")
-            ),
-            None => format!("cgroup {id}"),
-        }
-    }
-}
-
-enum Source {
+/// Where the worker reads connections from.
+pub enum Source {
+    /// The loaded eBPF programs.
     Ebpf(Box<EbpfSource>),
+    /// Polling /proc/net/tcp{,6}.
     Poll,
-}
-
-/// Which source ended up active, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Active {
-    pub source: &'static str,
-    pub reason: String,
-}
-
-/// Select the source (eBPF first in `auto` mode) and start discovery on its
-/// own thread, publishing into `peers`. Returns `None` when mode is `off`.
-pub fn spawn(
-    settings: Settings,
-    peers: PeerSet,
-    metrics: Option<Arc<Metrics>>,
-) -> Result<Option<Active>> {
-    let mut settings = settings;
-    // Connections to our own addresses are local, never skeleton peers.
-    for ip in crate::sock::local_addresses() {
-        if let Ok(c) = ip.to_string().parse::<Cidr>() {
-            settings.filter.exclude_cidrs.push(c);
-        }
-    }
-    let netns = ebpf::own_netns().unwrap_or(0);
-    let (source, active) = match settings.mode {
-        Mode::Off => {
-            tracing::info!("traffic discovery: off (discovery.ebpf is false or mode: off)");
-            return Ok(None);
-        }
-        Mode::Poll => (
-            Source::Poll,
-            Active {
-                source: "poll",
-                reason: "mode=poll in the configuration".into(),
-            },
-        ),
-        Mode::Ebpf | Mode::Auto => match load_ebpf(&settings, netns) {
-            Ok(src) => {
-                let reason = src.notes.join("; ");
-                (
-                    Source::Ebpf(Box::new(src)),
-                    Active {
-                        source: "ebpf",
-                        reason,
-                    },
-                )
-            }
-            Err(e) if settings.mode == Mode::Auto => (
-                Source::Poll,
-                Active {
-                    source: "poll",
-                    reason: format!("eBPF unavailable: {e:#}"),
-                },
-            ),
-            Err(e) => return Err(e.context("traffic discovery: mode=ebpf")),
-        },
-    };
-    if active.source == "poll" && settings.all_namespaces {
-        tracing::warn!(
-            "traffic discovery: all_namespaces needs eBPF; polling sees this namespace only"
-        );
-    }
-    tracing::info!(
-        "traffic discovery: source={} ({})",
-        active.source,
-        active.reason
-    );
-    let worker = Worker::new(settings, peers, metrics, netns);
-    std::thread::Builder::new()
-        .name("discovery".into())
-        .spawn(move || worker.run(source))
-        .context("spawn the discovery thread")?;
-    Ok(Some(active))
-}
-
-fn load_ebpf(settings: &Settings, netns: u32) -> Result<EbpfSource> {
-    let filter_ns = if settings.all_namespaces { 0 } else { netns };
-    let mut src = EbpfSource::load(filter_ns, true)?;
-    let lib = settings.libibverbs.clone().or_else(ebpf::system_libibverbs);
-    match lib {
-        Some(lib) if lib.exists() => {
-            if let Err(e) = src.attach_verbs(&lib) {
-                src.notes.push(format!(
-                    "RDMA uprobes not attached to {}: {e:#}",
-                    lib.display()
-                ));
-            }
-        }
-        Some(lib) => src.notes.push(format!(
-            "{} does not exist: RDMA peers not discovered",
-            lib.display()
-        )),
-        None => src
-            .notes
-            .push("no libibverbs.so.1 on this host: RDMA peers not discovered".into()),
-    }
-    Ok(src)
 }
 
 /// The discovery loop's state.
 pub struct Worker {
-    settings: Settings,
+    settings: TrafficSettings,
     tracker: Tracker,
     peers: PeerSet,
     metrics: Option<Arc<Metrics>>,
@@ -382,8 +46,9 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker publishing into `peers`; `netns` keys TCP connections.
     pub fn new(
-        settings: Settings,
+        settings: TrafficSettings,
         peers: PeerSet,
         metrics: Option<Arc<Metrics>>,
         netns: u32,
@@ -408,7 +73,7 @@ impl Worker {
         }
     }
 
-    fn event(&self, name: &'static str) {
+    fn event(&self, name: DiscoveryEvent) {
         if let Some(m) = &self.metrics {
             m.discovery_event(PeerSource::Ebpf, name);
         }
@@ -418,13 +83,13 @@ impl Worker {
     pub fn handle(&mut self, ev: Event, now: Instant) {
         match ev {
             Event::TcpUp { conn, .. } => {
-                self.event("tcp_up");
+                self.event(DiscoveryEvent::TcpUp);
                 if !self.tracker.up(conn, now) {
-                    self.event("filtered");
+                    self.event(DiscoveryEvent::Filtered);
                 }
             }
             Event::TcpDown { key, .. } => {
-                self.event("tcp_down");
+                self.event(DiscoveryEvent::TcpDown);
                 self.tracker.down(key, now);
             }
             Event::RdmaRtr {
@@ -435,7 +100,7 @@ impl Worker {
                 remote_qpn,
                 ..
             } => {
-                self.event("rdma_rtr");
+                self.event(DiscoveryEvent::RdmaRtr);
                 // Our own RDMA prober's UD QPs are not training traffic.
                 if pid == self.own_pid {
                     return;
@@ -454,11 +119,11 @@ impl Worker {
                 if self.tracker.up(conn, now) {
                     self.rdma_pids.insert(key, pid);
                 } else {
-                    self.event("filtered");
+                    self.event(DiscoveryEvent::Filtered);
                 }
             }
             Event::RdmaDestroy { key, .. } => {
-                self.event("rdma_destroy");
+                self.event(DiscoveryEvent::RdmaDestroy);
                 self.rdma_pids.remove(&key);
                 self.tracker.down(key, now);
             }
@@ -468,7 +133,7 @@ impl Worker {
     /// Feed one snapshot of this namespace's established sockets: every
     /// poll of the fallback (`event` = "poll"), and once at eBPF start-up
     /// ("seed") so connections opened before the exporter started count.
-    pub fn sync(&mut self, sockets: &[sockdiag::Socket], now: Instant, event: &'static str) {
+    pub fn sync(&mut self, sockets: &[sockdiag::Socket], now: Instant, event: DiscoveryEvent) {
         let cg = match (&self.cgroups.root, self.tracker.filters_cgroups()) {
             (Some(root), true) => {
                 let inodes: Vec<u64> = sockets.iter().map(|s| s.inode).collect();
@@ -480,7 +145,7 @@ impl Worker {
         let before = self.tracker.filtered();
         self.tracker.sync(&conns, now);
         for _ in before..self.tracker.filtered() {
-            self.event("filtered");
+            self.event(DiscoveryEvent::Filtered);
         }
         self.event(event);
     }
@@ -489,10 +154,10 @@ impl Worker {
     pub fn tick(&mut self, now: Instant) {
         let ch = self.tracker.tick(now);
         for _ in 0..ch.added {
-            self.event("peer_added");
+            self.event(DiscoveryEvent::PeerAdded);
         }
         for _ in 0..ch.removed {
-            self.event("peer_removed");
+            self.event(DiscoveryEvent::PeerRemoved);
         }
         let current = self.tracker.peers();
         let list: Vec<Peer> = current
@@ -568,14 +233,15 @@ impl Worker {
         (self.settings.timing.window / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
     }
 
-    fn run(mut self, source: Source) {
+    /// Run the loop over `source` forever (on its own thread).
+    pub fn run(mut self, source: Source) {
         self.refresh_cgroups();
         // The tracepoint only reports state changes: pick up the training
         // connections that were already open when we attached (own
         // namespace; other namespaces are learned as they connect).
         if matches!(source, Source::Ebpf(_)) && !self.settings.all_namespaces {
             match sockdiag::established(Path::new("/proc/self")) {
-                Ok(s) => self.sync(&s, Instant::now(), "seed"),
+                Ok(s) => self.sync(&s, Instant::now(), DiscoveryEvent::Seed),
                 Err(e) => tracing::warn!("traffic discovery: cannot seed from /proc: {e:#}"),
             }
         }
@@ -597,7 +263,7 @@ impl Worker {
                         match e {
                             Ok(ev) => self.handle(ev, now),
                             Err(e) => {
-                                self.event("malformed");
+                                self.event(DiscoveryEvent::Malformed);
                                 tracing::debug!("traffic discovery: bad event: {e:#}");
                             }
                         }
@@ -618,9 +284,9 @@ impl Worker {
                 Source::Poll => {
                     if now >= next_poll {
                         match sockdiag::established(Path::new("/proc/self")) {
-                            Ok(s) => self.sync(&s, now, "poll"),
+                            Ok(s) => self.sync(&s, now, DiscoveryEvent::Poll),
                             Err(e) => {
-                                self.event("poll_error");
+                                self.event(DiscoveryEvent::PollError);
                                 tracing::warn!("traffic discovery: {e:#}");
                             }
                         }
@@ -650,6 +316,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TrafficConfig;
 
     fn conn(key: u64, remote: &str) -> Conn {
         Conn {
@@ -723,53 +390,5 @@ mod tests {
         assert_eq!(addrs(&peers).len(), 3);
         w.tick(at(6.1));
         assert!(addrs(&peers).is_empty());
-    }
-
-    #[test]
-    fn ebpf_section_accepts_bool_or_mapping() {
-        let off: EbpfSection = yaml_serde::from_str("false").unwrap();
-        assert_eq!(off.0.mode, Mode::Off);
-        let on: EbpfSection = yaml_serde::from_str("true").unwrap();
-        assert_eq!(on.0, TrafficConfig::default());
-        let m: EbpfSection = yaml_serde::from_str("mode: poll\nttl: 90s\n").unwrap();
-        assert_eq!((m.0.mode, m.0.ttl.0), (Mode::Poll, Duration::from_secs(90)));
-        let e = yaml_serde::from_str::<EbpfSection>("mode: sometimes\n").unwrap_err();
-        assert!(e.to_string().contains("sometimes"), "{e}");
-        let e = yaml_serde::from_str::<EbpfSection>("ttl: 3 days\n").unwrap_err();
-        assert!(e.to_string().contains("unknown unit"), "{e}");
-    }
-
-    #[test]
-    fn config_builds_and_names_bad_keys() {
-        let c: TrafficConfig = yaml_serde::from_str(
-            "mode: poll\nwindow: 1s\nttl: 4s\nlong_lived: 2s\ninclude_cidrs: [198.18.0.0/15]\nports: ['29500-29600']\n",
-        )
-        .unwrap();
-        let s = c.build("discovery.traffic", &[9100]).unwrap();
-        assert_eq!(s.mode, Mode::Poll);
-        assert_eq!(s.timing.window, Duration::from_secs(1));
-        assert!(s
-            .filter
-            .exclude_ports
-            .contains(&PortRange { lo: 9100, hi: 9100 }));
-        let bad = TrafficConfig {
-            include_cidrs: vec!["198.18.0.0/15".into(), "nope".into()],
-            ..TrafficConfig::default()
-        };
-        let e = bad.build("discovery.traffic", &[]).unwrap_err().to_string();
-        assert!(e.starts_with("discovery.traffic.include_cidrs[1]:"), "{e}");
-        let e = yaml_serde::from_str::<TrafficConfig>("windw: 1s\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("windw"), "{e}");
-        let bad = TrafficConfig {
-            min_windows: 1,
-            ..TrafficConfig::default()
-        };
-        assert!(bad
-            .build("t", &[])
-            .unwrap_err()
-            .to_string()
-            .contains("min_windows"));
     }
 }

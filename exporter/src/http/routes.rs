@@ -1,6 +1,7 @@
-//! The HTTP endpoints: `/metrics` and `/healthz`.
+//! Routing and the readiness flag.
 
-use crate::metrics::Metrics;
+use crate::pathtrace;
+use crate::telemetry::Metrics;
 use hyper::{Method, StatusCode};
 use skeletonhunter_common::http::{Reply, Request};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,33 +12,105 @@ use std::sync::Arc;
 pub struct Health(Arc<AtomicBool>);
 
 impl Health {
+    /// Report ready (probing) or not (starting, stopping).
     pub fn set_ready(&self, ready: bool) {
         self.0.store(ready, Ordering::Relaxed);
     }
+
+    fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
-pub fn handler(
-    metrics: Arc<Metrics>,
-    health: Health,
-) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
-    move |req: Request| {
-        if req.method != Method::GET && req.method != Method::HEAD {
-            return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is supported\n");
-        }
-        match req.path.as_str() {
-            "/metrics" => metrics.render(req.accept.as_deref()),
-            "/healthz" => {
-                if health.0.load(Ordering::Relaxed) {
-                    Reply::text(StatusCode::OK, "ok\n")
-                } else {
-                    Reply::text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
-                }
+/// What the handlers read.
+#[derive(Clone)]
+pub struct State {
+    /// Renders `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Answers `/healthz`.
+    pub health: Health,
+    /// Serves `/trace` and `/traces`.
+    pub tracing: Arc<pathtrace::Context>,
+}
+
+/// The exporter's request handler.
+pub fn handler(state: State) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
+    move |req: Request| route(&state, &req)
+}
+
+fn route(state: &State, req: &Request) -> Reply {
+    if req.method != Method::GET && req.method != Method::HEAD {
+        return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is supported\n");
+    }
+    if let Some(r) = pathtrace::http::handle(&state.tracing, req) {
+        return r;
+    }
+    match req.path.as_str() {
+        "/metrics" => state.metrics.render(req.accept.as_deref()),
+        "/healthz" => {
+            if state.health.is_ready() {
+                Reply::text(StatusCode::OK, "ok\n")
+            } else {
+                Reply::text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
             }
-            "/" => Reply::text(
-                StatusCode::OK,
-                "skeletonhunter-exporter: see /metrics and /healthz\n",
-            ),
-            p => Reply::not_found(p),
         }
+        "/" => Reply::text(
+            StatusCode::OK,
+            "skeletonhunter-exporter: see /metrics and /healthz\n",
+        ),
+        p => Reply::not_found(p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::PeerSet;
+    use crate::pathtrace::{TraceConfig, Tracer};
+    use crate::probe::PeerInfo;
+    use prometheus_client::metrics::family::Family;
+
+    fn state() -> State {
+        let metrics = Arc::new(Metrics::new(&Default::default()));
+        State {
+            metrics: metrics.clone(),
+            health: Health::default(),
+            tracing: Arc::new(pathtrace::Context {
+                tracer: Tracer::new(TraceConfig::default(), Family::default()),
+                peers: PeerSet::new(None),
+                peer_info: PeerInfo::new(metrics, None),
+                loss: Arc::new(|_: &str| None),
+                src_node: "a".into(),
+                udp_port: 7477,
+                src_port: None,
+            }),
+        }
+    }
+
+    fn req(method: Method, path: &str) -> Request {
+        Request {
+            method,
+            path: path.into(),
+            query: Some("target=198.18.9.9".into()),
+            accept: None,
+        }
+    }
+
+    #[test]
+    fn every_route_is_get_only() {
+        let s = state();
+        for path in ["/metrics", "/healthz", "/trace", "/traces", "/"] {
+            let r = route(&s, &req(Method::POST, path));
+            assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        }
+        assert_eq!(
+            route(&s, &req(Method::GET, "/trace")).status,
+            StatusCode::NOT_FOUND,
+            "not a peer"
+        );
+        assert_eq!(
+            route(&s, &req(Method::GET, "/healthz")).status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
     }
 }

@@ -7,9 +7,13 @@
 //! matched exactly even when other pingers share the host (a raw socket
 //! sees every echo reply) and the 16-bit ICMP sequence wraps.
 
-use super::{wall_ns, Completion, InFlight, Prober, Protocol, Target};
-use crate::metrics::{Metrics, Series};
-use crate::sock::{enable_rx_timestamps, recv_with_timestamp};
+use super::{Completion, InFlight, Prober, Target};
+use crate::model::{ProbeErrorReason, Protocol};
+use crate::sys::sock::{
+    async_fd, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp, set_icmp_filter_only,
+};
+use crate::sys::time::{random_u64, wall_ns};
+use crate::telemetry::{Metrics, Series};
 use socket2::{Domain, Socket, Type};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -39,6 +43,7 @@ struct IcmpSocket {
     v6: bool,
 }
 
+/// The ICMP prober; see the module docs.
 pub struct IcmpProber {
     v4: Option<Arc<IcmpSocket>>,
     v6: Option<Arc<IcmpSocket>>,
@@ -128,24 +133,12 @@ fn open(v6: bool) -> std::io::Result<IcmpSocket> {
     };
     sock.set_nonblocking(true)?;
     if raw && !v6 {
-        // ICMP_FILTER: let only echo replies through, so the receive task
-        // does not wake for every other ICMP message on the host.
-        let mask: u32 = !(1u32 << ECHO_REPLY_V4);
-        // SAFETY: setsockopt(SOL_RAW, ICMP_FILTER) with a u32 bitmask.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_RAW,
-                1,
-                &mask as *const u32 as *const libc::c_void,
-                4,
-            )
-        };
+        set_icmp_filter_only(sock.as_raw_fd(), ECHO_REPLY_V4);
     }
-    crate::sock::grow_recv_buffer(sock.as_raw_fd(), 4 << 20);
+    grow_recv_buffer(sock.as_raw_fd(), 4 << 20);
     enable_rx_timestamps(sock.as_raw_fd());
     Ok(IcmpSocket {
-        fd: crate::sock::async_fd(sock)?,
+        fd: async_fd(sock)?,
         raw,
         v6,
     })
@@ -154,8 +147,8 @@ fn open(v6: bool) -> std::io::Result<IcmpSocket> {
 impl IcmpProber {
     /// Open the sockets (IPv4 required, IPv6 if available) and start the
     /// receive tasks.
-    pub fn start(metrics: Arc<Metrics>, timeout: Duration) -> anyhow::Result<Arc<IcmpProber>> {
-        let v4 = open(false).map_err(|e| anyhow::anyhow!("cannot open an ICMP socket: {e}"))?;
+    pub fn start(metrics: Arc<Metrics>, timeout: Duration) -> std::io::Result<Arc<IcmpProber>> {
+        let v4 = open(false)?;
         tracing::info!(
             kind = if v4.raw { "raw" } else { "datagram" },
             "ICMP prober socket open"
@@ -164,7 +157,7 @@ impl IcmpProber {
         let p = Arc::new(IcmpProber {
             v4: Some(Arc::new(v4)),
             v6: v6.map(Arc::new),
-            session: super::udp::random_u64(),
+            session: random_u64(),
             ident: (std::process::id() & 0xffff) as u16,
             seq: AtomicU64::new(1),
             inflight: Mutex::new(InFlight::new(timeout)),
@@ -186,7 +179,7 @@ impl IcmpProber {
         let done = self
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .complete(seq, Instant::now());
         match done {
             Completion::Answered(p) => {
@@ -249,7 +242,7 @@ impl Prober for IcmpProber {
         };
         let Some(sock) = sock else {
             self.metrics
-                .probe_error(Protocol::Icmp, "no_socket_for_family");
+                .probe_error(Protocol::Icmp, ProbeErrorReason::NoSocketForFamily.as_str());
             return;
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -258,7 +251,7 @@ impl Prober for IcmpProber {
         series.sent.inc();
         self.inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(
                 seq,
                 Instant::now(),
@@ -271,7 +264,8 @@ impl Prober for IcmpProber {
         let dst = socket2::SockAddr::from(SocketAddr::new(addr, 0));
         if let Err(e) = sock.fd.get_ref().send_to(&pkt, &dst) {
             tracing::trace!("ICMP echo to {addr} failed: {e}");
-            self.metrics.probe_error(Protocol::Icmp, "send_failed");
+            self.metrics
+                .probe_error(Protocol::Icmp, ProbeErrorReason::SendFailed.as_str());
         }
     }
 
@@ -279,7 +273,7 @@ impl Prober for IcmpProber {
         let lost = self
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .expire(now);
         for p in lost {
             if !p.data.target.is_retired() {

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 /// result (target, series handles, send timestamp).
 #[derive(Debug)]
 pub struct Pending<T> {
+    /// When the probe left.
     pub sent_at: Instant,
+    /// What the prober records the result with.
     pub data: T,
 }
 
@@ -62,6 +64,7 @@ pub struct InFlight<T> {
 }
 
 impl<T> InFlight<T> {
+    /// An empty table; probes older than `timeout` are lost.
     pub fn new(timeout: Duration) -> Self {
         InFlight {
             timeout,
@@ -73,11 +76,13 @@ impl<T> InFlight<T> {
     }
 
     #[cfg(test)]
+    /// Test helper.
     pub fn len(&self) -> usize {
         self.pending.len()
     }
 
     #[cfg(test)]
+    /// Test helper.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }

@@ -5,8 +5,9 @@
 //! accumulates TIME_WAIT sockets. Concurrency is capped; the scheduler's
 //! even spread keeps it far below the cap in practice.
 
-use super::{Prober, Protocol, Target};
-use crate::metrics::Metrics;
+use super::{Prober, Target};
+use crate::model::{ProbeErrorReason, Protocol};
+use crate::telemetry::Metrics;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use tokio::net::TcpSocket;
 /// Most dials in flight at once; beyond it probes are skipped and counted.
 pub const MAX_CONCURRENT_DIALS: usize = 4096;
 
+/// The TCP dial prober; see the module docs.
 pub struct TcpProber {
     metrics: Arc<Metrics>,
     timeout: Duration,
@@ -22,6 +24,7 @@ pub struct TcpProber {
 }
 
 impl TcpProber {
+    /// A prober whose dials time out after `timeout`.
     pub fn new(metrics: Arc<Metrics>, timeout: Duration) -> Arc<TcpProber> {
         Arc::new(TcpProber {
             metrics,
@@ -32,14 +35,14 @@ impl TcpProber {
 }
 
 /// Why a dial failed, as a `reason` label.
-fn failure_reason(e: &std::io::Error) -> &'static str {
+fn failure_reason(e: &std::io::Error) -> ProbeErrorReason {
     match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => "connect_refused",
-        std::io::ErrorKind::TimedOut => "connect_timeout",
+        std::io::ErrorKind::ConnectionRefused => ProbeErrorReason::ConnectRefused,
+        std::io::ErrorKind::TimedOut => ProbeErrorReason::ConnectTimeout,
         std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
-            "connect_unreachable"
+            ProbeErrorReason::ConnectUnreachable
         }
-        _ => "connect_error",
+        _ => ProbeErrorReason::ConnectError,
     }
 }
 
@@ -67,7 +70,8 @@ impl Prober for TcpProber {
             return;
         };
         if self.in_flight.load(Ordering::Relaxed) >= MAX_CONCURRENT_DIALS {
-            self.metrics.probe_error(Protocol::Tcp, "too_many_dials");
+            self.metrics
+                .probe_error(Protocol::Tcp, ProbeErrorReason::TooManyDials.as_str());
             return;
         }
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -91,13 +95,13 @@ impl Prober for TcpProber {
                 }
                 Ok(Err(e)) => {
                     tracing::debug!("TCP dial to {addr} failed: {e}");
-                    metrics.probe_error(Protocol::Tcp, failure_reason(&e));
+                    metrics.probe_error(Protocol::Tcp, failure_reason(&e).as_str());
                     series.lost.inc();
                     dial_series.success.set(0);
                     dial_series.failures.inc();
                 }
                 Err(_) => {
-                    metrics.probe_error(Protocol::Tcp, "connect_timeout");
+                    metrics.probe_error(Protocol::Tcp, ProbeErrorReason::ConnectTimeout.as_str());
                     series.lost.inc();
                     dial_series.success.set(0);
                     dial_series.failures.inc();

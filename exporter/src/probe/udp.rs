@@ -8,13 +8,15 @@
 //! show up as network latency. The reply's identity TLVs name the peer
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
 
-use super::wire::{self, Packet, TYPE_REPLY};
-use super::{wall_ns, Completion, InFlight, Prober, Protocol, Target};
-use crate::metrics::{Metrics, Series};
-use crate::responder::Extensions;
-use crate::sock::{
-    enable_rx_timestamps, enable_tx_timestamps, recv_tx_timestamp, recv_with_timestamp,
+use super::{Completion, InFlight, PeerInfo, Prober, Target};
+use crate::model::{ProbeErrorReason, Protocol};
+use crate::sys::sock::{
+    async_fd_with, enable_rx_timestamps, enable_tx_timestamps, grow_recv_buffer, recv_tx_timestamp,
+    recv_with_timestamp,
 };
+use crate::sys::time::{random_u64, wall_ns};
+use crate::telemetry::{Metrics, Series};
+use crate::wire::probe::{self as wire, Packet, TRACE_SESSION, TYPE_REPLY};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -49,6 +51,7 @@ struct ProbeSocket {
     tx: Mutex<TxIds>,
 }
 
+/// The UDP echo prober; see the module docs.
 pub struct UdpProber {
     v4: Arc<ProbeSocket>,
     v6: Option<Arc<ProbeSocket>>,
@@ -56,7 +59,9 @@ pub struct UdpProber {
     seq: AtomicU64,
     inflight: Mutex<InFlight<Sent>>,
     metrics: Arc<Metrics>,
-    ext: Arc<Extensions>,
+    peer_info: Arc<PeerInfo>,
+    /// TLVs added to every request (the RDMA endpoint).
+    advertise: Vec<(u16, Vec<u8>)>,
     probe_size: usize,
     buf: Mutex<Vec<u8>>,
 }
@@ -64,13 +69,13 @@ pub struct UdpProber {
 fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
     let s = UdpSocket::bind(addr)?;
     s.set_nonblocking(true)?;
-    crate::sock::grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+    grow_recv_buffer(s.as_raw_fd(), 4 << 20);
     let tx = enable_tx_timestamps(s.as_raw_fd());
     if !tx && !enable_rx_timestamps(s.as_raw_fd()) {
         tracing::warn!("kernel timestamps unavailable; UDP RTTs use user-space time");
     }
     Ok(Arc::new(ProbeSocket {
-        fd: crate::sock::async_fd_with(s, Interest::READABLE | Interest::ERROR)?,
+        fd: async_fd_with(s, Interest::READABLE | Interest::ERROR)?,
         tx: Mutex::new(TxIds {
             enabled: tx,
             next_id: 0,
@@ -79,30 +84,18 @@ fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
     }))
 }
 
-/// A random 64-bit number from the kernel, for session ids.
-pub fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: getrandom writes at most 8 bytes into b.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    if n != 8 {
-        // Fall back to time and pid: uniqueness per run is all we need.
-        return wall_ns() ^ ((std::process::id() as u64) << 32);
-    }
-    u64::from_ne_bytes(b)
-}
-
 impl UdpProber {
     /// Open the sockets and start the receive tasks (they end with the
     /// runtime). `probe_size` is the request size, so replies have room
     /// for the responder's identity.
     pub fn start(
         metrics: Arc<Metrics>,
-        ext: Arc<Extensions>,
+        peer_info: Arc<PeerInfo>,
+        advertise: Vec<(u16, Vec<u8>)>,
         timeout: Duration,
         probe_size: usize,
-    ) -> anyhow::Result<Arc<UdpProber>> {
-        let v4 = open(SocketAddr::from(([0, 0, 0, 0], 0)))
-            .map_err(|e| anyhow::anyhow!("cannot open the UDP probe socket: {e}"))?;
+    ) -> std::io::Result<Arc<UdpProber>> {
+        let v4 = open(SocketAddr::from(([0, 0, 0, 0], 0)))?;
         let v6 = open(SocketAddr::from(([0u16; 8], 0))).ok();
         let p = Arc::new(UdpProber {
             v4,
@@ -111,7 +104,8 @@ impl UdpProber {
             seq: AtomicU64::new(1),
             inflight: Mutex::new(InFlight::new(timeout)),
             metrics,
-            ext,
+            peer_info,
+            advertise,
             probe_size: probe_size.clamp(wire::HEADER_LEN, wire::MAX_DATAGRAM),
             buf: Mutex::new(Vec::with_capacity(probe_size)),
         });
@@ -132,7 +126,10 @@ impl UdpProber {
     /// The kernel reports when datagram `id` left: use it as the probe's
     /// send time.
     fn on_tx_timestamp(&self, sock: &ProbeSocket, id: u32, ts: u64) {
-        let mut tx = sock.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tx = sock
+            .tx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !tx.enabled {
             return;
         }
@@ -160,15 +157,17 @@ impl UdpProber {
             tracing::warn!(
                 "UDP transmit timestamps out of step; using user-space send times from now on"
             );
-            self.metrics
-                .probe_error(Protocol::Udp, "tx_timestamp_mismatch");
+            self.metrics.probe_error(
+                Protocol::Udp,
+                ProbeErrorReason::TxTimestampMismatch.as_str(),
+            );
             return;
         }
         drop(tx);
         if let Some(sent) = self
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_mut(seq)
         {
             sent.tx_ns = ts;
@@ -179,9 +178,10 @@ impl UdpProber {
         let p = match Packet::decode(data) {
             Ok(p) if p.header.typ == TYPE_REPLY && p.header.session == self.session => p,
             // Path traces share this socket's port; their echoes are not ours.
-            Ok(p) if p.header.session == crate::trace::TRACE_SESSION => return,
+            Ok(p) if p.header.session == TRACE_SESSION => return,
             Ok(_) => {
-                self.metrics.probe_error(Protocol::Udp, "foreign_reply");
+                self.metrics
+                    .probe_error(Protocol::Udp, ProbeErrorReason::ForeignReply.as_str());
                 return;
             }
             Err(e) => {
@@ -192,7 +192,7 @@ impl UdpProber {
         let done = self
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .complete(p.header.seq, Instant::now());
         let sent = match done {
             Completion::Answered(s) => s.data,
@@ -226,7 +226,7 @@ impl UdpProber {
         if from.ip() != sent.target.addr() {
             tracing::debug!(expected = %sent.target.addr(), got = %from, "UDP reply from another address");
         }
-        self.ext.notify(from.ip(), &p);
+        self.peer_info.observe(from.ip(), &p);
     }
 }
 
@@ -264,7 +264,8 @@ async fn receive_loop(sock: Arc<ProbeSocket>, prober: std::sync::Weak<UdpProber>
                     // ICMP port unreachable from a peer without responder
                     // surfaces as ECONNREFUSED here; the probe times out.
                     tracing::trace!("UDP probe receive error: {e}");
-                    p.metrics.probe_error(Protocol::Udp, "icmp_error");
+                    p.metrics
+                        .probe_error(Protocol::Udp, ProbeErrorReason::IcmpError.as_str());
                 }
             }
         }
@@ -285,23 +286,33 @@ impl Prober for UdpProber {
             (SocketAddr::V4(_), _) => &self.v4,
             (SocketAddr::V6(_), Some(s)) => s,
             (SocketAddr::V6(_), None) => {
-                self.metrics.probe_error(Protocol::Udp, "no_ipv6_socket");
+                self.metrics
+                    .probe_error(Protocol::Udp, ProbeErrorReason::NoIpv6Socket.as_str());
                 return;
             }
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let ext = self.ext.advertised();
         let sock = sock.as_ref();
-        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buf = self
+            .buf
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let tx_ns = wall_ns();
-        wire::encode_request(&mut buf, self.session, seq, tx_ns, &ext, self.probe_size);
+        wire::encode_request(
+            &mut buf,
+            self.session,
+            seq,
+            tx_ns,
+            &self.advertise,
+            self.probe_size,
+        );
         let sent_at = Instant::now();
         series.sent.inc();
         // Registered before the send: on a multi-threaded runtime the reply
         // can be processed before send_to returns.
         self.inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(
                 seq,
                 sent_at,
@@ -313,7 +324,10 @@ impl Prober for UdpProber {
             );
         // The id map is locked across the send, so the receive task cannot
         // see this datagram's timestamp before its id is recorded.
-        let mut tx = sock.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tx = sock
+            .tx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match sock.fd.get_ref().send_to(&buf, dst) {
             Ok(_) if tx.enabled => {
                 let id = tx.next_id;
@@ -328,7 +342,8 @@ impl Prober for UdpProber {
                 // The probe still counts: a send error on a dead route is
                 // loss as far as the pair is concerned.
                 tracing::trace!("UDP probe to {dst} failed: {e}");
-                self.metrics.probe_error(Protocol::Udp, "send_failed");
+                self.metrics
+                    .probe_error(Protocol::Udp, ProbeErrorReason::SendFailed.as_str());
             }
         }
     }
@@ -337,7 +352,7 @@ impl Prober for UdpProber {
         let lost = self
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .expire(now);
         for p in lost {
             if !p.data.target.is_retired() {

@@ -1,62 +1,42 @@
-//! The responder every exporter runs: UDP echo and a TCP dial acceptor.
-//!
-//! The UDP side answers each valid request with the same session and
+//! The UDP echo responder. It answers each valid request with the same session and
 //! sequence number, the time it held the request (kernel receive to reply
 //! send) and as much of this exporter's identity as fits in the request's
 //! size, so the prober learns who answered and a reply is never larger than
 //! its request. Anything that is not a valid request is dropped and counted
 //! by reason; nothing a peer sends can make it panic or reply bigger.
 
-use crate::metrics::Metrics;
-use crate::probe::wire::{self, Packet, TYPE_REQUEST};
-use crate::probe::{wall_ns, Protocol};
-use crate::sock::{enable_rx_timestamps, recv_with_timestamp};
+use crate::model::{DropReason, Protocol};
+use crate::probe::PeerInfo;
+use crate::sys::sock::{async_fd, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp};
+use crate::sys::time::wall_ns;
+use crate::telemetry::Metrics;
+use crate::wire::probe::{self as wire, Packet, TYPE_REQUEST};
 use skeletonhunter_common::Identity;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
-use tokio::net::TcpListener;
-
-/// Fields other modules add to this exporter's probe messages (the RDMA
-/// endpoint TLV), and hooks that see every valid peer message.
-#[derive(Default)]
-pub struct Extensions {
-    /// Extra TLVs sent in requests and replies, most important first.
-    pub advertise: RwLock<Vec<(u16, Vec<u8>)>>,
-    /// Called with the sender and the decoded packet of every valid
-    /// request the responder answers and every reply the prober accepts.
-    #[allow(clippy::type_complexity)]
-    pub observers: RwLock<Vec<Arc<dyn Fn(IpAddr, &Packet<'_>) + Send + Sync>>>,
-}
-
-impl Extensions {
-    pub fn advertised(&self) -> Vec<(u16, Vec<u8>)> {
-        self.advertise
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn notify(&self, from: IpAddr, p: &Packet<'_>) {
-        let obs = self.observers.read().unwrap_or_else(|e| e.into_inner());
-        for o in obs.iter() {
-            o(from, p);
-        }
-    }
-}
 
 /// Bind the UDP echo socket (an error names the address).
-pub fn bind_udp(addr: SocketAddr) -> anyhow::Result<AsyncFd<UdpSocket>> {
-    let s = UdpSocket::bind(addr)
-        .map_err(|e| anyhow::anyhow!("cannot bind UDP responder on {addr}: {e}"))?;
-    s.set_nonblocking(true)?;
-    crate::sock::grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+pub fn bind_udp(addr: SocketAddr) -> Result<AsyncFd<UdpSocket>, BindError> {
+    let bind_error = |source| BindError { addr, source };
+    let s = UdpSocket::bind(addr).map_err(bind_error)?;
+    s.set_nonblocking(true).map_err(bind_error)?;
+    grow_recv_buffer(s.as_raw_fd(), 4 << 20);
     if !enable_rx_timestamps(s.as_raw_fd()) {
         tracing::warn!("kernel receive timestamps unavailable on the responder socket; responder delay uses user-space time");
     }
-    Ok(crate::sock::async_fd(s)?)
+    async_fd(s).map_err(bind_error)
+}
+
+/// The UDP echo socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot bind UDP responder on {addr}: {source}")]
+pub struct BindError {
+    /// The configured address.
+    pub addr: SocketAddr,
+    /// Why.
+    pub source: std::io::Error,
 }
 
 /// Answer UDP probes until `shutdown`.
@@ -64,14 +44,15 @@ pub async fn run_udp(
     sock: AsyncFd<UdpSocket>,
     identity: Identity,
     metrics: Arc<Metrics>,
-    ext: Arc<Extensions>,
+    peer_info: Arc<PeerInfo>,
+    advertise: Vec<(u16, Vec<u8>)>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let mut buf = vec![0u8; 65536];
     let mut out = Vec::with_capacity(wire::MAX_DATAGRAM);
-    let mut tlvs = wire::reply_tlvs(&identity, &ext.advertised());
-    let mut tlv_refresh = tokio::time::Instant::now();
+    // The advertised TLVs are fixed at start-up (RDMA starts first).
+    let tlvs = wire::reply_tlvs(&identity, &advertise);
     loop {
         let mut guard = tokio::select! {
             _ = &mut shutdown => return,
@@ -83,11 +64,6 @@ pub async fn run_udp(
                 }
             },
         };
-        // Extensions may change at runtime (RDMA endpoint comes up late).
-        if tlv_refresh.elapsed() > Duration::from_secs(1) {
-            tlvs = wire::reply_tlvs(&identity, &ext.advertised());
-            tlv_refresh = tokio::time::Instant::now();
-        }
         loop {
             let r = match recv_with_timestamp(sock.get_ref(), &mut buf) {
                 Ok(r) => r,
@@ -102,7 +78,7 @@ pub async fn run_udp(
                 }
             };
             if r.truncated || r.len > wire::MAX_DATAGRAM {
-                metrics.responder_drop("oversized");
+                metrics.responder_drop(DropReason::Oversized.as_str());
                 continue;
             }
             let data = &buf[..r.len];
@@ -114,10 +90,10 @@ pub async fn run_udp(
                 }
             };
             if p.header.typ != TYPE_REQUEST {
-                metrics.responder_drop("not_request");
+                metrics.responder_drop(DropReason::NotRequest.as_str());
                 continue;
             }
-            ext.notify(r.from.ip(), &p);
+            peer_info.observe(r.from.ip(), &p);
             let now = wall_ns();
             let delay = r.kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0);
             wire::encode_reply(&mut out, &p.header, delay, &tlvs, r.len);
@@ -125,39 +101,9 @@ pub async fn run_udp(
                 Ok(_) => metrics.responder_reply(Protocol::Udp),
                 Err(e) => {
                     tracing::debug!("UDP reply to {} failed: {e}", r.from);
-                    metrics.responder_drop("send_failed");
+                    metrics.responder_drop(DropReason::SendFailed.as_str());
                 }
             }
-        }
-    }
-}
-
-/// Accept TCP dial probes until `shutdown`: accept and close at once
-/// (the connection set-up is the probe).
-pub async fn run_tcp(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return,
-            r = listener.accept() => match r {
-                Ok((stream, _)) => {
-                    // A plain close (FIN): resetting here could reach the
-                    // prober before its connect() completes and read as a
-                    // failed dial. The prober resets its side, so neither
-                    // end keeps a TIME_WAIT socket.
-                    drop(stream);
-                    metrics.responder_reply(Protocol::Tcp);
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: back off.
-                    tracing::warn!("TCP dial acceptor: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
         }
     }
 }

@@ -4,7 +4,7 @@
 //! rather than from when our task happens to run: on a busy host the task
 //! may wake milliseconds after the packet arrived, which would swamp the
 //! microsecond differences the localizer looks for. The timestamps use the
-//! wall clock, like [`crate::probe::wall_ns`], so the two subtract.
+//! wall clock, like [`super::time::wall_ns`], so the two subtract.
 
 use std::io;
 use std::mem::{size_of, MaybeUninit};
@@ -139,7 +139,9 @@ pub fn grow_recv_buffer(fd: RawFd, bytes: usize) {
 /// One received datagram.
 #[derive(Debug, Clone, Copy)]
 pub struct Received {
+    /// Bytes written into the buffer.
     pub len: usize,
+    /// The sender.
     pub from: SocketAddr,
     /// Kernel receive time (wall clock ns), when available.
     pub kernel_ns: Option<u64>,
@@ -244,13 +246,16 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
                 _ => 0,
             };
             if len > 0 {
+                // SAFETY: an all-zero sockaddr_storage is a valid value.
                 let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+                // SAFETY: len is the size of the family's sockaddr, which
+                // fits in sockaddr_storage and is what ifa_addr points to.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         ifa.ifa_addr as *const u8,
                         &mut ss as *mut _ as *mut u8,
                         len,
-                    )
+                    );
                 };
                 if let Some(a) = sockaddr_to_std(&ss) {
                     out.push(a.ip());
@@ -262,6 +267,31 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
     // SAFETY: ifap came from getifaddrs.
     unsafe { libc::freeifaddrs(ifap) };
     out
+}
+
+/// On a raw ICMPv4 socket, let only echo replies (type `echo_reply`)
+/// through (`ICMP_FILTER`), so the receive task does not wake for every
+/// other ICMP message on the host. Best effort.
+pub fn set_icmp_filter_only(fd: RawFd, echo_reply: u8) {
+    let mask: u32 = !(1u32 << echo_reply);
+    // SAFETY: setsockopt(SOL_RAW, ICMP_FILTER) with a u32 bitmask of the size given.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_RAW,
+            1,
+            (&raw const mask).cast::<libc::c_void>(),
+            4,
+        )
+    };
+}
+
+/// The source address the kernel would use towards `dst`: connecting an
+/// IPv4 UDP socket only does the route lookup, no packet is sent.
+pub fn route_source(dst: SocketAddr) -> io::Result<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    s.connect(dst)?;
+    Ok(s.local_addr()?.ip())
 }
 
 /// Register a socket we own with the tokio reactor, for reading.
@@ -284,7 +314,7 @@ pub fn async_fd_with<T: AsRawFd>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::wall_ns;
+    use crate::sys::time::wall_ns;
 
     #[test]
     fn kernel_timestamps_bracket_the_send_and_receive() {
@@ -304,7 +334,7 @@ mod tests {
             let r = loop {
                 match recv_with_timestamp(&b, &mut buf) {
                     Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => panic!("{e}"),
                 }
             };
@@ -328,7 +358,7 @@ mod tests {
             let r = loop {
                 match recv_with_timestamp(&b, &mut buf) {
                     Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => panic!("{e}"),
                 }
             };

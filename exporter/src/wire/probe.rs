@@ -19,15 +19,20 @@
 use skeletonhunter_common::{Identity, Kind};
 use std::fmt;
 
+/// First bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SKHP";
+/// Format version.
 pub const VERSION: u8 = 1;
+/// Size of the fixed header.
 pub const HEADER_LEN: usize = 40;
 /// Largest request the responder accepts; anything bigger is not ours.
 pub const MAX_DATAGRAM: usize = 4096;
 /// Identity label values are cut to this many bytes on the wire.
 pub const MAX_LABEL_LEN: usize = 128;
 
+/// A prober's echo request.
 pub const TYPE_REQUEST: u8 = 1;
+/// A responder's echo reply.
 pub const TYPE_REPLY: u8 = 2;
 
 /// Padding; its value is ignored.
@@ -39,18 +44,30 @@ pub const TLV_IDENTITY_BASE: u16 = 1;
 /// the RDMA prober.
 pub const TLV_RDMA_ENDPOINT: u16 = 16;
 
+/// Session id of path-trace payloads: a valid echo request, so the peer's
+/// responder answers and marks the destination, with a session no prober
+/// uses (`"SHTRACE\0"`). Probers ignore echoes carrying it.
+pub const TRACE_SESSION: u64 = u64::from_be_bytes(*b"SHTRACE\0");
+
 /// Why a datagram was refused; `as_str` is the metric `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecodeError {
+    /// Shorter than the header or a TLV.
     Truncated,
+    /// Larger than [`MAX_DATAGRAM`].
     Oversized,
+    /// Not our magic.
     BadMagic,
+    /// Another format version.
     BadVersion,
+    /// Neither request nor reply.
     BadType,
+    /// A TLV runs past the end.
     BadTlv,
 }
 
 impl DecodeError {
+    /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             DecodeError::Truncated => "truncated",
@@ -74,9 +91,13 @@ impl std::error::Error for DecodeError {}
 /// The fixed header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// [`TYPE_REQUEST`] or [`TYPE_REPLY`].
     pub typ: u8,
+    /// Reserved, 0.
     pub flags: u16,
+    /// The prober's random session.
     pub session: u64,
+    /// The probe's sequence number.
     pub seq: u64,
     /// The prober's send time (wall clock ns), echoed by the responder.
     pub tx_ns: u64,
@@ -87,7 +108,9 @@ pub struct Header {
 /// A decoded datagram borrowing its TLV values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packet<'a> {
+    /// The fixed header.
     pub header: Header,
+    /// (type, value) in order.
     pub tlvs: Vec<(u16, &'a [u8])>,
 }
 
@@ -400,7 +423,7 @@ mod tests {
             } else {
                 vec![0u8; (x % 300) as usize]
             };
-            for b in buf.iter_mut() {
+            for b in &mut buf {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;

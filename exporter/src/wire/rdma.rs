@@ -10,6 +10,7 @@ use std::fmt;
 
 /// `SHRP`: SkeletonHunter RDMA probe.
 pub const MAGIC: [u8; 4] = *b"SHRP";
+/// Format version.
 pub const VERSION: u8 = 1;
 /// Size of every probe packet on the wire (the UD payload).
 pub const PACKET_LEN: usize = 32;
@@ -62,11 +63,14 @@ pub const FLAG_HW_TIMESTAMPS: u8 = 0x01;
 /// flags:1 reserved:1 session:4 seq:8 responder_delay_ns:8 reserved:4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {
+    /// Probe, ACK or ACK detail.
     pub kind: Kind,
+    /// `FLAG_*` bits.
     pub flags: u8,
     /// Random per prober instance: ACKs for an earlier incarnation (or a
     /// forged ACK) do not match.
     pub session: u32,
+    /// The probe's sequence number.
     pub seq: u64,
     /// T4 - T3 on the responder (only meaningful in [`Kind::AckDetail`]).
     pub responder_delay_ns: u64,
@@ -75,9 +79,16 @@ pub struct Packet {
 /// Why a received packet was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PacketError {
-    Short { len: usize },
+    /// Shorter than [`PACKET_LEN`].
+    Short {
+        /// Bytes received.
+        len: usize,
+    },
+    /// Not our magic.
     BadMagic,
+    /// Another format version.
     BadVersion(u8),
+    /// An unknown kind.
     BadKind(u8),
 }
 
@@ -115,6 +126,7 @@ impl PacketError {
 }
 
 impl Packet {
+    /// A probe of `session` with sequence `seq`.
     pub fn probe(session: u32, seq: u64) -> Packet {
         Packet {
             kind: Kind::Probe,
@@ -147,6 +159,7 @@ impl Packet {
         }
     }
 
+    /// The packet's bytes.
     pub fn encode(&self) -> [u8; PACKET_LEN] {
         let mut b = [0u8; PACKET_LEN];
         b[0..4].copy_from_slice(&MAGIC);
@@ -187,6 +200,7 @@ impl Packet {
         })
     }
 
+    /// Whether the sender stamped in hardware.
     pub fn hw_timestamps(&self) -> bool {
         self.flags & FLAG_HW_TIMESTAMPS != 0
     }
@@ -242,14 +256,18 @@ pub struct RdmaEndpoint {
     pub gid: [u8; 16],
     /// 24-bit queue pair number.
     pub qpn: u32,
+    /// The Q_Key to send with.
     pub qkey: u32,
 }
 
 /// Why an RDMA endpoint record was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndpointError {
+    /// Not [`ENDPOINT_LEN`] bytes.
     Length(usize),
+    /// A QPN that cannot be a UD QP.
     Qpn(u32),
+    /// An all-zero GID.
     ZeroGid,
 }
 
@@ -281,6 +299,7 @@ impl RdmaEndpoint {
         b
     }
 
+    /// Parse an endpoint TLV value.
     pub fn decode(b: &[u8]) -> Result<RdmaEndpoint, EndpointError> {
         if b.len() != ENDPOINT_LEN {
             return Err(EndpointError::Length(b.len()));

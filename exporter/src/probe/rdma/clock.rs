@@ -38,11 +38,7 @@ pub fn signed_delta(ts: u64, reference: u64, mask: u64) -> i64 {
     }
 }
 
-/// Whether `mask` is a usable low-bits mask (0b0..01..1 with at least 16
-/// valid bits). Devices without timestamp support report 0.
-pub fn valid_mask(mask: u64) -> bool {
-    mask >= 0xffff && mask.wrapping_add(1) & mask == 0
-}
+pub use crate::sys::completion::valid_mask;
 
 /// How long one wrap of the counter takes, in nanoseconds (saturating).
 pub fn wrap_period_ns(mask: u64, hz: f64) -> u64 {
@@ -155,11 +151,13 @@ impl ClockSync {
     }
 
     #[cfg(test)]
+    /// Test helper.
     pub fn hz(&self) -> f64 {
         self.hz
     }
 
     #[cfg(test)]
+    /// Test helper.
     pub fn reference(&self) -> ClockSample {
         self.reference
     }

@@ -5,43 +5,36 @@
 
 use super::clock::{ClockSample, ClockSync};
 use super::exchange::{Outcome, Prober as ExProber, Received, Responder, RESPONDER_WR_BIT};
-use super::packet::{self, Kind, Packet, RdmaEndpoint};
 use super::RdmaConfig;
-use crate::metrics::Metrics;
-use crate::probe::{wall_ns, Protocol, Target};
+use crate::model::{ProbeErrorReason, Protocol};
+use crate::probe::Target;
+use crate::sys::time::wall_ns;
+use crate::telemetry::Metrics;
+use crate::wire::rdma::{self as packet, Kind, Packet, RdmaEndpoint};
+
+pub use crate::sys::completion::{Completion, VerbsError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A completion, read from either kind of CQ.
-#[derive(Debug, Clone, Copy)]
-pub struct Completion {
-    pub wr_id: u64,
-    pub ok: bool,
-    /// Raw status code, for logs.
-    pub status: u32,
-    pub is_recv: bool,
-    pub byte_len: u32,
-    /// Sender's QPN (receive completions of a UD QP).
-    pub src_qp: u32,
-    /// Raw hardware CQE timestamp, when the CQ has them.
-    pub hw_ts: Option<u64>,
-}
-
 /// What the engine needs from one RNIC port with its UD queue pair.
 pub trait Rnic {
+    /// Device name, for logs.
     fn name(&self) -> &str;
+    /// This port's UD endpoint.
     fn endpoint(&self) -> RdmaEndpoint;
     /// (timestamp mask, core clock kHz) when completions carry hardware
     /// timestamps.
     fn hw_clock(&self) -> Option<(u64, u64)>;
-    fn send(&mut self, to: &RdmaEndpoint, payload: &[u8], wr_id: u64) -> Result<(), String>;
-    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<(), String>;
+    /// Send `payload` to `to` as work request `wr_id`.
+    fn send(&mut self, to: &RdmaEndpoint, payload: &[u8], wr_id: u64) -> Result<(), VerbsError>;
+    /// Read up to `max` completions into `out`.
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<(), VerbsError>;
     /// The bytes of a receive completion's buffer (GRH slot included).
     fn recv_slot(&self, c: &Completion) -> Option<&[u8]>;
     /// Give a receive buffer back after its completion was handled.
-    fn repost(&mut self, c: &Completion) -> Result<(), String>;
+    fn repost(&mut self, c: &Completion) -> Result<(), VerbsError>;
     /// Consume completion events and re-arm (then the CQ is drained).
-    fn ack_events(&mut self) -> Result<(), String>;
+    fn ack_events(&mut self) -> Result<(), VerbsError>;
     /// A (NIC counter, wall clock) reading, when the device offers one.
     fn clock_sample(&self) -> Option<ClockSample>;
 }
@@ -184,6 +177,7 @@ impl<D: Rnic> Engine<D> {
         }
     }
 
+    /// RNIC `i`, if there is one.
     pub fn nic(&self, i: usize) -> Option<&D> {
         self.ports.get(i).map(|p| &p.nic)
     }
@@ -204,7 +198,8 @@ impl<D: Rnic> Engine<D> {
             }
             Err(e) => {
                 self.prober.on_send_failed(pkt.seq);
-                self.metrics.probe_error(Protocol::Rdma, "rdma_post_failed");
+                self.metrics
+                    .probe_error(Protocol::Rdma, ProbeErrorReason::RdmaPostFailed.as_str());
                 tracing::debug!("RDMA post to {}: {e}", to.gid_addr());
             }
         }
@@ -229,7 +224,7 @@ impl<D: Rnic> Engine<D> {
                     break;
                 }
                 let empty = comps.is_empty();
-                for c in comps.iter() {
+                for c in &comps {
                     self.completion(i, c);
                 }
                 self.comps = comps;
@@ -254,10 +249,11 @@ impl<D: Rnic> Engine<D> {
                 tracing::debug!(device = %port.nic.name(), status = c.status, "RDMA ACK send failed");
                 port.responder.on_send_failed(c.wr_id);
                 self.metrics
-                    .probe_error(Protocol::Rdma, "rdma_ack_send_failed");
+                    .probe_error(Protocol::Rdma, ProbeErrorReason::RdmaAckSendFailed.as_str());
             } else if let Some(d) = port.responder.on_send_complete(c.wr_id, ts) {
                 if port.nic.send(&d.to, &d.packet.encode(), d.wr_id).is_err() {
-                    self.metrics.probe_error(Protocol::Rdma, "rdma_post_failed");
+                    self.metrics
+                        .probe_error(Protocol::Rdma, ProbeErrorReason::RdmaPostFailed.as_str());
                 }
             }
         } else if i == self.primary {
@@ -284,7 +280,10 @@ impl<D: Rnic> Engine<D> {
             return;
         };
         let Some(payload) = packet::ud_payload(buf, c.byte_len as usize) else {
-            metrics.probe_error(Protocol::Rdma, "rdma_short_packet");
+            let short = packet::PacketError::Short {
+                len: c.byte_len as usize,
+            };
+            metrics.probe_error(Protocol::Rdma, short.reason());
             return;
         };
         let pkt = match Packet::decode(payload) {
@@ -297,7 +296,7 @@ impl<D: Rnic> Engine<D> {
         match pkt.kind {
             Kind::Probe => {
                 let Some(gid) = packet::source_gid(buf, port.local_ipv4) else {
-                    metrics.probe_error(Protocol::Rdma, "rdma_no_source_gid");
+                    metrics.probe_error(Protocol::Rdma, ProbeErrorReason::RdmaNoSourceGid.as_str());
                     return;
                 };
                 let to = RdmaEndpoint {
@@ -312,7 +311,8 @@ impl<D: Rnic> Engine<D> {
                         .is_err()
                     {
                         port.responder.on_send_failed(ack.wr_id);
-                        metrics.probe_error(Protocol::Rdma, "rdma_post_failed");
+                        metrics
+                            .probe_error(Protocol::Rdma, ProbeErrorReason::RdmaPostFailed.as_str());
                     }
                 }
             }
@@ -323,7 +323,10 @@ impl<D: Rnic> Engine<D> {
                     Received::Stray(reason) => metrics.probe_error(Protocol::Rdma, reason),
                 }
             }
-            _ => metrics.probe_error(Protocol::Rdma, "rdma_ack_on_wrong_port"),
+            _ => metrics.probe_error(
+                Protocol::Rdma,
+                ProbeErrorReason::RdmaAckOnWrongPort.as_str(),
+            ),
         }
     }
 
@@ -336,13 +339,15 @@ impl<D: Rnic> Engine<D> {
         if self.last_housekeeping.elapsed() > Duration::from_secs(10) {
             self.prober.retain_peers(|t| !t.is_retired());
             let mut dropped = 0;
-            for p in self.ports.iter_mut() {
+            for p in &mut self.ports {
                 p.responder.compact();
                 dropped += p.responder.dropped();
             }
             for _ in self.reported_overflow..dropped {
-                self.metrics
-                    .probe_error(Protocol::Rdma, "rdma_responder_overflow");
+                self.metrics.probe_error(
+                    Protocol::Rdma,
+                    ProbeErrorReason::RdmaResponderOverflow.as_str(),
+                );
             }
             self.reported_overflow = self.reported_overflow.max(dropped);
             self.last_housekeeping = Instant::now();
@@ -351,285 +356,4 @@ impl<D: Rnic> Engine<D> {
 }
 
 #[cfg(test)]
-mod tests {
-    //! The engine over a fake fabric of RNICs that delivers UD sends
-    //! between them with GRH slots and (optionally) hardware stamps.
-    use super::*;
-    use crate::peers::{Peer, PeerSource};
-    use crate::probe::Ports;
-    use std::cell::RefCell;
-    use std::collections::VecDeque;
-    use std::rc::Rc;
-
-    const MASK32: u64 = (1 << 32) - 1;
-
-    /// Completions (with the received bytes) waiting for one NIC's poll.
-    type Queue = VecDeque<(Completion, Vec<u8>)>;
-
-    struct Wire {
-        /// Per NIC (by GID): its completion queue.
-        queues: Vec<([u8; 16], Queue)>,
-        /// Drop sends whose packet kind is in this list.
-        drop_kinds: Vec<Kind>,
-    }
-
-    struct FakeNic {
-        name: String,
-        ep: RdmaEndpoint,
-        /// Offset added to wall time to make this NIC's raw counter, so
-        /// every NIC has its own clock; `None` = software stamps.
-        clock_offset: Option<u64>,
-        wire: Rc<RefCell<Wire>>,
-        slots: Vec<Vec<u8>>,
-        reposted: usize,
-    }
-
-    fn gid(last: u8) -> [u8; 16] {
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..].copy_from_slice(&[198, 18, 50, last]);
-        g
-    }
-
-    impl FakeNic {
-        fn new(last: u8, qpn: u32, clock_offset: Option<u64>, wire: &Rc<RefCell<Wire>>) -> FakeNic {
-            wire.borrow_mut().queues.push((gid(last), VecDeque::new()));
-            FakeNic {
-                name: format!("fake{last}"),
-                ep: RdmaEndpoint {
-                    gid: gid(last),
-                    qpn,
-                    qkey: packet::DEFAULT_QKEY,
-                },
-                clock_offset,
-                wire: wire.clone(),
-                slots: Vec::new(),
-                reposted: 0,
-            }
-        }
-
-        fn raw_now(&self) -> Option<u64> {
-            self.clock_offset
-                .map(|o| wall_ns().wrapping_add(o) & MASK32)
-        }
-
-        fn push(&self, to: [u8; 16], c: Completion, buf: Vec<u8>) {
-            let mut w = self.wire.borrow_mut();
-            if let Some((_, q)) = w.queues.iter_mut().find(|(g, _)| *g == to) {
-                q.push_back((c, buf));
-            }
-        }
-    }
-
-    impl Rnic for FakeNic {
-        fn name(&self) -> &str {
-            &self.name
-        }
-        fn endpoint(&self) -> RdmaEndpoint {
-            self.ep
-        }
-        fn hw_clock(&self) -> Option<(u64, u64)> {
-            self.clock_offset.map(|_| (MASK32, 1_000_000)) // 1 GHz
-        }
-        fn send(&mut self, to: &RdmaEndpoint, payload: &[u8], wr_id: u64) -> Result<(), String> {
-            let kind = Packet::decode(payload).map_err(|e| e.to_string())?.kind;
-            let dropped = self.wire.borrow().drop_kinds.contains(&kind);
-            // The send completes on our CQ...
-            let done = Completion {
-                wr_id,
-                ok: true,
-                status: 0,
-                is_recv: false,
-                byte_len: 0,
-                src_qp: 0,
-                hw_ts: self.raw_now(),
-            };
-            self.push(self.ep.gid, done, Vec::new());
-            if dropped {
-                return Ok(());
-            }
-            // ...and arrives at the peer with a RoCE v2 (IPv4) GRH slot.
-            let mut buf = vec![0u8; packet::GRH_LEN];
-            buf[20] = 0x45;
-            buf[32..36].copy_from_slice(&self.ep.gid[12..16]);
-            buf.extend_from_slice(payload);
-            let arrived = Completion {
-                wr_id: 0,
-                ok: true,
-                status: 0,
-                is_recv: true,
-                byte_len: buf.len() as u32,
-                src_qp: self.ep.qpn,
-                hw_ts: None, // stamped by the receiver at poll
-            };
-            self.push(to.gid, arrived, buf);
-            Ok(())
-        }
-        fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<(), String> {
-            let mut w = self.wire.borrow_mut();
-            let q = &mut w
-                .queues
-                .iter_mut()
-                .find(|(g, _)| *g == self.ep.gid)
-                .ok_or("no queue")?
-                .1;
-            while out.len() < max {
-                let Some((mut c, buf)) = q.pop_front() else {
-                    break;
-                };
-                if c.is_recv {
-                    c.wr_id = self.slots.len() as u64;
-                    c.hw_ts = self
-                        .clock_offset
-                        .map(|o| wall_ns().wrapping_add(o) & MASK32);
-                    self.slots.push(buf);
-                }
-                out.push(c);
-            }
-            Ok(())
-        }
-        fn recv_slot(&self, c: &Completion) -> Option<&[u8]> {
-            self.slots.get(c.wr_id as usize).map(|v| &v[..])
-        }
-        fn repost(&mut self, _c: &Completion) -> Result<(), String> {
-            self.reposted += 1;
-            Ok(())
-        }
-        fn ack_events(&mut self) -> Result<(), String> {
-            Ok(())
-        }
-        fn clock_sample(&self) -> Option<ClockSample> {
-            Some(ClockSample {
-                raw: self.raw_now()?,
-                wall_ns: wall_ns(),
-                uncertainty_ns: 0,
-            })
-        }
-    }
-
-    fn target(metrics: &Arc<Metrics>) -> Arc<Target> {
-        let peer =
-            Peer::new("198.18.50.2".parse().unwrap(), PeerSource::Static).with_name("node-b");
-        Arc::new(Target::new(peer, Ports { udp: 1, tcp: 2 }, metrics.clone()))
-    }
-
-    /// Run `n` probes from A to B over the fake wire.
-    fn run(
-        clock_a: Option<u64>,
-        clock_b: Option<u64>,
-        drop: &[Kind],
-        n: usize,
-    ) -> (Arc<Metrics>, Arc<Target>) {
-        let wire = Rc::new(RefCell::new(Wire {
-            queues: Vec::new(),
-            drop_kinds: drop.to_vec(),
-        }));
-        let a = FakeNic::new(1, 0x11, clock_a, &wire);
-        let b = FakeNic::new(2, 0x22, clock_b, &wire);
-        let b_ep = b.endpoint();
-        let metrics = Arc::new(Metrics::new(&Default::default()));
-        let config = RdmaConfig {
-            timeout: Duration::from_millis(50),
-            ..RdmaConfig::default()
-        };
-        let mut ea = Engine::new(vec![a], 0, &config, metrics.clone());
-        let mut eb = Engine::new(
-            vec![b],
-            0,
-            &config,
-            Arc::new(Metrics::new(&Default::default())),
-        );
-        let t = target(&metrics);
-        for _ in 0..n {
-            ea.probe(t.clone(), b_ep);
-            // Time on the wire, so an exchange can span a counter wrap.
-            std::thread::sleep(Duration::from_micros(300));
-            // Probe reaches B; B's ACK and detail come back to A.
-            for _ in 0..3 {
-                ea.process(&[true]);
-                eb.process(&[true]);
-            }
-            ea.process(&[true]);
-        }
-        std::thread::sleep(Duration::from_millis(60));
-        ea.expire(wall_ns());
-        (metrics, t)
-    }
-
-    fn hist(metrics: &Metrics, t: &Target) -> (u64, f64, u64, u64) {
-        let s = t.series(Protocol::Rdma).unwrap();
-        let mut out = String::new();
-        let r = metrics.render(None);
-        out.push_str(&String::from_utf8_lossy(&r.body));
-        let count = |name: &str| -> u64 {
-            out.lines()
-                .find(|l| l.starts_with(name) && l.contains("node-b"))
-                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .unwrap_or(-1.0) as u64
-        };
-        let sum = out
-            .lines()
-            .find(|l| l.starts_with("skeletonhunter_probe_rtt_seconds_sum") && l.contains("rdma"))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .unwrap_or(-1.0);
-        let _ = s;
-        (
-            count("skeletonhunter_probe_rtt_seconds_count{src_node=\"\",dst_node=\"node-b\",protocol=\"rdma\"}"),
-            sum,
-            count("skeletonhunter_probe_sent_total{src_node=\"\",dst_node=\"node-b\",protocol=\"rdma\"}"),
-            count("skeletonhunter_probe_lost_total{src_node=\"\",dst_node=\"node-b\",protocol=\"rdma\"}"),
-        )
-    }
-
-    #[test]
-    fn probes_are_measured_with_software_stamps() {
-        let (m, t) = run(None, None, &[], 5);
-        let (count, sum, sent, lost) = hist(&m, &t);
-        assert_eq!((count, sent, lost), (5, 5, 0));
-        assert!((0.0..5.0 * 50e-3).contains(&sum), "rtt sum {sum}");
-        let out = String::from_utf8_lossy(&m.render(None).body).into_owned();
-        // Software stamps are taken at poll time, after the 300 µs sleep
-        // between posting and polling: that wait is prober delay.
-        let prober_sum: f64 = out
-            .lines()
-            .find(|l| l.starts_with("skeletonhunter_rdma_prober_delay_seconds_sum"))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or(-1.0);
-        assert!(prober_sum >= 5.0 * 300e-6, "prober delay sum {prober_sum}");
-        assert!(!out.contains("reason=\"rdma_"), "probe errors:\n{out}");
-        assert!(out.contains("skeletonhunter_rdma_responder_delay_seconds_count{src_node=\"\",dst_node=\"node-b\"} 5"), "{out}");
-        assert!(out.contains("skeletonhunter_rdma_prober_delay_seconds_count{src_node=\"\",dst_node=\"node-b\"} 5"), "{out}");
-    }
-
-    #[test]
-    fn hardware_stamps_on_separate_wrapping_clocks() {
-        // A's counter wraps (32 bits at 1 GHz) ~2 ms into the run, in the
-        // middle of the probes; B's clock is far off A's: only same-clock
-        // intervals may be subtracted, and across the wrap.
-        let off_a = (MASK32 - 2_000_000).wrapping_sub(wall_ns() & MASK32);
-        let (m, t) = run(Some(off_a), Some(0x1234_5678_9abc), &[], 20);
-        let (count, sum, sent, lost) = hist(&m, &t);
-        assert_eq!((count, sent, lost), (20, 20, 0));
-        // Each exchange spends >= 300 µs between T2 and T5.
-        assert!(
-            (20.0 * 300e-6..20.0 * 50e-3).contains(&sum),
-            "rtt sum {sum} (a wrap bug shows as seconds)"
-        );
-        let out = String::from_utf8_lossy(&m.render(None).body).into_owned();
-        assert!(!out.contains("reason=\"rdma_"), "probe errors:\n{out}");
-    }
-
-    #[test]
-    fn lost_probe_and_lost_detail() {
-        let (m, t) = run(None, None, &[Kind::Probe], 3);
-        assert_eq!(hist(&m, &t), (0, 0.0, 3, 3));
-        // Without the detail the probe is answered (fallback RTT) and the
-        // reason is counted; nothing is lost.
-        let (m, t) = run(None, None, &[Kind::AckDetail], 2);
-        let (count, _, sent, lost) = hist(&m, &t);
-        assert_eq!((count, sent, lost), (2, 2, 0));
-        let out = String::from_utf8_lossy(&m.render(None).body).into_owned();
-        assert!(out.contains("reason=\"rdma_no_ack_detail\"} 2"), "{out}");
-    }
-}
+mod tests;

@@ -1,0 +1,77 @@
+//! The command line; every flag also reads an environment variable
+//! (Kubernetes downward-API style).
+
+use clap::Parser;
+use std::path::PathBuf;
+
+/// Command line; every flag also reads an environment variable.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "skeletonhunter-exporter",
+    version,
+    about = "Probe this host's skeleton peers (UDP echo, TCP dial, ICMP, RDMA UD) and serve /metrics.",
+    long_about = "Probe this host's skeleton peers (UDP echo, TCP dial, ICMP, RDMA UD) and serve /metrics.\n\n\
+Settings come from the YAML file (-c), overridden by environment variables (Kubernetes \
+downward-API style), overridden by flags. See exporter/config.example.yaml and docs/exporter.md."
+)]
+pub struct Args {
+    /// YAML configuration file (see config.example.yaml).
+    #[arg(long, short = 'c', env = "SKELETONHUNTER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address for /metrics and /healthz.
+    #[arg(long, env = "SKELETONHUNTER_LISTEN")]
+    pub listen: Option<String>,
+    /// UDP echo responder bind address ("off" disables it).
+    #[arg(long, env = "SKELETONHUNTER_UDP_LISTEN")]
+    pub udp_listen: Option<String>,
+    /// TCP dial acceptor bind address ("off" disables it).
+    #[arg(long, env = "SKELETONHUNTER_TCP_LISTEN")]
+    pub tcp_listen: Option<String>,
+    /// This exporter's node (training container) name. Default: hostname.
+    #[arg(long, env = "SKELETONHUNTER_NODE")]
+    pub node: Option<String>,
+    /// NIC / RNIC address. Default: the address of the default route.
+    #[arg(long, env = "SKELETONHUNTER_NIC")]
+    pub nic: Option<String>,
+    /// Physical host. Default: hostname.
+    #[arg(long, env = "SKELETONHUNTER_HOST")]
+    pub host: Option<String>,
+    /// Top-of-rack switch.
+    #[arg(long, env = "SKELETONHUNTER_TOR")]
+    pub tor: Option<String>,
+    /// Spine / aggregation block.
+    #[arg(long, env = "SKELETONHUNTER_SPINE")]
+    pub spine: Option<String>,
+    /// Network pod.
+    #[arg(long, env = "SKELETONHUNTER_POD")]
+    pub pod: Option<String>,
+    /// Tenant / job.
+    #[arg(long, env = "SKELETONHUNTER_TENANT")]
+    pub tenant: Option<String>,
+    /// Probe interval per peer and protocol (e.g. 1s, 200ms).
+    #[arg(long, env = "SKELETONHUNTER_INTERVAL")]
+    pub interval: Option<String>,
+    /// Time after which a probe counts as lost.
+    #[arg(long, env = "SKELETONHUNTER_TIMEOUT")]
+    pub timeout: Option<String>,
+    /// Comma-separated protocols: udp,tcp,icmp,rdma. Default: udp,tcp plus
+    /// rdma when built in (it turns itself off without an RDMA device).
+    #[arg(long, env = "SKELETONHUNTER_PROTOCOLS")]
+    pub protocols: Option<String>,
+    /// Comma-separated static peers: ADDR[:UDPPORT][=NAME].
+    #[arg(long, env = "SKELETONHUNTER_PEERS")]
+    pub peers: Option<String>,
+    /// Headless-service DNS name to resolve for peers (A/AAAA, or SRV
+    /// when prefixed with srv:).
+    #[arg(long, env = "SKELETONHUNTER_DNS")]
+    pub dns: Option<String>,
+    /// Peer list file for ToR-mesh mode.
+    #[arg(long, env = "SKELETONHUNTER_TOR_MESH_FILE")]
+    pub tor_mesh_file: Option<PathBuf>,
+    /// Log level when RUST_LOG is unset.
+    #[arg(long, env = "SKELETONHUNTER_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Validate the configuration, print it, and exit.
+    #[arg(long)]
+    pub check_config: bool,
+}

@@ -1,0 +1,45 @@
+//! Configuration errors; every one names the key (or file) at fault.
+
+use std::path::PathBuf;
+
+/// Why the configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The `-c` path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for the schema.
+    #[error("config file {}: {message}", path.display())]
+    Parse {
+        /// The `-c` path.
+        path: PathBuf,
+        /// The YAML error with its path and line.
+        message: String,
+    },
+    /// YAML text that does not fit the schema (no file involved).
+    #[error("{0}")]
+    Yaml(String),
+    /// A value is wrong; `key` is its YAML path or flag.
+    #[error("{key}: {message}")]
+    Invalid {
+        /// e.g. `probe.interval` or `--peers entry 2`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// A value at `key` was refused for `why`.
+    pub fn invalid(key: impl Into<String>, why: impl std::fmt::Display) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.into(),
+            message: why.to_string(),
+        }
+    }
+}

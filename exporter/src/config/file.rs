@@ -1,0 +1,155 @@
+//! The YAML configuration file as written: strings and options, checked
+//! for unknown keys by serde and validated into [`super::Config`] by the
+//! merge.
+
+use super::error::ConfigError;
+use super::traffic::EbpfSection;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// The YAML file as written; strings are validated into [`Config`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// `listen`: the `/metrics` address.
+    pub listen: Option<String>,
+    /// `identity`: this exporter's topology labels.
+    pub identity: FileIdentity,
+    /// `responder`: where peers' probes are answered.
+    pub responder: FileResponder,
+    /// `probe`: how peers are probed.
+    pub probe: FileProbe,
+    /// Where peers come from (`peers` is accepted as an older name).
+    #[serde(alias = "peers")]
+    pub discovery: FileDiscovery,
+}
+
+/// `identity:` (the topology vocabulary of docs/exporter.md; unknown keys
+/// are errors, so a typo like `rack:` does not silently leave `tor` empty).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileIdentity {
+    /// Node (training container) name.
+    pub node: String,
+    /// NIC / RNIC address.
+    pub nic: String,
+    /// Physical host.
+    pub host: String,
+    /// Top-of-rack switch.
+    pub tor: String,
+    /// Spine / aggregation block.
+    pub spine: String,
+    /// Network pod.
+    pub pod: String,
+    /// Tenant / job.
+    pub tenant: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+/// `responder:` bind addresses (`off` disables one).
+pub struct FileResponder {
+    /// UDP echo responder address.
+    pub udp: Option<String>,
+    /// TCP dial acceptor address.
+    pub tcp: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+/// `probe:` timing, protocols, ports and request size.
+pub struct FileProbe {
+    /// Probe interval per peer and protocol.
+    pub interval: Option<String>,
+    /// Time after which a probe counts as lost.
+    pub timeout: Option<String>,
+    /// Protocols to probe with.
+    pub protocols: Option<Vec<String>>,
+    /// Default UDP echo port of peers.
+    pub udp_port: Option<u16>,
+    /// Default TCP dial port of peers.
+    pub tcp_port: Option<u16>,
+    /// Size of UDP echo requests in bytes.
+    pub udp_size: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+/// `discovery:` the peer sources.
+pub struct FileDiscovery {
+    #[serde(rename = "static")]
+    /// Static peers.
+    pub static_peers: Vec<FilePeer>,
+    /// Headless-service names to resolve.
+    pub dns: Vec<FileDns>,
+    /// ToR-mesh peer list.
+    pub tor_mesh: Option<FileTorMesh>,
+    /// Traffic discovery (eBPF, with /proc polling fallback); `false`
+    /// turns it off. See docs/discovery.md.
+    pub ebpf: EbpfSection,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(default, deny_unknown_fields)]
+/// One static peer.
+pub struct FilePeer {
+    /// Its address.
+    pub address: String,
+    /// Its node name, if known.
+    pub name: Option<String>,
+    /// Its UDP echo port, if not the default.
+    pub udp_port: Option<u16>,
+    /// Its TCP dial port, if not the default.
+    pub tcp_port: Option<u16>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+/// One DNS source.
+pub struct FileDns {
+    /// The name to resolve.
+    pub name: String,
+    /// `a` (A/AAAA, the default) or `srv`.
+    pub record: Option<String>,
+    /// How often to resolve it (default 30s).
+    pub refresh: Option<String>,
+    /// Resolver to ask (`IP:PORT`); default: /etc/resolv.conf.
+    pub nameserver: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+/// `discovery.tor_mesh`.
+pub struct FileTorMesh {
+    /// A YAML file: a list of entries with `address`, `tor`, optional `node`
+    /// and ports. Re-read every `refresh`.
+    pub file: Option<PathBuf>,
+    /// Or an inline list.
+    pub peers: Vec<MeshEntry>,
+    /// How often to re-read the file (default 30s).
+    pub refresh: Option<String>,
+}
+
+/// One entry of a ToR-mesh peer list.
+#[derive(Debug, Default, Deserialize, Clone, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MeshEntry {
+    /// The peer's address.
+    pub address: String,
+    /// Its top-of-rack switch: only same-ToR entries are peers.
+    pub tor: String,
+    /// Its node name, if known.
+    pub node: Option<String>,
+    /// Its UDP echo port, if not the default.
+    pub udp_port: Option<u16>,
+    /// Its TCP dial port, if not the default.
+    pub tcp_port: Option<u16>,
+}
+
+/// Parse the YAML text (errors carry the YAML path and line).
+pub fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(FileConfig::default());
+    }
+    yaml_serde::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))
+}

@@ -1,0 +1,402 @@
+//! From file, environment and flags to a validated [`Config`]: each section
+//! has its own small function, and every error names its key.
+
+use super::args::Args;
+use super::error::ConfigError;
+use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe};
+use super::settings::{
+    Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+};
+use crate::model::{Peer, PeerSource, Protocol};
+use crate::sys::host::hostname;
+use crate::sys::sock::route_source;
+use crate::wire::probe::HEADER_LEN;
+use skeletonhunter_common::{duration, Identity};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+type Result<T> = std::result::Result<T, ConfigError>;
+
+fn duration_key(key: &str, v: &str) -> Result<Duration> {
+    duration::parse(v).map_err(|e| ConfigError::invalid(key, e))
+}
+
+fn addr_key(key: &str, v: &str) -> Result<SocketAddr> {
+    v.trim().parse().map_err(|_| {
+        ConfigError::invalid(
+            key,
+            format!("{v:?} is not an address:port (e.g. 0.0.0.0:9465)"),
+        )
+    })
+}
+
+fn optional_listen(key: &str, v: Option<&str>, default_port: u16) -> Result<Option<SocketAddr>> {
+    match v.map(str::trim) {
+        None => Ok(Some(SocketAddr::from(([0, 0, 0, 0], default_port)))),
+        Some("off" | "") => Ok(None),
+        Some(s) => addr_key(key, s).map(Some),
+    }
+}
+
+fn ip_key(key: &str, v: &str) -> Result<IpAddr> {
+    v.trim()
+        .parse()
+        .map_err(|_| ConfigError::invalid(key, format!("{v:?} is not an IP address")))
+}
+
+/// `ADDR[:UDPPORT][=NAME]` from `--peers`.
+fn parse_flag_peer(key: &str, s: &str) -> Result<Peer> {
+    let (addr, name) = match s.split_once('=') {
+        Some((a, n)) => (a.trim(), Some(n.trim().to_string())),
+        None => (s.trim(), None),
+    };
+    let mut peer = if let Ok(sa) = addr.parse::<SocketAddr>() {
+        let mut p = Peer::new(sa.ip(), PeerSource::Static);
+        p.udp_port = Some(sa.port());
+        p
+    } else {
+        let ip = addr.trim_matches(['[', ']']).parse().map_err(|_| {
+            ConfigError::invalid(
+                key,
+                format!("{addr:?} is not an IP address or IP:PORT (e.g. 10.0.0.2 or 10.0.0.2:9466=node-b)"),
+            )
+        })?;
+        Peer::new(ip, PeerSource::Static)
+    };
+    peer.name = name.filter(|n| !n.is_empty());
+    Ok(peer)
+}
+
+/// The source address the kernel would use for the default route (no
+/// packet is sent). Empty when there is no route.
+pub fn default_route_address() -> String {
+    // A TEST-NET-2 address: connect() only does a route lookup.
+    route_source(SocketAddr::from(([198, 51, 100, 1], 9)))
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+}
+
+/// Protocols probed when the config names none: UDP and TCP everywhere,
+/// plus RDMA when built in (it disables itself, once and with a log line,
+/// on hosts without an RDMA device).
+fn default_protocols() -> Vec<String> {
+    let mut p = vec!["udp".to_string(), "tcp".to_string()];
+    if cfg!(feature = "rdma") {
+        p.push("rdma".to_string());
+    }
+    p
+}
+
+impl Config {
+    /// Load from process arguments and the environment.
+    pub fn load(args: &Args) -> Result<Config> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                parse_file(&text).map_err(|e| ConfigError::Parse {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        Config::merge(file, args)
+    }
+
+    /// Combine the file with flag/env values (which win) and validate.
+    pub fn merge(file: FileConfig, args: &Args) -> Result<Config> {
+        let Listeners { listen, udp, tcp } = listeners(&file, args)?;
+        let identity = identity(file.identity, args);
+        let probe = probe_section(&file.probe, args, udp, tcp)?;
+        let static_peers = static_peers(&file.discovery, args)?;
+        let dns = dns_sources(&file.discovery, args)?;
+        // Connections on our own ports are probes and scrapes, not training
+        // traffic.
+        let own_ports: Vec<u16> = [Some(listen), tcp]
+            .into_iter()
+            .flatten()
+            .map(|a| a.port())
+            .collect();
+        let ebpf = file.discovery.ebpf.0.build("discovery.ebpf", &own_ports)?;
+        let tor_mesh = tor_mesh(file.discovery, args, &identity)?;
+        Ok(Config {
+            listen,
+            udp_listen: udp,
+            tcp_listen: tcp,
+            identity,
+            interval: probe.interval,
+            timeout: probe.timeout,
+            protocols: probe.protocols,
+            udp_port: probe.udp_port,
+            tcp_port: probe.tcp_port,
+            udp_size: probe.udp_size,
+            static_peers,
+            dns,
+            tor_mesh,
+            ebpf,
+        })
+    }
+}
+
+struct Listeners {
+    listen: SocketAddr,
+    udp: Option<SocketAddr>,
+    tcp: Option<SocketAddr>,
+}
+
+/// `listen` and `responder.{udp,tcp}`.
+fn listeners(file: &FileConfig, args: &Args) -> Result<Listeners> {
+    let listen = addr_key(
+        "listen",
+        args.listen
+            .as_deref()
+            .or(file.listen.as_deref())
+            .unwrap_or(DEFAULT_LISTEN),
+    )?;
+    let udp = optional_listen(
+        "responder.udp",
+        args.udp_listen.as_deref().or(file.responder.udp.as_deref()),
+        DEFAULT_UDP_PORT,
+    )?;
+    let tcp = optional_listen(
+        "responder.tcp",
+        args.tcp_listen.as_deref().or(file.responder.tcp.as_deref()),
+        DEFAULT_TCP_PORT,
+    )?;
+    Ok(Listeners { listen, udp, tcp })
+}
+
+/// `identity:` overridden by flags, with host defaults for what is empty.
+fn identity(fi: FileIdentity, args: &Args) -> Identity {
+    let mut identity = Identity {
+        node: fi.node,
+        nic: fi.nic,
+        host: fi.host,
+        tor: fi.tor,
+        spine: fi.spine,
+        pod: fi.pod,
+        tenant: fi.tenant,
+    };
+    for (v, field) in [
+        (&args.node, &mut identity.node),
+        (&args.nic, &mut identity.nic),
+        (&args.host, &mut identity.host),
+        (&args.tor, &mut identity.tor),
+        (&args.spine, &mut identity.spine),
+        (&args.pod, &mut identity.pod),
+        (&args.tenant, &mut identity.tenant),
+    ] {
+        if let Some(v) = v {
+            *field = v.trim().to_string();
+        }
+    }
+    if identity.node.is_empty() {
+        identity.node = hostname();
+    }
+    if identity.host.is_empty() {
+        identity.host = hostname();
+    }
+    if identity.nic.is_empty() {
+        identity.nic = default_route_address();
+    }
+    identity
+}
+
+struct ProbeSection {
+    interval: Duration,
+    timeout: Duration,
+    protocols: Vec<Protocol>,
+    udp_port: u16,
+    tcp_port: u16,
+    udp_size: usize,
+}
+
+/// `probe:` (timing, protocols, ports, request size).
+fn probe_section(
+    fp: &FileProbe,
+    args: &Args,
+    udp_listen: Option<SocketAddr>,
+    tcp_listen: Option<SocketAddr>,
+) -> Result<ProbeSection> {
+    let (interval, timeout) = probe_timing(fp, args)?;
+    let protocols = protocols(fp, args)?;
+    let udp_port = fp
+        .udp_port
+        .unwrap_or(udp_listen.map_or(DEFAULT_UDP_PORT, |a| a.port()));
+    let tcp_port = fp
+        .tcp_port
+        .unwrap_or(tcp_listen.map_or(DEFAULT_TCP_PORT, |a| a.port()));
+    let udp_size = fp.udp_size.unwrap_or(256);
+    if !(HEADER_LEN..=1472).contains(&udp_size) {
+        return Err(ConfigError::invalid(
+            "probe.udp_size",
+            format!("{udp_size} is out of range ({HEADER_LEN}..=1472 bytes)"),
+        ));
+    }
+    Ok(ProbeSection {
+        interval,
+        timeout,
+        protocols,
+        udp_port,
+        tcp_port,
+        udp_size,
+    })
+}
+
+/// `probe.interval` and `probe.timeout`.
+fn probe_timing(fp: &FileProbe, args: &Args) -> Result<(Duration, Duration)> {
+    let interval = match args.interval.as_deref().or(fp.interval.as_deref()) {
+        Some(v) => duration_key("probe.interval", v)?,
+        None => Duration::from_secs(1),
+    };
+    if interval < Duration::from_millis(1) {
+        return Err(ConfigError::invalid(
+            "probe.interval",
+            "must be at least 1ms",
+        ));
+    }
+    let timeout = match args.timeout.as_deref().or(fp.timeout.as_deref()) {
+        Some(v) => duration_key("probe.timeout", v)?,
+        None => interval.min(Duration::from_secs(1)),
+    };
+    if timeout < Duration::from_micros(100) {
+        return Err(ConfigError::invalid(
+            "probe.timeout",
+            "must be at least 100us",
+        ));
+    }
+    Ok((interval, timeout))
+}
+
+/// `probe.protocols` (or `--protocols`), deduplicated in order.
+fn protocols(fp: &FileProbe, args: &Args) -> Result<Vec<Protocol>> {
+    let names: Vec<String> = match &args.protocols {
+        Some(s) => s.split(',').map(|x| x.trim().to_string()).collect(),
+        None => fp.protocols.clone().unwrap_or_else(default_protocols),
+    };
+    let mut protocols = Vec::new();
+    for (i, s) in names.iter().enumerate() {
+        if s.is_empty() {
+            continue;
+        }
+        let p: Protocol = s
+            .parse()
+            .map_err(|e| ConfigError::invalid(format!("probe.protocols[{i}]"), e))?;
+        if !protocols.contains(&p) {
+            protocols.push(p);
+        }
+    }
+    Ok(protocols)
+}
+
+/// `discovery.static` plus `--peers`.
+fn static_peers(fd: &FileDiscovery, args: &Args) -> Result<Vec<Peer>> {
+    let mut peers = Vec::new();
+    for (i, p) in fd.static_peers.iter().enumerate() {
+        let key = format!("discovery.static[{i}]");
+        let mut peer = Peer::new(
+            ip_key(&format!("{key}.address"), &p.address)?,
+            PeerSource::Static,
+        );
+        peer.name = p.name.clone().filter(|n| !n.is_empty());
+        peer.udp_port = p.udp_port;
+        peer.tcp_port = p.tcp_port;
+        peers.push(peer);
+    }
+    if let Some(list) = &args.peers {
+        for (i, s) in list.split(',').filter(|s| !s.trim().is_empty()).enumerate() {
+            peers.push(parse_flag_peer(&format!("--peers entry {}", i + 1), s)?);
+        }
+    }
+    Ok(peers)
+}
+
+/// `discovery.dns` plus `--dns`.
+fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
+    let mut dns = Vec::new();
+    for (i, d) in fd.dns.iter().enumerate() {
+        let key = format!("discovery.dns[{i}]");
+        if d.name.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                format!("{key}.name"),
+                "must not be empty",
+            ));
+        }
+        let srv = match d.record.as_deref().map(str::trim) {
+            None | Some("a" | "A") => false,
+            Some("srv" | "SRV") => true,
+            Some(o) => {
+                return Err(ConfigError::invalid(
+                    format!("{key}.record"),
+                    format!("{o:?} is not a record type (use a or srv)"),
+                ))
+            }
+        };
+        dns.push(DnsSource {
+            name: d.name.trim().to_string(),
+            srv,
+            refresh: match &d.refresh {
+                Some(r) => duration_key(&format!("{key}.refresh"), r)?,
+                None => Duration::from_secs(30),
+            },
+            nameserver: match &d.nameserver {
+                Some(n) => Some(addr_key(&format!("{key}.nameserver"), n)?),
+                None => None,
+            },
+        });
+    }
+    if let Some(name) = &args.dns {
+        let (srv, name) = match name.strip_prefix("srv:") {
+            Some(n) => (true, n),
+            None => (false, name.as_str()),
+        };
+        dns.push(DnsSource {
+            name: name.to_string(),
+            srv,
+            refresh: Duration::from_secs(30),
+            nameserver: None,
+        });
+    }
+    Ok(dns)
+}
+
+/// `discovery.tor_mesh` plus `--tor-mesh-file`; needs `identity.tor`.
+fn tor_mesh(fd: FileDiscovery, args: &Args, identity: &Identity) -> Result<Option<TorMesh>> {
+    let mut tor_mesh = match fd.tor_mesh {
+        Some(t) => {
+            for (i, e) in t.peers.iter().enumerate() {
+                ip_key(
+                    &format!("discovery.tor_mesh.peers[{i}].address"),
+                    &e.address,
+                )?;
+            }
+            Some(TorMesh {
+                file: t.file,
+                peers: t.peers,
+                refresh: match &t.refresh {
+                    Some(r) => duration_key("discovery.tor_mesh.refresh", r)?,
+                    None => Duration::from_secs(30),
+                },
+            })
+        }
+        None => None,
+    };
+    if let Some(f) = &args.tor_mesh_file {
+        let t = tor_mesh.get_or_insert(TorMesh {
+            file: None,
+            peers: Vec::new(),
+            refresh: Duration::from_secs(30),
+        });
+        t.file = Some(f.clone());
+    }
+    if tor_mesh.is_some() && identity.tor.is_empty() {
+        return Err(ConfigError::invalid(
+            "discovery.tor_mesh",
+            "needs this exporter's identity.tor (or --tor / SKELETONHUNTER_TOR)",
+        ));
+    }
+    Ok(tor_mesh)
+}

@@ -1,0 +1,73 @@
+//! The validated configuration the exporter runs with.
+
+use super::file::MeshEntry;
+use super::traffic::TrafficSettings;
+use crate::model::{Peer, Protocol};
+use skeletonhunter_common::Identity;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default `/metrics` address.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9465";
+/// Default UDP echo port.
+pub const DEFAULT_UDP_PORT: u16 = 9466;
+/// Default TCP dial port.
+pub const DEFAULT_TCP_PORT: u16 = 9467;
+
+/// A DNS source, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsSource {
+    /// The name to resolve.
+    pub name: String,
+    /// SRV records (ports and names) instead of A/AAAA.
+    pub srv: bool,
+    /// Resolution interval.
+    pub refresh: Duration,
+    /// Resolver to ask; `None`: /etc/resolv.conf.
+    pub nameserver: Option<SocketAddr>,
+}
+
+/// ToR-mesh settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TorMesh {
+    /// Peer list file, re-read every `refresh`.
+    pub file: Option<PathBuf>,
+    /// Inline entries.
+    pub peers: Vec<MeshEntry>,
+    /// Re-read interval.
+    pub refresh: Duration,
+}
+
+/// The validated configuration the exporter runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `/metrics` address.
+    pub listen: SocketAddr,
+    /// UDP echo responder address (`None`: off).
+    pub udp_listen: Option<SocketAddr>,
+    /// TCP dial acceptor address (`None`: off).
+    pub tcp_listen: Option<SocketAddr>,
+    /// This exporter's labels.
+    pub identity: Identity,
+    /// Probe interval per peer and protocol.
+    pub interval: Duration,
+    /// Loss timeout.
+    pub timeout: Duration,
+    /// Protocols, in slot order.
+    pub protocols: Vec<Protocol>,
+    /// Default UDP echo port of peers.
+    pub udp_port: u16,
+    /// Default TCP dial port of peers.
+    pub tcp_port: u16,
+    /// UDP echo request size.
+    pub udp_size: usize,
+    /// Configured peers.
+    pub static_peers: Vec<Peer>,
+    /// DNS sources.
+    pub dns: Vec<DnsSource>,
+    /// ToR-mesh source.
+    pub tor_mesh: Option<TorMesh>,
+    /// Traffic (eBPF / polling) discovery settings.
+    pub ebpf: TrafficSettings,
+}

@@ -1,0 +1,70 @@
+use super::*;
+use crate::model::Protocol;
+use std::time::Duration;
+
+fn args() -> Args {
+    Args {
+        log_level: "info".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn file_flags_and_defaults_combine() {
+    let file = parse_file(
+        "listen: 127.0.0.1:9000\nidentity: {node: n1, tor: t1}\nprobe: {interval: 20ms, protocols: [udp, icmp]}\ndiscovery:\n  ebpf: false\n  static:\n    - {address: 10.0.0.2, name: b}\n",
+    )
+    .unwrap();
+    let mut a = args();
+    a.node = Some("flag-node".into());
+    a.peers = Some("10.0.0.3:7000=c, 10.0.0.4".into());
+    let c = Config::merge(file, &a).unwrap();
+    assert_eq!(c.listen, "127.0.0.1:9000".parse().unwrap());
+    assert_eq!(c.identity.node, "flag-node");
+    assert_eq!(c.identity.tor, "t1");
+    assert!(!c.identity.host.is_empty());
+    assert_eq!(c.interval, Duration::from_millis(20));
+    assert_eq!(c.timeout, Duration::from_millis(20));
+    assert_eq!(c.protocols, vec![Protocol::Udp, Protocol::Icmp]);
+    assert_eq!(c.static_peers.len(), 3);
+    assert_eq!(c.static_peers[1].udp_port, Some(7000));
+    assert_eq!(c.static_peers[1].name.as_deref(), Some("c"));
+    assert_eq!(c.udp_port, DEFAULT_UDP_PORT);
+}
+
+#[test]
+fn errors_name_the_key() {
+    let e = |yaml: &str| {
+        let r = parse_file(yaml).and_then(|f| Config::merge(f, &args()));
+        format!("{:#}", r.unwrap_err())
+    };
+    assert!(e("probe: {interval: soon}").contains("probe.interval"));
+    assert!(e("probe: {protocols: [udp, sctp]}").contains("probe.protocols[1]"));
+    assert!(
+        e("discovery: {static: [{address: 10.0.0.300}]}").contains("discovery.static[0].address")
+    );
+    assert!(e("listen: nowhere").contains("listen"));
+    assert!(e("probe: {udp_size: 9000}").contains("probe.udp_size"));
+    assert!(e("peers: {dns: [{name: x, record: mx}]}").contains("discovery.dns[0].record"));
+    assert!(e("identity: {rack: r1}").contains("rack"));
+    let unknown = e("probe: {intervall: 1s}");
+    assert!(unknown.contains("intervall"), "{unknown}");
+    assert!(e("discovery: {tor_mesh: {peers: []}}").contains("identity.tor"));
+    let mut a = args();
+    a.peers = Some("10.0.0.2,bogus".into());
+    let r = Config::merge(FileConfig::default(), &a).unwrap_err();
+    assert!(r.to_string().contains("--peers entry 2"), "{r}");
+}
+
+#[test]
+fn duration_errors_name_the_key_and_the_unit() {
+    let mut a = args();
+    a.interval = Some("10x".into());
+    let e = Config::merge(FileConfig::default(), &a)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("probe.interval: \"10x\": unknown unit"),
+        "{e}"
+    );
+}

@@ -1,0 +1,84 @@
+//! Label sets of the exporter's metric families. Names and values are a
+//! contract with the localizer and the shipped rules (see docs/exporter.md).
+
+use super::{PeerSource, Protocol};
+use prometheus_client::encoding::EncodeLabelSet;
+
+/// Labels of the per-pair probe series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeLabels {
+    /// This exporter's node.
+    pub src_node: String,
+    /// The peer's node (learned from its replies when possible).
+    pub dst_node: String,
+    /// The probe protocol.
+    pub protocol: Protocol,
+}
+
+/// Labels of per-pair series that are not split by protocol (RDMA delays).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PairLabels {
+    /// This exporter's node.
+    pub src_node: String,
+    /// The peer's node.
+    pub dst_node: String,
+}
+
+/// Labels of per-source discovery series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The discovery source.
+    pub source: PeerSource,
+}
+
+/// Labels of discovery events.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceEventLabels {
+    /// The discovery source.
+    pub source: PeerSource,
+    /// What happened (`updated`, `resolve_failed`, `tcp_up`, ...).
+    pub event: &'static str,
+}
+
+/// Labels of probe errors.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolReasonLabels {
+    /// The probe protocol.
+    pub protocol: Protocol,
+    /// Why the probe or reply did not count (`send_failed`, `late_reply`, ...).
+    pub reason: &'static str,
+}
+
+/// Labels of responder drops.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why the datagram was dropped.
+    pub reason: &'static str,
+}
+
+/// Labels of responder replies.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabels {
+    /// The probe protocol answered.
+    pub protocol: Protocol,
+}
+
+/// Labels of `skeletonhunter_exporter_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The crate version.
+    pub version: &'static str,
+}
+
+/// Labels of `skeletonhunter_path_hop_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HopLabels {
+    /// This exporter's node.
+    pub src_node: String,
+    /// The traced peer's node.
+    pub dst_node: String,
+    /// The TTL of the hop.
+    pub hop: String,
+    /// Who answered at that TTL; empty for a silent hop.
+    pub address: String,
+}

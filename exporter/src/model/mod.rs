@@ -1,0 +1,19 @@
+//! The lowest layer: the exporter's vocabulary as plain types, with no I/O
+//! and no dependency on any other module of the crate. Label enums (probe
+//! protocol, discovery source), peer identity, metric label sets and the
+//! connection types of the skeleton rule live here so that every layer
+//! above can name them without depending on the module that produces them.
+
+mod labels;
+mod peer;
+mod protocol;
+mod reasons;
+pub mod traffic;
+
+pub use labels::{
+    BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
+    ReasonLabels, SourceEventLabels, SourceLabels,
+};
+pub use peer::{Peer, PeerSource};
+pub use protocol::{Protocol, UnknownProtocol};
+pub use reasons::{DiscoveryEvent, DropReason, ProbeErrorReason};

@@ -1,0 +1,97 @@
+//! Peer identity: who a skeleton peer is and which discovery source named it.
+
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// Where a peer came from. Order is priority: when two sources name the same
+/// address, the earlier one decides ports and name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PeerSource {
+    /// The configuration file or `--peers`.
+    Static,
+    /// A headless-service DNS name.
+    Dns,
+    /// A ToR-mesh peer list.
+    TorMesh,
+    /// Traffic discovery (eBPF or /proc polling).
+    Ebpf,
+}
+
+impl PeerSource {
+    /// Every source, in priority order.
+    pub const ALL: [PeerSource; 4] = [
+        PeerSource::Static,
+        PeerSource::Dns,
+        PeerSource::TorMesh,
+        PeerSource::Ebpf,
+    ];
+
+    /// The `source` label value of `skeletonhunter_skeleton_peers`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerSource::Ebpf => "ebpf",
+            PeerSource::Static => "static",
+            PeerSource::Dns => "dns",
+            PeerSource::TorMesh => "tor_mesh",
+        }
+    }
+}
+
+impl fmt::Display for PeerSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for PeerSource {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// One skeleton peer: where its exporter listens and what we know of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// The peer's address; also the key that merges sources.
+    pub addr: IpAddr,
+    /// UDP echo port of the peer's responder; `None` = the configured default.
+    pub udp_port: Option<u16>,
+    /// TCP dial port; `None` = the configured default.
+    pub tcp_port: Option<u16>,
+    /// A node name known before any reply (config, DNS, peer list). The
+    /// identity learned from UDP replies wins over it.
+    pub name: Option<String>,
+    /// The source that contributed this entry.
+    pub source: PeerSource,
+}
+
+impl Peer {
+    /// A peer known only by its address.
+    pub fn new(addr: IpAddr, source: PeerSource) -> Peer {
+        Peer {
+            addr,
+            udp_port: None,
+            tcp_port: None,
+            name: None,
+            source,
+        }
+    }
+
+    /// The same peer with a known node name.
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> Peer {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The UDP echo target, given the configured default port.
+    pub fn udp_addr(&self, default_port: u16) -> SocketAddr {
+        SocketAddr::new(self.addr, self.udp_port.unwrap_or(default_port))
+    }
+
+    /// The TCP dial target, given the configured default port.
+    pub fn tcp_addr(&self, default_port: u16) -> SocketAddr {
+        SocketAddr::new(self.addr, self.tcp_port.unwrap_or(default_port))
+    }
+}

@@ -1,0 +1,156 @@
+//! Free-text label values as enums: discovery events, probe errors and
+//! responder drops. `as_str` gives the label value, byte for byte what the
+//! dashboards and rules match on.
+
+/// The `event` label of `skeletonhunter_discovery_events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiscoveryEvent {
+    /// A source published a changed peer list.
+    Updated,
+    /// A DNS resolver could not be built.
+    ResolverError,
+    /// A DNS lookup succeeded.
+    Resolved,
+    /// A DNS lookup failed or timed out.
+    ResolveFailed,
+    /// A ToR-mesh peer list could not be read.
+    ReadFailed,
+    /// A ToR-mesh entry is not an IP address.
+    BadEntry,
+    /// A TCP connection reached ESTABLISHED.
+    TcpUp,
+    /// A TCP connection left ESTABLISHED.
+    TcpDown,
+    /// An RDMA QP moved to RTR.
+    RdmaRtr,
+    /// An RDMA QP was destroyed.
+    RdmaDestroy,
+    /// A connection was left out by the filter.
+    Filtered,
+    /// A remote became a skeleton peer.
+    PeerAdded,
+    /// A skeleton peer expired.
+    PeerRemoved,
+    /// An eBPF record could not be decoded.
+    Malformed,
+    /// Reading /proc/net/tcp failed.
+    PollError,
+    /// A /proc poll was applied.
+    Poll,
+    /// The start-up snapshot of established sockets was applied.
+    Seed,
+}
+
+impl DiscoveryEvent {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryEvent::Updated => "updated",
+            DiscoveryEvent::ResolverError => "resolver_error",
+            DiscoveryEvent::Resolved => "resolved",
+            DiscoveryEvent::ResolveFailed => "resolve_failed",
+            DiscoveryEvent::ReadFailed => "read_failed",
+            DiscoveryEvent::BadEntry => "bad_entry",
+            DiscoveryEvent::TcpUp => "tcp_up",
+            DiscoveryEvent::TcpDown => "tcp_down",
+            DiscoveryEvent::RdmaRtr => "rdma_rtr",
+            DiscoveryEvent::RdmaDestroy => "rdma_destroy",
+            DiscoveryEvent::Filtered => "filtered",
+            DiscoveryEvent::PeerAdded => "peer_added",
+            DiscoveryEvent::PeerRemoved => "peer_removed",
+            DiscoveryEvent::Malformed => "malformed",
+            DiscoveryEvent::PollError => "poll_error",
+            DiscoveryEvent::Poll => "poll",
+            DiscoveryEvent::Seed => "seed",
+        }
+    }
+}
+
+/// The `reason` label of `skeletonhunter_probe_errors` for errors the
+/// probers detect themselves (decode and reply-matching reasons come with
+/// their own types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProbeErrorReason {
+    /// The probe could not be sent (it still counts).
+    SendFailed,
+    /// Too many TCP dials in flight; probe skipped.
+    TooManyDials,
+    /// TCP dial refused.
+    ConnectRefused,
+    /// TCP dial timed out.
+    ConnectTimeout,
+    /// TCP dial: host or network unreachable.
+    ConnectUnreachable,
+    /// TCP dial failed otherwise.
+    ConnectError,
+    /// Kernel transmit timestamps went out of step.
+    TxTimestampMismatch,
+    /// A reply of another prober session.
+    ForeignReply,
+    /// An ICMP error surfaced on the UDP socket.
+    IcmpError,
+    /// No IPv6 UDP socket for an IPv6 peer.
+    NoIpv6Socket,
+    /// No ICMP socket for the peer's family.
+    NoSocketForFamily,
+    /// A peer advertised a malformed RDMA endpoint.
+    RdmaBadEndpoint,
+    /// The responder table was full.
+    RdmaResponderOverflow,
+    /// An ACK arrived on a port that sends no probes.
+    RdmaAckOnWrongPort,
+    /// A probe without a usable source GID.
+    RdmaNoSourceGid,
+    /// The responder could not send an ACK.
+    RdmaAckSendFailed,
+    /// Posting a receive buffer or probe failed.
+    RdmaPostFailed,
+}
+
+impl ProbeErrorReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeErrorReason::SendFailed => "send_failed",
+            ProbeErrorReason::TooManyDials => "too_many_dials",
+            ProbeErrorReason::ConnectRefused => "connect_refused",
+            ProbeErrorReason::ConnectTimeout => "connect_timeout",
+            ProbeErrorReason::ConnectUnreachable => "connect_unreachable",
+            ProbeErrorReason::ConnectError => "connect_error",
+            ProbeErrorReason::TxTimestampMismatch => "tx_timestamp_mismatch",
+            ProbeErrorReason::ForeignReply => "foreign_reply",
+            ProbeErrorReason::IcmpError => "icmp_error",
+            ProbeErrorReason::NoIpv6Socket => "no_ipv6_socket",
+            ProbeErrorReason::NoSocketForFamily => "no_socket_for_family",
+            ProbeErrorReason::RdmaBadEndpoint => "rdma_bad_endpoint",
+            ProbeErrorReason::RdmaResponderOverflow => "rdma_responder_overflow",
+            ProbeErrorReason::RdmaAckOnWrongPort => "rdma_ack_on_wrong_port",
+            ProbeErrorReason::RdmaNoSourceGid => "rdma_no_source_gid",
+            ProbeErrorReason::RdmaAckSendFailed => "rdma_ack_send_failed",
+            ProbeErrorReason::RdmaPostFailed => "rdma_post_failed",
+        }
+    }
+}
+
+/// The `reason` label of `skeletonhunter_responder_dropped` besides the
+/// decode errors of the wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Larger than the largest request.
+    Oversized,
+    /// A valid datagram that is not a request.
+    NotRequest,
+    /// The reply could not be sent.
+    SendFailed,
+}
+
+impl DropReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Oversized => "oversized",
+            DropReason::NotRequest => "not_request",
+            DropReason::SendFailed => "send_failed",
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! One peer as the probers see it: its addresses, the `dst_node` label in
+//! use, and its cached metric handles.
+
+use crate::model::{Peer, Protocol};
+use crate::telemetry::{DialSeries, Metrics, RdmaSeries, Series};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Default ports used when a peer does not name its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// UDP echo port.
+    pub udp: u16,
+    /// TCP dial port.
+    pub tcp: u16,
+}
+
+/// One peer as the probers see it: addresses, the `dst_node` label (learned
+/// from UDP replies when possible), and its cached metric handles.
+pub struct Target {
+    /// The peer as the peer set has it.
+    pub peer: Peer,
+    /// Where UDP echoes go.
+    pub udp_addr: SocketAddr,
+    /// Where TCP dials go.
+    pub tcp_addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    state: Mutex<TargetState>,
+    retired: AtomicBool,
+}
+
+struct TargetState {
+    dst_node: String,
+    learned: bool,
+    series: [Option<Series>; 4],
+    dial: Option<DialSeries>,
+    rdma: Option<RdmaSeries>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("peer", &self.peer)
+            .field("dst_node", &self.dst_node())
+            .finish()
+    }
+}
+
+impl Target {
+    /// A fresh target labelled with the peer's known name or address.
+    pub fn new(peer: Peer, ports: Ports, metrics: Arc<Metrics>) -> Target {
+        let dst_node = peer.name.clone().unwrap_or_else(|| peer.addr.to_string());
+        Target {
+            udp_addr: peer.udp_addr(ports.udp),
+            tcp_addr: peer.tcp_addr(ports.tcp),
+            peer,
+            metrics,
+            state: Mutex::new(TargetState {
+                dst_node,
+                learned: false,
+                series: [None, None, None, None],
+                dial: None,
+                rdma: None,
+            }),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TargetState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> IpAddr {
+        self.peer.addr
+    }
+
+    /// The current `dst_node` label value.
+    pub fn dst_node(&self) -> String {
+        self.lock().dst_node.clone()
+    }
+
+    /// Whether the peer left the peer set; results for it are discarded.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+
+    /// The probe series for `protocol` (created on first use).
+    pub fn series(&self, protocol: Protocol) -> Option<Series> {
+        if self.is_retired() {
+            return None;
+        }
+        let mut st = self.lock();
+        let dst = st.dst_node.clone();
+        Some(
+            st.series[protocol.index()]
+                .get_or_insert_with(|| self.metrics.series(self.peer.addr, &dst, protocol))
+                .clone(),
+        )
+    }
+
+    /// The TCP dial series.
+    pub fn dial_series(&self) -> Option<DialSeries> {
+        if self.is_retired() {
+            return None;
+        }
+        let mut st = self.lock();
+        let dst = st.dst_node.clone();
+        Some(
+            st.dial
+                .get_or_insert_with(|| self.metrics.dial_series(self.peer.addr, &dst))
+                .clone(),
+        )
+    }
+
+    /// The RDMA delay histograms.
+    pub fn rdma_series(&self) -> Option<RdmaSeries> {
+        if self.is_retired() {
+            return None;
+        }
+        let mut st = self.lock();
+        let dst = st.dst_node.clone();
+        Some(
+            st.rdma
+                .get_or_insert_with(|| self.metrics.rdma_series(self.peer.addr, &dst))
+                .clone(),
+        )
+    }
+
+    /// A reply told us who answered. If the node name differs from the
+    /// label in use, move to the new name: the old series are removed (a
+    /// peer is one series per protocol, never two).
+    pub fn learn_node(&self, node: &str) {
+        if node.is_empty() || self.is_retired() {
+            return;
+        }
+        let mut st = self.lock();
+        if st.dst_node == node {
+            st.learned = true;
+            return;
+        }
+        let old = std::mem::replace(&mut st.dst_node, node.to_string());
+        st.learned = true;
+        st.series = [None, None, None, None];
+        st.dial = None;
+        st.rdma = None;
+        drop(st);
+        tracing::info!(peer = %self.peer.addr, old = %old, new = %node, "peer identified by its reply");
+        self.metrics.forget_name(self.peer.addr, &old);
+    }
+
+    /// Whether `dst_node` came from the peer itself.
+    pub fn identity_learned(&self) -> bool {
+        self.lock().learned
+    }
+
+    pub(super) fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        let mut st = self.lock();
+        st.series = [None, None, None, None];
+        st.dial = None;
+        st.rdma = None;
+    }
+}

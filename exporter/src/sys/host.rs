@@ -1,0 +1,81 @@
+//! Process and host settings: hostname, allocator tuning, rlimits, mounts,
+//! privileges and namespaces.
+
+use std::io;
+
+/// The hostname, for identity defaults (`unknown` when it cannot be read).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast::<libc::c_char>(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Keep memory use flat: a large `/metrics` body is mmapped and returned to
+/// the kernel when freed (glibc would otherwise raise its mmap threshold
+/// after the first free and keep the freed heap resident), and the worker
+/// threads share one malloc arena instead of each keeping its own. Call it
+/// before any thread starts.
+pub fn limit_malloc_retention() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only tunes the allocator; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Raise RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (< 5.11).
+pub fn raise_memlock() {
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit with a valid struct; failure only matters on old kernels.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+/// `mount -t tracefs nodev /sys/kernel/tracing`.
+pub fn mount_tracefs() -> io::Result<()> {
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+    let (src, target, fstype) = (c("nodev"), c("/sys/kernel/tracing"), c("tracefs"));
+    // SAFETY: plain mount(2) with valid NUL-terminated strings.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the process runs as root (benchmarks need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Clock ticks per second of `/proc/PID/stat` times.
+pub fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// Move the calling thread into a fresh network namespace (benchmarks).
+pub fn unshare_network() -> io::Result<()> {
+    // SAFETY: unshare only changes this thread's namespaces.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

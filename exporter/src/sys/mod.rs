@@ -1,0 +1,15 @@
+//! The one door to the kernel and libibverbs: every `unsafe` block of the
+//! exporter lives in this folder, each with a `// SAFETY:` comment, behind
+//! safe functions and types. Nothing here knows about probing, discovery or
+//! metrics; it may use [`crate::model`] and [`crate::wire`] types only.
+
+pub mod completion;
+pub mod ebpf;
+pub mod eventfd;
+pub mod host;
+pub mod poll;
+pub mod raw;
+pub mod sock;
+pub mod time;
+#[cfg(feature = "rdma")]
+pub mod verbs;

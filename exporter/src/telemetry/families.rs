@@ -1,0 +1,199 @@
+//! Every metric family the exporter serves, registered once, with its
+//! name and help text.
+
+use crate::model::{
+    BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
+    ReasonLabels, SourceEventLabels, SourceLabels,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use skeletonhunter_common::Identity;
+use std::sync::atomic::AtomicU64;
+
+/// Upper bounds of the RTT / delay histograms: 1 µs doubling to ~8.4 s, so a
+/// +10 µs shift on a 10-20 µs RDMA path moves a whole bucket while a
+/// multi-second stall is still resolved (24 buckets keep 1,000 peers'
+/// `/metrics` small).
+pub fn rtt_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(1e-6, 2.0, 24)
+}
+
+fn rtt_histogram() -> Histogram {
+    Histogram::new(rtt_buckets())
+}
+
+/// A histogram family with the RTT buckets.
+pub type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Handles to every family (clones share the series).
+#[derive(Clone)]
+pub struct Families {
+    /// `skeletonhunter_probe_rtt_seconds`: Probe round-trip time, responder processing delay subtracted where known.
+    pub rtt: HistFamily<ProbeLabels>,
+    /// `skeletonhunter_probe_sent`: Probes sent; loss is rate(lost) / rate(sent).
+    pub sent: Family<ProbeLabels, Counter>,
+    /// `skeletonhunter_probe_lost`: Probes without a reply within the timeout.
+    pub lost: Family<ProbeLabels, Counter>,
+    /// `skeletonhunter_probe_dial_success`: 1 if the last TCP dial to the peer connected, else 0.
+    pub dial_success: Family<ProbeLabels, Gauge>,
+    /// `skeletonhunter_probe_dial_failures`: TCP dials that failed (refused, timed out, unreachable).
+    pub dial_failures: Family<ProbeLabels, Counter>,
+    /// `skeletonhunter_node_info`: This exporter's topology identity (always 1).
+    pub node_info: Family<Identity, Gauge>,
+    /// `skeletonhunter_skeleton_peers`: Peers currently known, by discovery source.
+    pub skeleton_peers: Family<SourceLabels, Gauge>,
+    /// `skeletonhunter_rdma_responder_delay_seconds`: RDMA probe processing delay on the responder host.
+    pub rdma_responder_delay: HistFamily<PairLabels>,
+    /// `skeletonhunter_rdma_prober_delay_seconds`: RDMA probe processing delay on the prober host.
+    pub rdma_prober_delay: HistFamily<PairLabels>,
+    /// `skeletonhunter_exporter_build_info`: Build of the running exporter (always 1).
+    pub build_info: Family<BuildLabels, Gauge>,
+    /// `skeletonhunter_probe_errors`: Probe problems that are not loss, by protocol and reason.
+    pub probe_errors: Family<ProtocolReasonLabels, Counter>,
+    /// `skeletonhunter_discovery_events`: Peer discovery events, by source and event.
+    pub discovery_events: Family<SourceEventLabels, Counter>,
+    /// `skeletonhunter_discovery_dropped_events`: Discovery events dropped before processing, by source.
+    pub dropped_events: Family<SourceLabels, Counter>,
+    /// `skeletonhunter_responder_dropped`: Datagrams the UDP responder dropped without replying, by reason.
+    pub responder_dropped: Family<ReasonLabels, Counter>,
+    /// `skeletonhunter_responder_replies`: Probes answered by this exporter's responder, by protocol.
+    pub responder_replies: Family<ProtocolLabels, Counter>,
+    /// `skeletonhunter_exporter_render_seconds`: Time the previous /metrics response took to encode.
+    pub render_seconds: Gauge<f64, AtomicU64>,
+    /// `skeletonhunter_path_hop_info`: Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop).
+    pub hop_info: Family<HopLabels, Gauge>,
+}
+
+fn hist<L: Clone + std::hash::Hash + Eq>() -> HistFamily<L> {
+    Family::new_with_constructor(rtt_histogram)
+}
+
+impl Families {
+    /// Create every family and register it in `r`.
+    pub fn register(r: &mut Registry) -> Families {
+        let f = Families {
+            rtt: hist(),
+            sent: Default::default(),
+            lost: Default::default(),
+            dial_success: Default::default(),
+            dial_failures: Default::default(),
+            node_info: Default::default(),
+            skeleton_peers: Default::default(),
+            rdma_responder_delay: hist(),
+            rdma_prober_delay: hist(),
+            build_info: Default::default(),
+            probe_errors: Default::default(),
+            discovery_events: Default::default(),
+            dropped_events: Default::default(),
+            responder_dropped: Default::default(),
+            responder_replies: Default::default(),
+            render_seconds: Default::default(),
+            hop_info: Default::default(),
+        };
+        f.register_pairs(r);
+        f.register_exporter(r);
+        f.build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        f
+    }
+
+    /// Per-pair probe families, this exporter's identity and its peers.
+    fn register_pairs(&self, r: &mut Registry) {
+        r.register(
+            "skeletonhunter_probe_rtt_seconds",
+            "Probe round-trip time, responder processing delay subtracted where known",
+            self.rtt.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_sent",
+            "Probes sent; loss is rate(lost) / rate(sent)",
+            self.sent.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_lost",
+            "Probes without a reply within the timeout",
+            self.lost.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_dial_success",
+            "1 if the last TCP dial to the peer connected, else 0",
+            self.dial_success.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_dial_failures",
+            "TCP dials that failed (refused, timed out, unreachable)",
+            self.dial_failures.clone(),
+        );
+        r.register(
+            "skeletonhunter_node_info",
+            "This exporter's topology identity (always 1)",
+            self.node_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_skeleton_peers",
+            "Peers currently known, by discovery source",
+            self.skeleton_peers.clone(),
+        );
+        r.register(
+            "skeletonhunter_rdma_responder_delay_seconds",
+            "RDMA probe processing delay on the responder host",
+            self.rdma_responder_delay.clone(),
+        );
+        r.register(
+            "skeletonhunter_rdma_prober_delay_seconds",
+            "RDMA probe processing delay on the prober host",
+            self.rdma_prober_delay.clone(),
+        );
+    }
+
+    /// Families about this exporter itself, its discovery, responder and
+    /// path tracing.
+    fn register_exporter(&self, r: &mut Registry) {
+        r.register(
+            "skeletonhunter_exporter_build_info",
+            "Build of the running exporter (always 1)",
+            self.build_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_errors",
+            "Probe problems that are not loss, by protocol and reason",
+            self.probe_errors.clone(),
+        );
+        r.register(
+            "skeletonhunter_discovery_events",
+            "Peer discovery events, by source and event",
+            self.discovery_events.clone(),
+        );
+        r.register(
+            "skeletonhunter_discovery_dropped_events",
+            "Discovery events dropped before processing, by source",
+            self.dropped_events.clone(),
+        );
+        r.register(
+            "skeletonhunter_responder_dropped",
+            "Datagrams the UDP responder dropped without replying, by reason",
+            self.responder_dropped.clone(),
+        );
+        r.register(
+            "skeletonhunter_responder_replies",
+            "Probes answered by this exporter's responder, by protocol",
+            self.responder_replies.clone(),
+        );
+        r.register(
+            "skeletonhunter_exporter_render_seconds",
+            "Time the previous /metrics response took to encode",
+            self.render_seconds.clone(),
+        );
+        r.register(
+            "skeletonhunter_path_hop_info",
+            "Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop)",
+            self.hop_info.clone(),
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! The exporter's metrics handle: renders `/metrics` and owns the
+//! lifecycle of per-peer series. Names and labels are a contract with the
+//! localizer and the shipped rules (docs/exporter.md). Probers never touch families directly: they ask for
+//! a peer's [`Series`] (cached per target by the scheduler), so this module
+//! can remember which series belong to which peer address and drop all of
+//! them when the peer leaves the peer set ([`Metrics::forget_peer`]).
+
+#[cfg(test)]
+use super::families::rtt_buckets;
+use super::families::Families;
+use crate::model::{
+    DiscoveryEvent, HopLabels, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
+    ProtocolReasonLabels, ReasonLabels, SourceEventLabels, SourceLabels,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use skeletonhunter_common::exposition;
+use skeletonhunter_common::http::Reply;
+use skeletonhunter_common::Identity;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+/// Handles to one (peer, protocol) probe series. Clones share the
+/// underlying atomics, so the scheduler caches them per target.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Shared, so caching and cloning a series never copies strings.
+    pub labels: std::sync::Arc<ProbeLabels>,
+    /// Probes sent.
+    pub sent: Counter,
+    /// Probes lost.
+    pub lost: Counter,
+    /// Round-trip times.
+    pub rtt: Histogram,
+}
+
+/// Handles to one peer's TCP dial series.
+#[derive(Clone, Debug)]
+pub struct DialSeries {
+    /// 1 if the last dial connected.
+    pub success: Gauge,
+    /// Failed dials.
+    pub failures: Counter,
+}
+
+/// Handles to one peer's RDMA delay histograms.
+#[derive(Clone, Debug)]
+pub struct RdmaSeries {
+    /// Time the peer held the probe.
+    pub responder_delay: Histogram,
+    /// Time this host held the probe.
+    pub prober_delay: Histogram,
+}
+
+/// Every family of the exporter, the registry that renders them, and the
+/// one owner of per-peer series: created through [`Metrics::series`] & co.,
+/// removed through [`Metrics::forget_peer`] / [`Metrics::forget_name`].
+pub struct Metrics {
+    registry: Registry,
+    f: Families,
+    /// The exporter's own node name (the `src_node` of its series).
+    src_node: Mutex<String>,
+    /// Which probe series each peer address owns, for [`Metrics::forget_peer`].
+    owned: Mutex<HashMap<IpAddr, HashSet<String>>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Register every family and publish `identity`.
+    pub fn new(identity: &Identity) -> Metrics {
+        let mut registry = Registry::default();
+        let f = Families::register(&mut registry);
+        let m = Metrics {
+            registry,
+            f,
+            src_node: Mutex::new(String::new()),
+            owned: Mutex::new(HashMap::new()),
+        };
+        m.set_identity(identity);
+        m
+    }
+
+    /// The `skeletonhunter_path_hop_info` family, for path tracing.
+    pub fn hop_info(&self) -> Family<HopLabels, Gauge> {
+        self.f.hop_info.clone()
+    }
+
+    /// The cumulative (sent, lost) UDP probe counts towards `dst_node`, if
+    /// its series exist: what path tracing watches for anomalies.
+    pub fn udp_counts(&self, dst_node: &str) -> Option<(u64, u64)> {
+        let labels = self.labels(dst_node, Protocol::Udp);
+        let sent = self.f.sent.get(&labels).map(|c| c.get())?;
+        let lost = self.f.lost.get(&labels).map(|c| c.get())?;
+        Some((sent, lost))
+    }
+
+    /// Publish `identity` as `skeletonhunter_node_info` (replacing any
+    /// earlier one) and use its node as `src_node`.
+    pub fn set_identity(&self, id: &Identity) {
+        self.f.node_info.clear();
+        self.f.node_info.get_or_create(id).set(1);
+        *self
+            .src_node
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = id.node.clone();
+    }
+
+    /// This exporter's node name.
+    pub fn src_node(&self) -> String {
+        self.src_node
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn own(&self, peer: IpAddr, dst_node: &str) {
+        let mut owned = self
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let set = owned.entry(peer).or_default();
+        if !set.contains(dst_node) {
+            set.insert(dst_node.to_string());
+        }
+    }
+
+    fn labels(&self, dst_node: &str, protocol: Protocol) -> ProbeLabels {
+        ProbeLabels {
+            src_node: self.src_node(),
+            dst_node: dst_node.to_string(),
+            protocol,
+        }
+    }
+
+    /// The probe series of `peer` (labelled `dst_node`) for `protocol`.
+    pub fn series(&self, peer: IpAddr, dst_node: &str, protocol: Protocol) -> Series {
+        self.own(peer, dst_node);
+        let labels = self.labels(dst_node, protocol);
+        Series {
+            sent: self.f.sent.get_or_create_owned(&labels),
+            lost: self.f.lost.get_or_create_owned(&labels),
+            rtt: self.f.rtt.get_or_create_owned(&labels),
+            labels: std::sync::Arc::new(labels),
+        }
+    }
+
+    /// The TCP dial series of `peer`.
+    pub fn dial_series(&self, peer: IpAddr, dst_node: &str) -> DialSeries {
+        self.own(peer, dst_node);
+        let labels = self.labels(dst_node, Protocol::Tcp);
+        DialSeries {
+            success: self.f.dial_success.get_or_create_owned(&labels),
+            failures: self.f.dial_failures.get_or_create_owned(&labels),
+        }
+    }
+
+    /// The RDMA delay histograms of `peer`.
+    pub fn rdma_series(&self, peer: IpAddr, dst_node: &str) -> RdmaSeries {
+        self.own(peer, dst_node);
+        let labels = PairLabels {
+            src_node: self.src_node(),
+            dst_node: dst_node.to_string(),
+        };
+        RdmaSeries {
+            responder_delay: self.f.rdma_responder_delay.get_or_create_owned(&labels),
+            prober_delay: self.f.rdma_prober_delay.get_or_create_owned(&labels),
+        }
+    }
+
+    fn remove_dst(&self, dst_node: &str) {
+        let src_node = self.src_node();
+        for protocol in Protocol::ALL {
+            let l = ProbeLabels {
+                src_node: src_node.clone(),
+                dst_node: dst_node.to_string(),
+                protocol,
+            };
+            self.f.rtt.remove(&l);
+            self.f.sent.remove(&l);
+            self.f.lost.remove(&l);
+            self.f.dial_success.remove(&l);
+            self.f.dial_failures.remove(&l);
+        }
+        let l = PairLabels {
+            src_node,
+            dst_node: dst_node.to_string(),
+        };
+        self.f.rdma_responder_delay.remove(&l);
+        self.f.rdma_prober_delay.remove(&l);
+    }
+
+    /// Remove every series of `peer` (it left the peer set).
+    pub fn forget_peer(&self, peer: IpAddr) {
+        let names = self
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&peer);
+        for dst in names.into_iter().flatten() {
+            self.remove_dst(&dst);
+        }
+    }
+
+    /// Remove the series `peer` had under the name `old_dst_node` (its
+    /// learned identity changed).
+    pub fn forget_name(&self, peer: IpAddr, old_dst_node: &str) {
+        let mut owned = self
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(set) = owned.get_mut(&peer) {
+            set.remove(old_dst_node);
+        }
+        drop(owned);
+        self.remove_dst(old_dst_node);
+    }
+
+    /// `skeletonhunter_skeleton_peers{source}`.
+    pub fn set_skeleton_peers(&self, source: PeerSource, n: usize) {
+        self.f
+            .skeleton_peers
+            .get_or_create(&SourceLabels { source })
+            .set(n as i64);
+    }
+
+    /// Count a probe problem that is not loss.
+    pub fn probe_error(&self, protocol: Protocol, reason: &'static str) {
+        self.f
+            .probe_errors
+            .get_or_create(&ProtocolReasonLabels { protocol, reason })
+            .inc();
+    }
+
+    /// Count a discovery event.
+    pub fn discovery_event(&self, source: PeerSource, event: DiscoveryEvent) {
+        let event = event.as_str();
+        self.f
+            .discovery_events
+            .get_or_create(&SourceEventLabels { source, event })
+            .inc();
+    }
+
+    /// Count events a source dropped.
+    pub fn dropped_event(&self, source: PeerSource, n: u64) {
+        self.f
+            .dropped_events
+            .get_or_create(&SourceLabels { source })
+            .inc_by(n);
+    }
+
+    /// Count a datagram the responder refused.
+    pub fn responder_drop(&self, reason: &'static str) {
+        self.f
+            .responder_dropped
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// Count a probe the responder answered.
+    pub fn responder_reply(&self, protocol: Protocol) {
+        self.f
+            .responder_replies
+            .get_or_create(&ProtocolLabels { protocol })
+            .inc();
+    }
+
+    /// Render `/metrics`: OpenMetrics when the scraper asks for it (as
+    /// Prometheus does), the classic text format otherwise, which is what
+    /// `promtool check metrics` and curl users expect. The classic form is
+    /// converted line by line while encoding, so only one copy of a large
+    /// exposition is ever in memory.
+    pub fn render(&self, accept: Option<&str>) -> Reply {
+        let start = std::time::Instant::now();
+        let reply = exposition::render(&self.registry, accept, self.size_hint());
+        self.f.render_seconds.set(start.elapsed().as_secs_f64());
+        reply
+    }
+
+    /// A guess of the exposition size, so the buffer rarely reallocates.
+    fn size_hint(&self) -> usize {
+        let peers = self.owned.lock().map(|o| o.len()).unwrap_or(0);
+        16 * 1024 + peers * 3300
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ident() -> Identity {
+        Identity {
+            node: "a".into(),
+            tor: "t1".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn classic_output_names_counters_with_total_and_has_no_eof() {
+        let m = Metrics::new(&ident());
+        let s = m.series("10.0.0.2".parse().unwrap(), "b", Protocol::Udp);
+        s.sent.inc();
+        s.rtt.observe(0.000_05);
+        let r = m.render(None);
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        assert!(text.contains("# TYPE skeletonhunter_probe_sent_total counter"));
+        assert!(text.contains("# HELP skeletonhunter_probe_sent_total Probes sent"));
+        assert!(text.contains(
+            "skeletonhunter_probe_sent_total{src_node=\"a\",dst_node=\"b\",protocol=\"udp\"} 1"
+        ));
+        assert!(text.contains("skeletonhunter_probe_rtt_seconds_bucket{"));
+        assert!(text.contains("skeletonhunter_node_info{node=\"a\",nic=\"\",host=\"\",tor=\"t1\""));
+        assert!(!text.contains("# EOF"));
+        let om = m.render(Some("application/openmetrics-text;version=1.0.0"));
+        let om = String::from_utf8(om.body.to_vec()).unwrap();
+        assert!(om.ends_with("# EOF\n"));
+        // Converting the OpenMetrics text in one go gives the same result
+        // as the streaming conversion.
+        // (apart from the encode-time gauge, which differs per render).
+        let strip = |t: &str| {
+            t.lines()
+                .filter(|l| !l.starts_with("skeletonhunter_exporter_render_seconds "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            strip(&exposition::openmetrics_to_classic(&om)),
+            strip(&text)
+        );
+    }
+
+    #[test]
+    fn forgetting_a_peer_removes_all_its_series() {
+        let m = Metrics::new(&ident());
+        let peer: IpAddr = "10.0.0.2".parse().unwrap();
+        m.series(peer, "10.0.0.2", Protocol::Icmp).sent.inc();
+        m.series(peer, "b", Protocol::Udp).lost.inc();
+        m.dial_series(peer, "b").success.set(1);
+        m.series("10.0.0.3".parse().unwrap(), "c", Protocol::Udp)
+            .sent
+            .inc();
+        m.forget_peer(peer);
+        let text = String::from_utf8(m.render(None).body.to_vec()).unwrap();
+        assert!(!text.contains("dst_node=\"b\""), "{text}");
+        assert!(!text.contains("dst_node=\"10.0.0.2\""));
+        assert!(text.contains("dst_node=\"c\""));
+    }
+
+    #[test]
+    fn buckets_resolve_microseconds_and_seconds() {
+        let b: Vec<f64> = rtt_buckets().collect();
+        assert!((b[0] - 1e-6).abs() < 1e-12);
+        assert!(b.iter().filter(|x| **x < 1e-4).count() >= 6);
+        assert!(*b.last().unwrap() > 5.0);
+    }
+}
