@@ -5,8 +5,8 @@
 //! says which nodes sit under which ToR, spine and tenant, while probe series
 //! carry only `src_node` / `dst_node`. Rather than asking Prometheus to join
 //! on every evaluation, `skeletonhunter-localizer rules` resolves the
-//! membership once and writes plain label matchers, following the DESIGN path
-//! model:
+//! membership once and writes plain label matchers, following the shared path
+//! model (`skeletonhunter_common::topology::path`):
 //!
 //! - a ToR carries every pair with an endpoint beneath it;
 //! - a spine carries the pairs that leave one of its ToRs (one endpoint
@@ -19,10 +19,28 @@
 //! series (same names, labels and pair sets): load one of the two files, not
 //! both. Re-run the command when the topology changes (new ToRs, new jobs).
 
-use crate::prometheus::{quote_label_value, regex_escape};
+use crate::input::promql::{quote_label_value, regex_escape};
+use skeletonhunter_common::duration::{self, DurationError};
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+
+/// Why options were refused; each names its flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RulesError {
+    /// `--window` is not a PromQL duration.
+    #[error("--window: {0}")]
+    Window(DurationError),
+    /// `--evaluation-interval` is not a PromQL duration.
+    #[error("--evaluation-interval: {0}")]
+    Interval(DurationError),
+    /// `--matchers` with braces or a newline.
+    #[error("--matchers {0:?}: give label matchers without braces, e.g. job=\"skeletonhunter-exporter\"")]
+    Matchers(String),
+    /// A quantile outside (0, 1).
+    #[error("--quantile {0}: must be strictly between 0 and 1")]
+    Quantile(f64),
+}
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -46,32 +64,6 @@ impl Default for RulesOptions {
             matchers: None,
         }
     }
-}
-
-/// Check a PromQL duration such as `30s`, `1m`, `1h30m`, so a typo fails
-/// before promtool or Prometheus sees the file.
-pub fn validate_duration(s: &str) -> Result<(), String> {
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
-        if digits == 0 {
-            return Err(format!(
-                "invalid duration {s:?}: expected digits at {rest:?}"
-            ));
-        }
-        rest = &rest[digits..];
-        let unit = ["ms", "s", "m", "h", "d", "w", "y"]
-            .into_iter()
-            .find(|u| rest.starts_with(u))
-            .ok_or_else(|| {
-                format!("invalid duration {s:?}: unit must be one of ms, s, m, h, d, w, y")
-            })?;
-        rest = &rest[unit.len()..];
-    }
-    Ok(())
 }
 
 /// The series selector of one aggregate: a union of label-matcher sets.
@@ -213,26 +205,28 @@ fn rules_for(level: &str, id: &str, sel: &Selector, opts: &RulesOptions) -> Vec<
     out
 }
 
-/// Generate the rule file for `nodes` (the identities seen in
-/// `skeletonhunter_node_info`). Levels without any known id are left out;
-/// an empty topology gives a valid file with no groups.
-pub fn generate(nodes: &[Identity], opts: &RulesOptions) -> Result<String, String> {
-    validate_duration(&opts.window).map_err(|e| format!("--window: {e}"))?;
+/// Refuse options that would give an invalid file, before any network.
+pub fn check(opts: &RulesOptions) -> Result<(), RulesError> {
+    duration::parse_promql(&opts.window).map_err(RulesError::Window)?;
     if let Some(i) = &opts.interval {
-        validate_duration(i).map_err(|e| format!("--evaluation-interval: {e}"))?;
+        duration::parse_promql(i).map_err(RulesError::Interval)?;
     }
     if let Some(m) = &opts.matchers {
         if m.contains('{') || m.contains('}') || m.contains('\n') {
-            return Err(format!(
-                "--matchers {m:?}: give label matchers without braces, e.g. job=\"skeletonhunter-exporter\""
-            ));
+            return Err(RulesError::Matchers(m.clone()));
         }
     }
-    for &q in &opts.quantiles {
-        if !(q > 0.0 && q < 1.0) {
-            return Err(format!("--quantile {q}: must be strictly between 0 and 1"));
-        }
+    if let Some(&q) = opts.quantiles.iter().find(|&&q| !(q > 0.0 && q < 1.0)) {
+        return Err(RulesError::Quantile(q));
     }
+    Ok(())
+}
+
+/// Generate the rule file for `nodes` (the identities seen in
+/// `skeletonhunter_node_info`). Levels without any known id are left out;
+/// an empty topology gives a valid file with no groups.
+pub fn generate(nodes: &[Identity], opts: &RulesOptions) -> Result<String, RulesError> {
+    check(opts)?;
     let mut groups: Vec<(String, Vec<Rule>)> = Vec::new();
 
     let tors = members(nodes, Kind::Tor);
@@ -308,109 +302,6 @@ pub fn generate(nodes: &[Identity], opts: &RulesOptions) -> Result<String, Strin
     Ok(out)
 }
 
-/// Flags of `skeletonhunter-localizer rules`.
-#[derive(clap::Args, Debug, Clone)]
-#[command(
-    about = "Generate Prometheus recording rules (per-ToR, per-spine, per-tenant loss and RTT) for the topology Prometheus sees",
-    long_about = "Read the exporters' skeletonhunter_node_info from Prometheus and write a rule file with one \
-loss-ratio and RTT-quantile recording rule per ToR, spine and tenant (names level:metric:operation, e.g. \
-tor:skeletonhunter_probe_loss:ratio_rate1m{tor=\"...\"}). Check it with `promtool check rules FILE`; \
-re-generate when the topology changes."
-)]
-pub struct RulesArgs {
-    /// Prometheus-compatible API root to read the topology from.
-    #[arg(long, env = "SKELETONHUNTER_PROMETHEUS", value_name = "URL")]
-    pub prometheus: String,
-    /// Write the rules here instead of stdout (replaced atomically).
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<std::path::PathBuf>,
-    /// Rate window of the rules, a PromQL duration.
-    #[arg(long, default_value = "1m", value_name = "DURATION")]
-    pub window: String,
-    /// Evaluation interval of the generated groups (default: Prometheus' global one).
-    #[arg(long, value_name = "DURATION")]
-    pub evaluation_interval: Option<String>,
-    /// RTT quantiles to record; repeat or separate with commas.
-    #[arg(long = "quantile", default_values_t = [0.5, 0.9, 0.99], value_delimiter = ',', value_name = "Q")]
-    pub quantiles: Vec<f64>,
-    /// How far back to look for skeletonhunter_node_info.
-    #[arg(long, default_value = "1h", value_parser = crate::run::parse_duration, value_name = "DURATION")]
-    pub topology_window: std::time::Duration,
-    /// Extra PromQL label matchers for the topology query and every generated selector,
-    /// e.g. 'job="skeletonhunter-exporter"'.
-    #[arg(long, value_name = "MATCHERS")]
-    pub matchers: Option<String>,
-    /// HTTP timeout of the topology queries.
-    #[arg(long, default_value = "10s", value_parser = crate::run::parse_duration, value_name = "DURATION")]
-    pub timeout: std::time::Duration,
-}
-
-/// Entry point of `skeletonhunter-localizer rules`.
-pub fn main(args: RulesArgs) -> anyhow::Result<()> {
-    skeletonhunter_common::logging::init("warn");
-    let opts = RulesOptions {
-        window: args.window.clone(),
-        interval: args.evaluation_interval.clone(),
-        quantiles: args.quantiles.clone(),
-        matchers: args.matchers.clone(),
-    };
-    // Fail on bad options before touching the network.
-    generate(&[], &opts).map_err(|e| anyhow::anyhow!(e))?;
-    let client = crate::prometheus::Client::new(&args.prometheus, args.timeout)
-        .map_err(|e| anyhow::anyhow!("--prometheus: {e}"))?;
-    let queries = crate::run::Queries::new(
-        args.topology_window,
-        args.topology_window,
-        args.matchers.as_deref(),
-    );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
-    let (now, recent) = rt.block_on(async {
-        tokio::join!(
-            client.instant(&queries.topology_now, None),
-            client.instant(&queries.topology_recent, None)
-        )
-    });
-    let now = now.map_err(|e| anyhow::anyhow!("reading the topology failed: {e}"))?;
-    let recent = recent.map_err(|e| anyhow::anyhow!("reading the topology failed: {e}"))?;
-    let (topology, conflicts) = crate::run::topology_from(&now, &recent);
-    if topology.is_empty() {
-        tracing::warn!(
-            "no skeletonhunter_node_info at {}: writing an empty rule file",
-            client.base()
-        );
-    }
-    if !conflicts.is_empty() {
-        tracing::warn!(
-            "{} node(s) report several identities (e.g. {}); using one",
-            conflicts.len(),
-            conflicts[0]
-        );
-    }
-    let mut nodes: Vec<Identity> = topology.into_values().collect();
-    nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    let text = generate(&nodes, &opts).map_err(|e| anyhow::anyhow!(e))?;
-    match &args.output {
-        None => {
-            use std::io::Write;
-            std::io::stdout()
-                .write_all(text.as_bytes())
-                .map_err(|e| anyhow::anyhow!("writing to stdout failed: {e}"))?;
-        }
-        Some(path) => {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, &text)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
-            std::fs::rename(&tmp, path).map_err(|e| {
-                anyhow::anyhow!("cannot move {} to {}: {e}", tmp.display(), path.display())
-            })?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,11 +318,15 @@ mod tests {
 
     #[test]
     fn durations_are_checked() {
+        let with = |w: &str| RulesOptions {
+            window: w.into(),
+            ..Default::default()
+        };
         for ok in ["1m", "30s", "1h30m", "500ms"] {
-            validate_duration(ok).unwrap();
+            check(&with(ok)).unwrap();
         }
         for bad in ["", "1", "m", "1x", "1.5m", "-1m"] {
-            assert!(validate_duration(bad).is_err(), "{bad}");
+            assert!(check(&with(bad)).is_err(), "{bad}");
         }
     }
 
@@ -493,7 +388,10 @@ mod tests {
             matchers: Some("{job=\"sh\"}".into()),
             ..Default::default()
         };
-        assert!(generate(&[], &bad).unwrap_err().contains("--matchers"));
+        assert!(generate(&[], &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--matchers"));
     }
 
     #[test]
@@ -508,9 +406,12 @@ mod tests {
             window: "5x".into(),
             ..Default::default()
         };
-        assert!(generate(&[], &o).unwrap_err().contains("--window"));
+        assert!(generate(&[], &o)
+            .unwrap_err()
+            .to_string()
+            .contains("--window"));
         o.window = "1m".into();
         o.quantiles = vec![1.5];
-        assert!(generate(&[], &o).unwrap_err().contains("1.5"));
+        assert!(generate(&[], &o).unwrap_err().to_string().contains("1.5"));
     }
 }

@@ -9,7 +9,7 @@
 //! scenario (1/22 ≈ 0.045 -> 0.95), and no fault at all on healthy
 //! scenarios. Two errors would be a regression.
 
-use skeletonhunter_localizer::bench::run_accuracy;
+use skeletonhunter_localizer::sim::bench::run_accuracy;
 use skeletonhunter_localizer::Config;
 
 #[test]

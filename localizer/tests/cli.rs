@@ -123,12 +123,12 @@ fn simulated_fault_is_localized_through_the_cli() {
     assert_eq!(faults[0]["kind"], "tor");
     assert_eq!(faults[0]["id"], truth[0]["component"]["id"]);
     assert_eq!(faults[0]["symptom"], "loss");
-    // DESIGN JSON fields, nothing else.
+    // The documented JSON fields, nothing else.
     let mut keys: Vec<&str> = faults[0]
         .as_object()
         .unwrap()
         .keys()
-        .map(|k| k.as_str())
+        .map(std::string::String::as_str)
         .collect();
     keys.sort();
     assert_eq!(keys, ["id", "kind", "p_value", "pairs", "score", "symptom"]);

@@ -10,9 +10,9 @@
 //! `isPartial`) are reported as [`QueryError::Partial`]: acting on half the
 //! fabric would blame components for data that simply did not arrive.
 
+use super::http::{encode_form, error_chain, http_client, validate_base_url, ClientError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 /// Label set of one series (`__name__` included when the server returns it).
@@ -21,90 +21,121 @@ pub type Labels = BTreeMap<String, String>;
 /// One series of an instant-vector result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// The series' labels.
     pub labels: Labels,
     /// Evaluation time, seconds since the epoch.
     pub timestamp: f64,
+    /// The sample value (may be NaN or infinite).
     pub value: f64,
 }
 
 /// One series of a range-query (matrix) result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// The series' labels.
     pub labels: Labels,
     /// `(timestamp seconds, value)` in time order.
     pub points: Vec<(f64, f64)>,
 }
 
 /// Why a query produced no usable answer.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum QueryError {
     /// The request never got an HTTP answer (refused, timeout, DNS, ...).
-    Unreachable { url: String, reason: String },
-    /// The server answered with a non-success HTTP status.
-    Status {
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable {
+        /// The endpoint.
         url: String,
+        /// The flattened error chain.
+        reason: String,
+    },
+    /// The server answered with a non-success HTTP status.
+    #[error("{url} answered HTTP {status}: {}", snippet(body))]
+    Status {
+        /// The endpoint.
+        url: String,
+        /// The HTTP status.
         status: u16,
+        /// The body, for the log.
         body: String,
     },
     /// The server answered `"status": "error"` (bad query, timeout, ...).
+    #[error("{url} rejected the query ({error_type}): {error}")]
     Api {
+        /// The endpoint.
         url: String,
+        /// Prometheus' `errorType`.
         error_type: String,
+        /// Prometheus' `error`.
         error: String,
     },
     /// The body was not the JSON the Prometheus API documents.
-    Decode { url: String, reason: String },
+    #[error("{url} returned a body that is not a Prometheus API response: {reason}")]
+    Decode {
+        /// The endpoint.
+        url: String,
+        /// What did not decode.
+        reason: String,
+    },
     /// The server says the answer is incomplete.
-    Partial { url: String, warnings: Vec<String> },
+    #[error("{url} returned partial data: {}", partial_text(warnings))]
+    Partial {
+        /// The endpoint.
+        url: String,
+        /// The data warnings (empty when only `isPartial` was set).
+        warnings: Vec<String>,
+    },
+}
+
+/// The kind of a [`QueryError`], as the `reason` label of
+/// `skeletonhunter_localizer_query_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueryFailure {
+    /// See [`QueryError::Unreachable`].
+    Unreachable,
+    /// See [`QueryError::Status`].
+    HttpStatus,
+    /// See [`QueryError::Api`].
+    ApiError,
+    /// See [`QueryError::Decode`].
+    Decode,
+    /// See [`QueryError::Partial`].
+    Partial,
+}
+
+impl QueryFailure {
+    /// The label value (stable: alerting rules and dashboards match it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryFailure::Unreachable => "unreachable",
+            QueryFailure::HttpStatus => "http_status",
+            QueryFailure::ApiError => "api_error",
+            QueryFailure::Decode => "decode",
+            QueryFailure::Partial => "partial",
+        }
+    }
 }
 
 impl QueryError {
-    /// A short, stable label value for metrics (`reason="unreachable"`).
-    pub fn reason(&self) -> &'static str {
+    /// What kind of failure this is (the metric's `reason` label).
+    pub fn reason(&self) -> QueryFailure {
         match self {
-            QueryError::Unreachable { .. } => "unreachable",
-            QueryError::Status { .. } => "http_status",
-            QueryError::Api { .. } => "api_error",
-            QueryError::Decode { .. } => "decode",
-            QueryError::Partial { .. } => "partial",
+            QueryError::Unreachable { .. } => QueryFailure::Unreachable,
+            QueryError::Status { .. } => QueryFailure::HttpStatus,
+            QueryError::Api { .. } => QueryFailure::ApiError,
+            QueryError::Decode { .. } => QueryFailure::Decode,
+            QueryError::Partial { .. } => QueryFailure::Partial,
         }
     }
 }
 
-impl fmt::Display for QueryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            QueryError::Unreachable { url, reason } => {
-                write!(f, "cannot reach {url}: {reason}")
-            }
-            QueryError::Status { url, status, body } => {
-                write!(f, "{url} answered HTTP {status}: {}", snippet(body))
-            }
-            QueryError::Api {
-                url,
-                error_type,
-                error,
-            } => write!(f, "{url} rejected the query ({error_type}): {error}"),
-            QueryError::Decode { url, reason } => {
-                write!(
-                    f,
-                    "{url} returned a body that is not a Prometheus API response: {reason}"
-                )
-            }
-            QueryError::Partial { url, warnings } => write!(
-                f,
-                "{url} returned partial data: {}",
-                if warnings.is_empty() {
-                    "isPartial=true".to_string()
-                } else {
-                    warnings.join("; ")
-                }
-            ),
-        }
+fn partial_text(warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        "isPartial=true".to_string()
+    } else {
+        warnings.join("; ")
     }
 }
-
-impl std::error::Error for QueryError {}
 
 /// The first 300 characters of a body, on one line, for error messages.
 fn snippet(body: &str) -> String {
@@ -132,7 +163,7 @@ impl Client {
     /// `base` is the server root as operators write it (`http://prom:9090`,
     /// or with a path prefix such as `http://thanos/query`). Each request is
     /// bounded by `timeout`.
-    pub fn new(base: &str, timeout: Duration) -> anyhow::Result<Client> {
+    pub fn new(base: &str, timeout: Duration) -> Result<Client, ClientError> {
         let base = validate_base_url(base)?;
         let http = http_client(timeout)?;
         Ok(Client { base, http })
@@ -204,78 +235,6 @@ impl Client {
         let data = decode_response(&url, status.as_u16(), &text)?;
         Ok((url, data))
     }
-}
-
-/// The HTTP client for Prometheus and Alertmanager alike: every request is
-/// bounded by `timeout` and names this build in its user agent.
-pub fn http_client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(5)))
-        .user_agent(concat!(
-            "skeletonhunter-localizer/",
-            env!("CARGO_PKG_VERSION")
-        ))
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot build HTTP client: {e}"))
-}
-
-/// Check the base URL early so a typo fails at start-up, not every cycle.
-pub fn validate_base_url(base: &str) -> anyhow::Result<String> {
-    let trimmed = base.trim().trim_end_matches('/');
-    let url =
-        reqwest::Url::parse(trimmed).map_err(|e| anyhow::anyhow!("invalid URL {base:?}: {e}"))?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        anyhow::bail!("invalid URL {base:?}: scheme must be http or https");
-    }
-    if url.host_str().is_none() {
-        anyhow::bail!("invalid URL {base:?}: no host");
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        anyhow::bail!("invalid URL {base:?}: give the server root without ?query or #fragment");
-    }
-    Ok(trimmed.to_string())
-}
-
-/// reqwest errors hide the useful part (connection refused, timed out) in
-/// their source chain; flatten it into one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let s_text = s.to_string();
-        if !out.contains(&s_text) {
-            out.push_str(": ");
-            out.push_str(&s_text);
-        }
-        src = s.source();
-    }
-    out
-}
-
-/// `application/x-www-form-urlencoded` encoding (RFC 3986 unreserved kept,
-/// everything else percent-encoded) — PromQL is full of `{}"=~` characters.
-pub fn encode_form(pairs: &[(&str, String)]) -> String {
-    fn enc(s: &str, out: &mut String) {
-        for b in s.bytes() {
-            match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    out.push(b as char)
-                }
-                _ => out.push_str(&format!("%{b:02X}")),
-            }
-        }
-    }
-    let mut out = String::new();
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        enc(k, &mut out);
-        out.push('=');
-        enc(v, &mut out);
-    }
-    out
 }
 
 /// Seconds since the epoch with millisecond precision, as the API accepts.
@@ -476,34 +435,6 @@ fn parse_matrix(url: &str, data: Data) -> Result<Vec<Series>, QueryError> {
         .collect()
 }
 
-/// Quote a string for use inside a PromQL double-quoted label matcher.
-pub fn quote_label_value(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Escape RE2 metacharacters so a value matches literally inside `=~`.
-pub fn regex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,16 +480,16 @@ mod tests {
             msg.contains(URL) && msg.contains("bad_data") && msg.contains("char 3"),
             "{msg}"
         );
-        assert_eq!(err.reason(), "api_error");
+        assert_eq!(err.reason().as_str(), "api_error");
     }
 
     #[test]
     fn non_json_answers_are_reported_with_status_and_body() {
         let err = decode_response(URL, 502, "<html>Bad Gateway</html>").unwrap_err();
-        assert_eq!(err.reason(), "http_status");
+        assert_eq!(err.reason().as_str(), "http_status");
         assert!(err.to_string().contains("502") && err.to_string().contains("Bad Gateway"));
         let err = decode_response(URL, 200, "not json").unwrap_err();
-        assert_eq!(err.reason(), "decode");
+        assert_eq!(err.reason().as_str(), "decode");
         assert!(err.to_string().contains(URL));
     }
 
@@ -567,7 +498,10 @@ mod tests {
         let body =
             r#"{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}}"#;
         assert_eq!(
-            decode_response(URL, 200, body).unwrap_err().reason(),
+            decode_response(URL, 200, body)
+                .unwrap_err()
+                .reason()
+                .as_str(),
             "partial"
         );
         let body = r#"{"status":"success","warnings":["store s1 unavailable"],"data":{"resultType":"vector","result":[]}}"#;
@@ -586,43 +520,8 @@ mod tests {
             r#"{"status":"success","data":{"resultType":"vector","result":{}}}"#,
         ] {
             let err = parse_vector(URL, decode_response(URL, 200, body).unwrap()).unwrap_err();
-            assert_eq!(err.reason(), "decode", "{body}: {err}");
+            assert_eq!(err.reason().as_str(), "decode", "{body}: {err}");
         }
-    }
-
-    #[test]
-    fn form_encoding_escapes_promql() {
-        let s = encode_form(&[
-            ("query", "sum(x{a=~\"b|c\"}) / 2".into()),
-            ("time", "1.5".into()),
-        ]);
-        assert_eq!(
-            s,
-            "query=sum%28x%7Ba%3D~%22b%7Cc%22%7D%29%20%2F%202&time=1.5"
-        );
-    }
-
-    #[test]
-    fn base_urls_are_validated() {
-        assert_eq!(
-            validate_base_url("http://p:9090/").unwrap(),
-            "http://p:9090"
-        );
-        assert_eq!(
-            validate_base_url("http://t/query").unwrap(),
-            "http://t/query"
-        );
-        for bad in ["prom:9090", "ftp://p", "http://p/?x=1", ""] {
-            let err = validate_base_url(bad).unwrap_err().to_string();
-            assert!(err.contains("invalid URL"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn quoting_and_regex_escaping() {
-        assert_eq!(quote_label_value(r#"a"b\c"#), r#""a\"b\\c""#);
-        assert_eq!(regex_escape("10.0.0.1"), r"10\.0\.0\.1");
-        assert_eq!(regex_escape("a|b(c)"), r"a\|b\(c\)");
     }
 
     #[tokio::test]
@@ -635,7 +534,7 @@ mod tests {
             .port();
         let c = Client::new(&format!("http://127.0.0.1:{port}"), Duration::from_secs(2)).unwrap();
         let err = c.instant("up", None).await.unwrap_err();
-        assert_eq!(err.reason(), "unreachable");
+        assert_eq!(err.reason().as_str(), "unreachable");
         assert!(
             err.to_string()
                 .contains(&format!("127.0.0.1:{port}/api/v1/query")),

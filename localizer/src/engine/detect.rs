@@ -13,9 +13,11 @@
 //! so on a healthy fabric of any size the expected number of anomalous pairs
 //! stays below `pair_alpha`.
 
-use crate::stats::{binomial_upper_tail, lower_robust_location_scale, normal_upper_quantile};
-use crate::topology::PathMatrix;
-use crate::{Config, PairStats, Symptom};
+use crate::engine::model::{Config, PairStats, Symptom};
+use crate::engine::stats::{
+    binomial_upper_tail, lower_robust_location_scale, normal_upper_quantile,
+};
+use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::PathClass;
 
 /// Counts for a binomial symptom (loss: packets; unreachable: dials).
@@ -45,13 +47,18 @@ pub struct LatencyObs {
     /// Smallest excess that counts for the pair (seconds): the larger of
     /// the absolute and the baseline-relative minimum effect size.
     pub min_excess: Vec<f64>,
+    /// Significant at the Bonferroni-corrected pair level.
     pub anomalous: Vec<bool>,
 }
 
+/// Per-pair evidence of all three symptoms, indexed like the path matrix rows.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
+    /// Lost packets of connected rounds.
     pub loss: BinomialObs,
+    /// Failed dials (probe rounds).
     pub unreachable: BinomialObs,
+    /// Typical RTT against the path-class baseline.
     pub latency: LatencyObs,
 }
 
@@ -65,6 +72,7 @@ impl Evidence {
             .count()
     }
 
+    /// Whether pair `i` is anomalous for `symptom`.
     pub fn is_anomalous(&self, symptom: Symptom, i: usize) -> bool {
         match symptom {
             Symptom::Loss => self.loss.anomalous[i],

@@ -81,7 +81,7 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
 
 /// Median of a slice (sorted in place).
 pub fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
+    values.sort_by(f64::total_cmp);
     quantile_sorted(values, 0.5)
 }
 
@@ -91,7 +91,7 @@ pub fn median(values: &mut [f64]) -> f64 {
 /// sample it estimates (mean, sd): q30 + 0.524 sd, with
 /// sd = (q30 - q10) / 0.757.
 pub fn lower_robust_location_scale(values: &mut [f64]) -> (f64, f64) {
-    values.sort_by(|a, b| a.total_cmp(b));
+    values.sort_by(f64::total_cmp);
     let q10 = quantile_sorted(values, 0.10);
     let q30 = quantile_sorted(values, 0.30);
     let sd = (q30 - q10) / 0.7572;

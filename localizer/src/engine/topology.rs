@@ -1,11 +1,11 @@
-//! The pair × component path matrix, built from the shared DESIGN path model
+//! The pair × component path matrix, built from the shared path model
 //! (`skeletonhunter_common::topology::path`). Components are interned into
 //! column numbers; components crossed by exactly the same set of observed
 //! pairs are merged into one column, because no data can tell them apart
 //! (they are reported as `equivalent`). Traced router hops of a pair
 //! (`PairStats::hops`) join its row as `hop` components.
 
-use crate::PairStats;
+use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass};
 use std::collections::HashMap;
 
@@ -18,9 +18,11 @@ pub struct PathMatrix {
     pub equivalent: Vec<Vec<Component>>,
     /// CSR: the columns of pair `i` are `row_cols[row_ptr[i]..row_ptr[i+1]]`.
     pub row_ptr: Vec<u32>,
+    /// CSR column indices.
     pub row_cols: Vec<u32>,
     /// CSC: the pairs of column `j` are `col_rows[col_ptr[j]..col_ptr[j+1]]`.
     pub col_ptr: Vec<u32>,
+    /// CSC row indices.
     pub col_rows: Vec<u32>,
     /// Path class of each pair (latency baselines are per class).
     pub class: Vec<PathClass>,
@@ -45,55 +47,70 @@ fn report_rank(kind: Kind) -> u8 {
     }
 }
 
-impl PathMatrix {
-    pub fn build(pairs: &[&PairStats]) -> PathMatrix {
-        let mut ids: HashMap<Component, u32> = HashMap::new();
-        let mut raw: Vec<Component> = Vec::new();
-        let mut raw_rows: Vec<Vec<u32>> = Vec::new();
-        let mut class = Vec::with_capacity(pairs.len());
-        for (i, p) in pairs.iter().enumerate() {
-            class.push(path_class(&p.src, &p.dst));
-            let hops = p
-                .hops
-                .iter()
-                .filter(|h| !h.is_empty())
-                .map(|h| Component::new(Kind::Hop, h.as_str()));
-            for c in path(&p.src, &p.dst).into_iter().chain(hops) {
-                let next = raw.len() as u32;
-                let id = *ids.entry(c).or_insert_with_key(|c| {
-                    raw.push(c.clone());
-                    raw_rows.push(Vec::new());
-                    next
-                });
-                let rows = &mut raw_rows[id as usize];
-                // A hop listed twice for one pair is one crossing.
-                if rows.last() != Some(&(i as u32)) {
-                    rows.push(i as u32);
-                }
+/// Every component on the observed paths, interned, with the (sorted)
+/// pairs crossing it, and each pair's path class.
+fn intern(pairs: &[&PairStats]) -> (Vec<Component>, Vec<Vec<u32>>, Vec<PathClass>) {
+    let mut ids: HashMap<Component, u32> = HashMap::new();
+    let mut raw: Vec<Component> = Vec::new();
+    let mut raw_rows: Vec<Vec<u32>> = Vec::new();
+    let mut class = Vec::with_capacity(pairs.len());
+    for (i, p) in pairs.iter().enumerate() {
+        class.push(path_class(&p.src, &p.dst));
+        let hops = p
+            .hops
+            .iter()
+            .filter(|h| !h.is_empty())
+            .map(|h| Component::new(Kind::Hop, h.as_str()));
+        for c in path(&p.src, &p.dst).into_iter().chain(hops) {
+            let next = raw.len() as u32;
+            let id = *ids.entry(c).or_insert_with_key(|c| {
+                raw.push(c.clone());
+                raw_rows.push(Vec::new());
+                next
+            });
+            let rows = &mut raw_rows[id as usize];
+            // A hop listed twice for one pair is one crossing.
+            if rows.last() != Some(&(i as u32)) {
+                rows.push(i as u32);
             }
         }
-        // Merge components with identical pair sets (rows are pushed in
-        // increasing pair order, so the lists are already sorted).
-        let mut by_rows: HashMap<&[u32], Vec<u32>> = HashMap::new();
-        for (id, rows) in raw_rows.iter().enumerate() {
-            by_rows.entry(rows.as_slice()).or_default().push(id as u32);
-        }
-        let mut groups: Vec<Vec<u32>> = by_rows.into_values().collect();
-        for g in &mut groups {
-            g.sort_by(|&a, &b| {
-                let (ca, cb) = (&raw[a as usize], &raw[b as usize]);
-                report_rank(ca.kind)
-                    .cmp(&report_rank(cb.kind))
-                    .then_with(|| ca.id.cmp(&cb.id))
-            });
-        }
-        // Deterministic column order (kind rank, then id).
-        groups.sort_by(|a, b| {
-            let (ca, cb) = (&raw[a[0] as usize], &raw[b[0] as usize]);
+    }
+    (raw, raw_rows, class)
+}
+
+/// Groups of components with identical pair sets, representative first
+/// ([`report_rank`]), in a deterministic column order.
+fn merge_indistinguishable(raw: &[Component], raw_rows: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    // Merge components with identical pair sets (rows are pushed in
+    // increasing pair order, so the lists are already sorted).
+    let mut by_rows: HashMap<&[u32], Vec<u32>> = HashMap::new();
+    for (id, rows) in raw_rows.iter().enumerate() {
+        by_rows.entry(rows.as_slice()).or_default().push(id as u32);
+    }
+    let mut groups: Vec<Vec<u32>> = by_rows.into_values().collect();
+    for g in &mut groups {
+        g.sort_by(|&a, &b| {
+            let (ca, cb) = (&raw[a as usize], &raw[b as usize]);
             report_rank(ca.kind)
                 .cmp(&report_rank(cb.kind))
                 .then_with(|| ca.id.cmp(&cb.id))
         });
+    }
+    // Deterministic column order (kind rank, then id).
+    groups.sort_by(|a, b| {
+        let (ca, cb) = (&raw[a[0] as usize], &raw[b[0] as usize]);
+        report_rank(ca.kind)
+            .cmp(&report_rank(cb.kind))
+            .then_with(|| ca.id.cmp(&cb.id))
+    });
+    groups
+}
+
+impl PathMatrix {
+    /// Build the matrix for `pairs` (row `i` is `pairs[i]`).
+    pub fn build(pairs: &[&PairStats]) -> PathMatrix {
+        let (raw, raw_rows, class) = intern(pairs);
+        let groups = merge_indistinguishable(&raw, &raw_rows);
         let mut columns = Vec::with_capacity(groups.len());
         let mut equivalent = Vec::with_capacity(groups.len());
         let mut col_ptr = vec![0u32];
@@ -132,6 +149,7 @@ impl PathMatrix {
         }
     }
 
+    /// Number of rows (pairs).
     pub fn pairs(&self) -> usize {
         self.class.len()
     }

@@ -6,31 +6,51 @@
 //! where most of their pairs are bad is blamed and its pairs are removed.
 //! It shares the path matrix (so it gets the same `equivalent` lists).
 
-use crate::stats::median;
-use crate::topology::PathMatrix;
-use crate::{Fault, PairStats, Report, Symptom};
+use crate::engine::model::{Fault, PairStats, Report, Symptom};
+use crate::engine::stats::median;
+use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::PathClass;
 
+/// Loss rate above which a pair votes against its path.
 pub const LOSS_THRESHOLD: f64 = 0.01;
+/// Share of failed dials above which a pair votes unreachable.
 pub const DIAL_FAILURE_THRESHOLD: f64 = 0.5;
+/// RTT over this multiple of the class median votes latency.
 pub const LATENCY_FACTOR: f64 = 1.5;
+/// Share of a component's pairs that must vote for it to be blamed.
 pub const MAJORITY: f64 = 0.5;
 
+/// The voting baseline's report for `pairs`.
 pub fn analyze(pairs: &[PairStats]) -> Report {
     let usable: Vec<&PairStats> = pairs
         .iter()
         .filter(|p| !p.src.node.is_empty() && !p.dst.node.is_empty() && p.rounds > 0.0)
         .collect();
     let m = PathMatrix::build(&usable);
-    let mut class_rtts: [Vec<f64>; 3] = Default::default();
-    let ci = |c: PathClass| match c {
+    let bad = votes(&usable, &m);
+    let anomalous = bad.iter().filter(|b| b.is_some()).count();
+    Report {
+        faults: greedy(&m, &bad),
+        pairs_observed: usable.len(),
+        pairs_anomalous: anomalous,
+        blame: Vec::new(),
+    }
+}
+
+fn class_index(c: PathClass) -> usize {
+    match c {
         PathClass::SameHost => 0,
         PathClass::SameTor => 1,
         PathClass::CrossTor => 2,
-    };
+    }
+}
+
+/// Each pair's vote: the symptom it shows over the fixed thresholds.
+fn votes(usable: &[&PairStats], m: &PathMatrix) -> Vec<Option<Symptom>> {
+    let mut class_rtts: [Vec<f64>; 3] = Default::default();
     for (p, &c) in usable.iter().zip(&m.class) {
         if let Some(r) = p.rtt_seconds {
-            class_rtts[ci(c)].push(r);
+            class_rtts[class_index(c)].push(r);
         }
     }
     let medians: Vec<f64> = class_rtts
@@ -43,7 +63,7 @@ pub fn analyze(pairs: &[PairStats]) -> Report {
             }
         })
         .collect();
-    let bad: Vec<Option<Symptom>> = usable
+    usable
         .iter()
         .zip(&m.class)
         .map(|(p, &c)| {
@@ -53,16 +73,19 @@ pub fn analyze(pairs: &[PairStats]) -> Report {
                 Some(Symptom::Loss)
             } else if p
                 .rtt_seconds
-                .is_some_and(|r| r > LATENCY_FACTOR * medians[ci(c)])
+                .is_some_and(|r| r > LATENCY_FACTOR * medians[class_index(c)])
             {
                 Some(Symptom::Latency)
             } else {
                 None
             }
         })
-        .collect();
-    let anomalous = bad.iter().filter(|b| b.is_some()).count();
-    let mut explained = vec![false; usable.len()];
+        .collect()
+}
+
+/// Blame the most-voted majority component, remove its pairs, repeat.
+fn greedy(m: &PathMatrix, bad: &[Option<Symptom>]) -> Vec<Fault> {
+    let mut explained = vec![false; bad.len()];
     let mut faults = Vec::new();
     let mut used = vec![false; m.columns.len()];
     loop {
@@ -104,10 +127,5 @@ pub fn analyze(pairs: &[PairStats]) -> Report {
             hit_pairs: Vec::new(),
         });
     }
-    Report {
-        faults,
-        pairs_observed: usable.len(),
-        pairs_anomalous: anomalous,
-        blame: Vec::new(),
-    }
+    faults
 }

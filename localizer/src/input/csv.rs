@@ -8,20 +8,20 @@
 //! are ignored; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
 //! (src, dst) pair into [`PairStats`].
 
-use crate::PairStats;
-use anyhow::Context;
+use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::HashMap;
-use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Packets per probe round assumed when turning `loss_rate` into counts
 /// (the simulator writes rounds of this size).
 pub const DEFAULT_PACKETS_PER_ROUND: f64 = 100.0;
 
+/// How rows become counts.
 #[derive(Debug, Clone)]
 pub struct CsvOptions {
+    /// Packets per probe round (a row's `loss_rate` is a share of them).
     pub packets_per_round: f64,
 }
 
@@ -35,23 +35,39 @@ impl Default for CsvOptions {
 
 /// A malformed input, located by line (1-based, the header is line 1) and
 /// column name when there is one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}{}: {message}", .column.as_ref().map(|c| format!(", column `{c}`")).unwrap_or_default())]
 pub struct CsvError {
+    /// 1-based line of the problem (the header is line 1).
     pub line: u64,
+    /// Header name of the offending column, when one is to blame.
     pub column: Option<String>,
+    /// What is wrong.
     pub message: String,
 }
 
-impl fmt::Display for CsvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.column {
-            Some(c) => write!(f, "line {}, column `{}`: {}", self.line, c, self.message),
-            None => write!(f, "line {}: {}", self.line, self.message),
-        }
-    }
+/// Why a ping log file could not be read; names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be opened.
+    #[error("opening {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid ping log.
+    #[error("reading {}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        #[source]
+        source: CsvError,
+    },
 }
-
-impl std::error::Error for CsvError {}
 
 const REQUIRED: [&str; 6] = [
     "src_node_id",
@@ -131,10 +147,17 @@ struct Acc {
 }
 
 /// Read and aggregate a ping log from a file.
-pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> anyhow::Result<Vec<PairStats>> {
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    read_pings(std::io::BufReader::with_capacity(1 << 20, file), opts)
-        .with_context(|| format!("reading {}", path.display()))
+pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> Result<Vec<PairStats>, ReadError> {
+    let file = std::fs::File::open(path).map_err(|source| ReadError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_pings(std::io::BufReader::with_capacity(1 << 20, file), opts).map_err(|source| {
+        ReadError::Parse {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// Read and aggregate a ping log.
@@ -146,22 +169,7 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
         .from_reader(reader);
     let header = rdr.headers().map_err(|e| csv_err(&e, 1))?.clone();
     let cols = columns(&header)?;
-    let col_name = |i: usize| {
-        header
-            .get(i)
-            .unwrap_or("?")
-            .trim_start_matches('\u{feff}')
-            .to_string()
-    };
-
-    let mut node_ids: HashMap<Box<[u8]>, u32> = HashMap::new();
-    let mut identities: Vec<Identity> = Vec::new();
-    let mut pair_ids: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    let mut acc: Vec<Acc> = Vec::new();
-    let mut rtts: Vec<(u32, f32)> = Vec::new();
-    let ppr = opts.packets_per_round;
-
+    let mut agg = Aggregator::new(&header, cols, opts.packets_per_round);
     let mut rec = csv::ByteRecord::new();
     loop {
         match rdr.read_byte_record(&mut rec) {
@@ -169,54 +177,151 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
             Ok(false) => break,
             Err(e) => return Err(csv_err(&e, 0)),
         }
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
-        let field = |i: usize| rec.get(i).unwrap_or(b"");
-        let err = |i: usize, message: String| CsvError {
+        agg.row(&rec)?;
+    }
+    Ok(agg.finish())
+}
+
+/// One validated row.
+struct Round {
+    connected: bool,
+    loss: f64,
+    latency: Option<f64>,
+}
+
+/// Per-pair accumulation over the rows, with node identities interned.
+struct Aggregator<'h> {
+    header: &'h csv::StringRecord,
+    cols: Columns,
+    ppr: f64,
+    node_ids: HashMap<Box<[u8]>, u32>,
+    identities: Vec<Identity>,
+    pair_ids: HashMap<(u32, u32), u32>,
+    pairs: Vec<(u32, u32)>,
+    acc: Vec<Acc>,
+    rtts: Vec<(u32, f32)>,
+}
+
+impl<'h> Aggregator<'h> {
+    fn new(header: &'h csv::StringRecord, cols: Columns, ppr: f64) -> Self {
+        Aggregator {
+            header,
+            cols,
+            ppr,
+            node_ids: HashMap::new(),
+            identities: Vec::new(),
+            pair_ids: HashMap::new(),
+            pairs: Vec::new(),
+            acc: Vec::new(),
+            rtts: Vec::new(),
+        }
+    }
+
+    fn err(&self, line: u64, i: usize, message: String) -> CsvError {
+        CsvError {
             line,
-            column: Some(col_name(i)),
+            column: Some(
+                self.header
+                    .get(i)
+                    .unwrap_or("?")
+                    .trim_start_matches('\u{feff}')
+                    .to_string(),
+            ),
             message,
+        }
+    }
+
+    #[inline(always)]
+    fn row(&mut self, rec: &csv::ByteRecord) -> Result<(), CsvError> {
+        let line = rec.position().map(csv::Position::line).unwrap_or(0);
+        let s = self.node(rec, line, true)?;
+        let d = self.node(rec, line, false)?;
+        let round = self.round(rec, line)?;
+        let next = self.pairs.len() as u32;
+        let p = *self.pair_ids.entry((s, d)).or_insert_with(|| {
+            self.pairs.push((s, d));
+            self.acc.push(Acc::default());
+            next
+        });
+        let a = &mut self.acc[p as usize];
+        a.rounds += 1.0;
+        if round.connected {
+            a.sent += self.ppr;
+            a.lost += (round.loss * self.ppr).round();
+            if let Some(l) = round.latency {
+                self.rtts.push((p, l as f32));
+            }
+        } else {
+            a.failed += 1.0;
+        }
+        Ok(())
+    }
+
+    /// The interned id of the row's source (`src`) or destination node.
+    #[inline(always)]
+    fn node(&mut self, rec: &csv::ByteRecord, line: u64, src: bool) -> Result<u32, CsvError> {
+        let (col, topo) = if src {
+            (self.cols.src_node, &self.cols.src_topo)
+        } else {
+            (self.cols.dst_node, &self.cols.dst_topo)
         };
-        let mut node = |side_col: usize, topo: &[(Kind, usize, String)]| -> Result<u32, CsvError> {
-            let id = field(side_col);
-            if id.is_empty() {
-                return Err(err(side_col, "empty node id".into()));
-            }
-            if let Some(&n) = node_ids.get(id) {
-                return Ok(n);
-            }
-            let mut ident = Identity {
-                node: utf8(id).map_err(|m| err(side_col, m))?.to_string(),
-                ..Default::default()
-            };
-            for (kind, i, _) in topo {
-                ident.set(*kind, utf8(field(*i)).map_err(|m| err(*i, m))?.trim());
-            }
-            let n = identities.len() as u32;
-            identities.push(ident);
-            node_ids.insert(id.into(), n);
-            Ok(n)
+        let field = |i: usize| rec.get(i).unwrap_or(b"");
+        let id = field(col);
+        if id.is_empty() {
+            return Err(self.err(line, col, "empty node id".into()));
+        }
+        if let Some(&n) = self.node_ids.get(id) {
+            return Ok(n);
+        }
+        let mut ident = Identity {
+            node: utf8(id).map_err(|m| self.err(line, col, m))?.to_string(),
+            ..Default::default()
         };
-        let s = node(cols.src_node, &cols.src_topo)?;
-        let d = node(cols.dst_node, &cols.dst_topo)?;
+        for (kind, i, _) in topo {
+            ident.set(
+                *kind,
+                utf8(field(*i)).map_err(|m| self.err(line, *i, m))?.trim(),
+            );
+        }
+        let n = self.identities.len() as u32;
+        self.identities.push(ident);
+        self.node_ids.insert(id.into(), n);
+        Ok(n)
+    }
+
+    /// Validate the measurement columns of a row.
+    #[inline(always)]
+    fn round(&self, rec: &csv::ByteRecord, line: u64) -> Result<Round, CsvError> {
+        let cols = &self.cols;
+        let field = |i: usize| rec.get(i).unwrap_or(b"");
         let connected = field(cols.dial) == b"success";
-        let loss = parse_f64(field(cols.loss_rate)).map_err(|m| err(cols.loss_rate, m))?;
+        let loss =
+            parse_f64(field(cols.loss_rate)).map_err(|m| self.err(line, cols.loss_rate, m))?;
         let loss = match loss {
             Some(l) if (0.0..=1.0).contains(&l) => l,
-            Some(l) => return Err(err(cols.loss_rate, format!("{l} is not a share in [0, 1]"))),
+            Some(l) => {
+                return Err(self.err(
+                    line,
+                    cols.loss_rate,
+                    format!("{l} is not a share in [0, 1]"),
+                ))
+            }
             None if connected => {
-                return Err(err(cols.loss_rate, "empty for a connected round".into()))
+                return Err(self.err(line, cols.loss_rate, "empty for a connected round".into()))
             }
             None => 1.0,
         };
-        let latency = parse_f64(field(cols.latency)).map_err(|m| err(cols.latency, m))?;
+        let latency =
+            parse_f64(field(cols.latency)).map_err(|m| self.err(line, cols.latency, m))?;
         if let Some(l) = latency {
             if l < 0.0 {
-                return Err(err(cols.latency, format!("negative latency {l}")));
+                return Err(self.err(line, cols.latency, format!("negative latency {l}")));
             }
         }
         let pt = field(cols.ping_time);
         if pt.is_empty() || !pt.iter().all(u8::is_ascii_digit) || pt.len() > 20 {
-            return Err(err(
+            return Err(self.err(
+                line,
                 cols.ping_time,
                 format!(
                     "{:?} is not a timestamp in nanoseconds",
@@ -224,28 +329,40 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
                 ),
             ));
         }
-        let next = pairs.len() as u32;
-        let p = *pair_ids.entry((s, d)).or_insert_with(|| {
-            pairs.push((s, d));
-            acc.push(Acc::default());
-            next
-        });
-        let a = &mut acc[p as usize];
-        a.rounds += 1.0;
-        if connected {
-            a.sent += ppr;
-            a.lost += (loss * ppr).round();
-            if let Some(l) = latency {
-                rtts.push((p, l as f32));
-            }
-        } else {
-            a.failed += 1.0;
-        }
+        Ok(Round {
+            connected,
+            loss,
+            latency,
+        })
     }
 
-    // Median RTT per pair.
+    /// Median RTT per pair, then the pairs.
+    fn finish(mut self) -> Vec<PairStats> {
+        let median = median_rtts(&mut self.rtts, self.pairs.len());
+        let identities = &self.identities;
+        self.pairs
+            .iter()
+            .zip(self.acc)
+            .zip(median)
+            .map(|((&(s, d), a), (rtt, samples))| PairStats {
+                src: identities[s as usize].clone(),
+                dst: identities[d as usize].clone(),
+                rounds: a.rounds,
+                failed_dials: a.failed,
+                sent: a.sent,
+                lost: a.lost,
+                rtt_seconds: rtt,
+                rtt_samples: samples,
+                hops: Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// (median RTT in seconds, samples) per pair from (pair, µs) samples.
+fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<(Option<f64>, f64)> {
     rtts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    let mut median: Vec<(Option<f64>, f64)> = vec![(None, 0.0); pairs.len()];
+    let mut median: Vec<(Option<f64>, f64)> = vec![(None, 0.0); npairs];
     let mut start = 0;
     while start < rtts.len() {
         let p = rtts[start].0;
@@ -263,23 +380,7 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
         median[p as usize] = (Some(med * 1e-6), n as f64);
         start = end;
     }
-
-    Ok(pairs
-        .iter()
-        .zip(acc)
-        .zip(median)
-        .map(|((&(s, d), a), (rtt, samples))| PairStats {
-            src: identities[s as usize].clone(),
-            dst: identities[d as usize].clone(),
-            rounds: a.rounds,
-            failed_dials: a.failed,
-            sent: a.sent,
-            lost: a.lost,
-            rtt_seconds: rtt,
-            rtt_samples: samples,
-            hops: Vec::new(),
-        })
-        .collect())
+    median
 }
 
 fn utf8(b: &[u8]) -> Result<&str, String> {
@@ -298,7 +399,10 @@ fn parse_f64(b: &[u8]) -> Result<Option<f64>, String> {
 }
 
 fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
-    let line = e.position().map(|p| p.line()).unwrap_or(default_line);
+    let line = e
+        .position()
+        .map(csv::Position::line)
+        .unwrap_or(default_line);
     let message = match e.kind() {
         csv::ErrorKind::UnequalLengths {
             expected_len, len, ..

@@ -36,7 +36,8 @@
 //! Untrusted cycles (failed queries) do not call [`Confirmer::admit`], so
 //! they neither advance nor break a streak.
 
-use crate::alertmanager::Finding;
+use super::alerts::Finding;
+use crate::engine::model::Symptom;
 use skeletonhunter_common::topology::{path, Component};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -45,10 +46,16 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Held {
     /// Reported in `seen` consecutive cycles, fewer than required.
-    Unconfirmed { seen: u32 },
+    Unconfirmed {
+        /// Consecutive cycles so far.
+        seen: u32,
+    },
     /// All its evidence lies on pairs of `cleared`, which stopped being
     /// reported less than the hold ago: possibly that fault's leftovers.
-    AfterClear { cleared: Component },
+    AfterClear {
+        /// The recently cleared component.
+        cleared: Component,
+    },
 }
 
 /// The confirmation state machine (see the module docs).
@@ -119,8 +126,8 @@ impl Confirmer {
         for mut f in findings {
             let c = f.component.clone();
             if self.alerting.contains_key(&c) || newly.contains(&c) {
-                if f.symptom == "loss" && self.unreachable.contains(&c) {
-                    f.symptom = "unreachable".into();
+                if f.symptom == Symptom::Loss && self.unreachable.contains(&c) {
+                    f.symptom = Symptom::Unreachable;
                 }
                 admitted.push(f);
                 continue;
@@ -146,7 +153,7 @@ impl Confirmer {
         }
         self.unreachable = admitted
             .iter()
-            .filter(|f| f.symptom == "unreachable")
+            .filter(|f| f.symptom == Symptom::Unreachable)
             .map(|f| f.component.clone())
             .collect();
         (admitted, held)
@@ -214,7 +221,11 @@ mod tests {
             .collect();
         Finding {
             component,
-            symptom: symptom.into(),
+            symptom: match symptom {
+                "loss" => Symptom::Loss,
+                "unreachable" => Symptom::Unreachable,
+                _ => Symptom::Latency,
+            },
             score: 0.3,
             p_value: 1e-9,
             pairs: 0,
@@ -259,7 +270,7 @@ mod tests {
         let mut c = confirmer();
         let host = |s: &str| finding(Kind::Host, "host-t0-h1", s);
         let symptoms =
-            |v: &[Finding]| -> Vec<String> { v.iter().map(|f| f.symptom.clone()).collect() };
+            |v: &[Finding]| -> Vec<&str> { v.iter().map(|f| f.symptom.as_str()).collect() };
         c.admit(vec![host("loss")], at(0));
         // Onset: partial loss first, then the window holds only the outage.
         assert_eq!(symptoms(&c.admit(vec![host("loss")], at(2)).0), ["loss"]);

@@ -7,7 +7,9 @@
 //! `skeletonhunter_localizer_*`; the shipped alerting rules watch them (a
 //! stale `last_success_timestamp_seconds` means nobody is localizing).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use crate::clients::prometheus::QueryFailure;
+use crate::input::promql::QueryKind;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,34 +24,76 @@ use std::sync::{Arc, Mutex};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// How a cycle ended: the `result` label of
+/// `skeletonhunter_localizer_cycles_total`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum CycleResult {
+    /// The data was complete and analyzed.
+    Ok,
+    /// A query failed or came back partial.
+    QueryFailed,
+    /// The queries answered, but nothing could be analyzed.
+    NoData,
+}
+
+impl CycleResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleResult::Ok => "ok",
+            CycleResult::QueryFailed => "query_failed",
+            CycleResult::NoData => "no_data",
+        }
+    }
+}
+
+/// Label values that are enums with a fixed text.
+macro_rules! label_value_as_str {
+    ($($t:ty),*) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    )*};
+}
+label_value_as_str!(CycleResult, QueryKind, QueryFailure);
+
+/// Labels of the blame series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComponentLabels {
+    /// The component's kind (`tor`, `node`, ...).
     pub kind: String,
+    /// The component's id.
     pub id: String,
 }
 
+/// Labels of `skeletonhunter_localizer_query_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueryLabels {
-    /// Which of the cycle's queries (`sent`, `lost`, `topology`, ...).
-    pub query: String,
+    /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
+    pub query: QueryKind,
     /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`.
-    pub reason: String,
+    pub reason: QueryFailure,
 }
 
+/// Labels of `skeletonhunter_localizer_cycles_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     /// `ok`, `query_failed`, `no_data`.
-    pub result: String,
+    pub result: CycleResult,
 }
 
+/// Labels of the per-Alertmanager series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AlertmanagerLabels {
+    /// The Alertmanager root URL.
     pub alertmanager: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BuildLabels {
-    pub version: String,
+struct BuildLabels {
+    version: String,
 }
 
 /// Every metric the online localizer serves.
@@ -57,22 +101,39 @@ pub struct Metrics {
     registry: Registry,
     /// Held while blame series are rebuilt and while encoding.
     update: Mutex<()>,
+    /// `skeletonhunter_component_blame`.
     pub blame: Family<ComponentLabels, FloatGauge>,
+    /// `skeletonhunter_component_faulty`.
     pub faulty: Family<ComponentLabels, Gauge>,
+    /// `skeletonhunter_localizer_cycle_duration_seconds`.
     pub cycle_duration: Histogram,
+    /// `skeletonhunter_localizer_cycles_total` by result.
     pub cycles: Family<ResultLabels, Counter>,
+    /// `skeletonhunter_localizer_query_errors_total`.
     pub query_errors: Family<QueryLabels, Counter>,
+    /// `skeletonhunter_localizer_alert_post_errors_total`.
     pub alert_post_errors: Family<AlertmanagerLabels, Counter>,
+    /// `skeletonhunter_localizer_alerts_posted_total`.
     pub alerts_posted: Family<AlertmanagerLabels, Counter>,
+    /// `skeletonhunter_localizer_alert_queue_length`.
     pub alert_queue: Family<AlertmanagerLabels, Gauge>,
+    /// `skeletonhunter_localizer_alerts_dropped_total`.
     pub alerts_dropped: Family<AlertmanagerLabels, Counter>,
+    /// `skeletonhunter_localizer_alerts_firing`.
     pub alerts_firing: Gauge,
+    /// `skeletonhunter_localizer_last_success_timestamp_seconds`.
     pub last_success: FloatGauge,
+    /// `skeletonhunter_localizer_last_alert_post_success_timestamp_seconds`.
     pub last_alert_post_success: Family<AlertmanagerLabels, FloatGauge>,
+    /// `skeletonhunter_localizer_pairs_observed`.
     pub pairs_observed: Gauge,
+    /// `skeletonhunter_localizer_pairs_anomalous`.
     pub pairs_anomalous: Gauge,
+    /// `skeletonhunter_localizer_pairs_dropped`.
     pub pairs_dropped: Gauge,
+    /// `skeletonhunter_localizer_nodes`.
     pub nodes_known: Gauge,
+    /// `skeletonhunter_localizer_analysis_duration_seconds`.
     pub analysis_duration: FloatGauge,
     /// The last report as JSON, for `/report`.
     report: Mutex<String>,
@@ -91,6 +152,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// All families, registered under their documented names.
     pub fn new() -> Metrics {
         let mut r = Registry::default();
         let m = Metrics {
@@ -118,109 +180,19 @@ impl Metrics {
             analysis_duration: FloatGauge::default(),
             report: Mutex::new("{}".to_string()),
         };
-        r.register(
-            "skeletonhunter_component_blame",
-            "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
-            m.blame.clone(),
-        );
-        r.register(
-            "skeletonhunter_component_faulty",
-            "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
-            m.faulty.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_cycle_duration_seconds",
-            "Wall time of one localization cycle (queries, analysis, alert posting)",
-            m.cycle_duration.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_cycles",
-            "Localization cycles by result (ok, query_failed, no_data)",
-            m.cycles.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_query_errors",
-            "Prometheus queries that failed or returned partial data, by query and reason",
-            m.query_errors.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_alert_post_errors",
-            "Failed posts to an Alertmanager (the alerts are retried next cycle)",
-            m.alert_post_errors.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_alerts_posted",
-            "Alerts (firing and resolved) accepted by an Alertmanager",
-            m.alerts_posted.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_alert_queue_length",
-            "Resolved alerts waiting for an Alertmanager to accept them",
-            m.alert_queue.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_alerts_dropped",
-            "Resolved alerts dropped because an Alertmanager's queue was full",
-            m.alerts_dropped.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_alerts_firing",
-            "Component alerts the localizer currently holds as firing",
-            m.alerts_firing.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_last_success_timestamp_seconds",
-            "Unix time of the last cycle that analyzed complete data",
-            m.last_success.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
-            "Unix time of the last post an Alertmanager accepted",
-            m.last_alert_post_success.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_pairs_observed",
-            "Probe pairs analyzed in the last trusted cycle",
-            m.pairs_observed.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_pairs_anomalous",
-            "Probe pairs found anomalous in the last trusted cycle",
-            m.pairs_anomalous.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_pairs_dropped",
-            "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
-            m.pairs_dropped.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_nodes",
-            "Nodes with a known topology identity (skeletonhunter_node_info)",
-            m.nodes_known.clone(),
-        );
-        r.register(
-            "skeletonhunter_localizer_analysis_duration_seconds",
-            "Wall time of the last detection and localization step alone",
-            m.analysis_duration.clone(),
-        );
-        let build = Family::<BuildLabels, Gauge>::default();
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            })
-            .set(1);
-        r.register(
-            "skeletonhunter_localizer_build_info",
-            "Version of the running localizer",
-            build,
-        );
+        register_verdicts(&mut r, &m);
+        register_alerting(&mut r, &m);
+        register_pairs(&mut r, &m);
         Metrics { registry: r, ..m }
     }
 
     /// Replace the blame series with this cycle's verdicts: `blamed` maps a
     /// component to (score, faulty).
     pub fn set_blame(&self, blamed: &BTreeMap<Component, (f64, bool)>) {
-        let _g = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .update
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.blame.clear();
         self.faulty.clear();
         for (c, (score, faulty)) in blamed {
@@ -233,21 +205,138 @@ impl Metrics {
         }
     }
 
+    /// Keep the last report's JSON for `/report`.
     pub fn set_report(&self, json: String) {
-        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = json;
+        *self
+            .report
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
     }
 
+    /// The last report's JSON.
     pub fn report(&self) -> String {
         self.report
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
+    /// The exposition for a scrape with this `Accept` header.
     pub fn encode(&self, accept: Option<&str>) -> Reply {
-        let _g = self.update.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .update
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         exposition::render(&self.registry, accept, 64 * 1024)
     }
+}
+
+/// Blame series, cycles and query errors.
+fn register_verdicts(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_component_blame",
+        "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
+        m.blame.clone(),
+    );
+    r.register(
+        "skeletonhunter_component_faulty",
+        "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
+        m.faulty.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_cycle_duration_seconds",
+        "Wall time of one localization cycle (queries, analysis, alert posting)",
+        m.cycle_duration.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_cycles",
+        "Localization cycles by result (ok, query_failed, no_data)",
+        m.cycles.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_query_errors",
+        "Prometheus queries that failed or returned partial data, by query and reason",
+        m.query_errors.clone(),
+    );
+}
+
+/// Alertmanager delivery.
+fn register_alerting(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_alert_post_errors",
+        "Failed posts to an Alertmanager (the alerts are retried next cycle)",
+        m.alert_post_errors.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_posted",
+        "Alerts (firing and resolved) accepted by an Alertmanager",
+        m.alerts_posted.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alert_queue_length",
+        "Resolved alerts waiting for an Alertmanager to accept them",
+        m.alert_queue.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_dropped",
+        "Resolved alerts dropped because an Alertmanager's queue was full",
+        m.alerts_dropped.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_firing",
+        "Component alerts the localizer currently holds as firing",
+        m.alerts_firing.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_last_success_timestamp_seconds",
+        "Unix time of the last cycle that analyzed complete data",
+        m.last_success.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
+        "Unix time of the last post an Alertmanager accepted",
+        m.last_alert_post_success.clone(),
+    );
+}
+
+/// Input size, analysis time and the build.
+fn register_pairs(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_pairs_observed",
+        "Probe pairs analyzed in the last trusted cycle",
+        m.pairs_observed.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_anomalous",
+        "Probe pairs found anomalous in the last trusted cycle",
+        m.pairs_anomalous.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_dropped",
+        "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
+        m.pairs_dropped.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_nodes",
+        "Nodes with a known topology identity (skeletonhunter_node_info)",
+        m.nodes_known.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_analysis_duration_seconds",
+        "Wall time of the last detection and localization step alone",
+        m.analysis_duration.clone(),
+    );
+    let build = Family::<BuildLabels, Gauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .set(1);
+    r.register(
+        "skeletonhunter_localizer_build_info",
+        "Version of the running localizer",
+        build,
+    );
 }
 
 /// The HTTP handler: `/metrics`, `/healthz`, `/report` (last analysis JSON).
@@ -298,8 +387,8 @@ mod tests {
         let m = Metrics::new();
         m.query_errors
             .get_or_create(&QueryLabels {
-                query: "sent".into(),
-                reason: "unreachable".into(),
+                query: QueryKind::Sent,
+                reason: QueryFailure::Unreachable,
             })
             .inc();
         m.cycle_duration.observe(0.1);

@@ -5,7 +5,7 @@
 //! (with noisy pairs and transient blips), one fault and two faults, every
 //! kind and symptom, gray loss (1–5%) and ECMP-partial spines — each run
 //! through the CSV writer and reader, then through the engine and through
-//! the greedy voting reference ([`crate::voting`]).
+//! the greedy voting reference ([`crate::engine::voting`]).
 //!
 //! Scoring: a reported fault is correct when the true component is its
 //! component or one of its `equivalent`s. Precision = correct reports / all
@@ -13,11 +13,34 @@
 //! accuracy = faulty scenarios whose first |truth| reported faults are
 //! exactly the true faults, with the right symptoms.
 
-use crate::sim::{Fabric, FabricSpec, FaultSpec, Rng, Scenario};
-use crate::{analyze_timed, voting, Config, Fault, PairStats, Report, Symptom};
+use super::fabric::{Fabric, FabricSpec};
+use super::pinglog::{pair_stats, write_csv};
+use super::rng::Rng;
+use super::scenario::{parse_fault, FaultError, FaultSpec, Scenario};
+use crate::engine::model::{Config, Fault, PairStats, Report, Symptom, Timings};
+use crate::engine::pipeline::{analyze, analyze_timed};
+use crate::engine::voting;
+use crate::input::csv::{read_pings_file, CsvOptions, ReadError};
 use skeletonhunter_common::topology::{Component, Kind};
 use std::fmt;
 use std::time::{Duration, Instant};
+
+/// Why the benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Writing or sizing the speed-case CSV.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Reading it back.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A built-in fault spec did not fit the fabric.
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+    /// Rendering a report.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
 
 /// The fabrics the accuracy scenarios run on.
 pub fn accuracy_fabrics() -> Vec<FabricSpec> {
@@ -61,8 +84,11 @@ pub fn accuracy_fabrics() -> Vec<FabricSpec> {
 /// Category of a scenario, for the breakdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Category {
+    /// No fault.
     Healthy,
+    /// One fault.
     OneFault,
+    /// Two faults on different components.
     TwoFaults,
 }
 
@@ -127,24 +153,36 @@ fn matches(f: &Fault, c: &Component) -> bool {
 /// Counts for one localizer over a run.
 #[derive(Debug, Clone, Default)]
 pub struct Score {
+    /// Faults reported.
     pub reported: usize,
+    /// Reports naming a true fault.
     pub correct_reports: usize,
+    /// True faults.
     pub truths: usize,
+    /// True faults reported.
     pub found: usize,
+    /// Scenarios with a fault.
     pub faulty_scenarios: usize,
+    /// Faulty scenarios whose top reports are exactly the truth.
     pub top1: usize,
+    /// Scenarios without a fault.
     pub healthy_scenarios: usize,
+    /// Healthy scenarios with a report.
     pub healthy_with_fault: usize,
     /// (label, found, total) recall per kind / symptom / gray / ECMP.
     pub breakdown: Vec<(String, usize, usize)>,
+    /// Total analysis time.
     pub time: Duration,
+    /// Slowest analysis.
     pub max_time: Duration,
+    /// Analyses timed.
     pub runs: usize,
     /// Scenario numbers where something went wrong (for debugging).
     pub misses: Vec<usize>,
 }
 
 impl Score {
+    /// Correct reports / all reports.
     pub fn precision(&self) -> f64 {
         if self.reported == 0 {
             1.0
@@ -152,6 +190,7 @@ impl Score {
             self.correct_reports as f64 / self.reported as f64
         }
     }
+    /// True faults found / true faults.
     pub fn recall(&self) -> f64 {
         if self.truths == 0 {
             1.0
@@ -159,6 +198,7 @@ impl Score {
             self.found as f64 / self.truths as f64
         }
     }
+    /// Share of faulty scenarios localized exactly.
     pub fn top1(&self) -> f64 {
         if self.faulty_scenarios == 0 {
             1.0
@@ -228,8 +268,11 @@ impl Score {
 /// Result of an accuracy run: the engine and the voting reference.
 #[derive(Debug, Clone)]
 pub struct Accuracy {
+    /// Scenarios run.
     pub scenarios: usize,
+    /// The engine's score.
     pub engine: Score,
+    /// The voting baseline's score.
     pub voting: Score,
 }
 
@@ -240,7 +283,7 @@ pub fn run_accuracy(n: usize, seed: u64, config: &Config) -> Accuracy {
     let mut vote = Score::default();
     for k in 0..n {
         let (fi, _cat, sc) = scenario(k, seed, &fabrics);
-        let pairs: Vec<PairStats> = crate::sim::pair_stats(&fabrics[fi], &sc);
+        let pairs: Vec<PairStats> = pair_stats(&fabrics[fi], &sc);
         let t = Instant::now();
         let (report, _) = analyze_timed(&pairs, config);
         engine.add(k, &sc.faults, &report, t.elapsed());
@@ -256,11 +299,11 @@ pub fn run_accuracy(n: usize, seed: u64, config: &Config) -> Accuracy {
 }
 
 /// Truth, engine report and voting report of scenario `k`, as JSON lines.
-pub fn show(k: usize, seed: u64, config: &Config) -> anyhow::Result<String> {
+pub fn show(k: usize, seed: u64, config: &Config) -> Result<String, BenchError> {
     let fabrics: Vec<Fabric> = accuracy_fabrics().into_iter().map(Fabric::new).collect();
     let (fi, cat, sc) = scenario(k, seed, &fabrics);
-    let pairs = crate::sim::pair_stats(&fabrics[fi], &sc);
-    let report = crate::analyze(&pairs, config);
+    let pairs = pair_stats(&fabrics[fi], &sc);
+    let report = analyze(&pairs, config);
     let vr = voting::analyze(&pairs);
     Ok(format!(
         "fabric: {}\ncategory: {cat:?}, noisy pairs {}, blips {}\ntruth: {}\nengine: {}\nvoting: {}",
@@ -354,16 +397,27 @@ impl fmt::Display for Accuracy {
 /// Result of the speed case.
 #[derive(Debug, Clone)]
 pub struct Speed {
+    /// Hosts of the fabric.
     pub hosts: usize,
+    /// Containers.
     pub containers: usize,
+    /// Probe pairs.
     pub pairs: usize,
+    /// CSV rows.
     pub rows: usize,
+    /// CSV size.
     pub csv_bytes: u64,
+    /// Time to write the CSV.
     pub generate: Duration,
+    /// Time to parse it.
     pub parse: Duration,
-    pub timings: crate::Timings,
+    /// Engine stage times.
+    pub timings: Timings,
+    /// Voting baseline time.
     pub voting: Duration,
+    /// Peak RSS, if known.
     pub peak_rss_bytes: Option<u64>,
+    /// What was localized, and whether it was right.
     pub found: String,
 }
 
@@ -378,7 +432,11 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// The speed case: a `hosts` × 8-rail fabric with a gray ToR fault and a
 /// partial spine fault, written as CSV to a file, then parsed and analyzed
 /// end to end on one thread.
-pub fn speed(hosts: usize, csv_path: Option<&std::path::Path>, seed: u64) -> anyhow::Result<Speed> {
+pub fn speed(
+    hosts: usize,
+    csv_path: Option<&std::path::Path>,
+    seed: u64,
+) -> Result<Speed, BenchError> {
     let spec = FabricSpec {
         hosts,
         rails: 8,
@@ -392,10 +450,9 @@ pub fn speed(hosts: usize, csv_path: Option<&std::path::Path>, seed: u64) -> any
     let mut sc = Scenario::healthy(seed);
     sc.noisy_pairs = 3;
     sc.blips = 10;
+    sc.faults.push(parse_fault(&fabric, "tor=5:loss:0.02")?);
     sc.faults
-        .push(crate::sim::parse_fault(&fabric, "tor=5:loss:0.02")?);
-    sc.faults
-        .push(crate::sim::parse_fault(&fabric, "spine=3:loss:0.2:0.3")?);
+        .push(parse_fault(&fabric, "spine=3:loss:0.2:0.3")?);
     let (path, remove) = match csv_path {
         Some(p) => (p.to_path_buf(), false),
         None => (
@@ -406,7 +463,7 @@ pub fn speed(hosts: usize, csv_path: Option<&std::path::Path>, seed: u64) -> any
     let t = Instant::now();
     {
         let file = std::fs::File::create(&path)?;
-        crate::sim::write_csv(
+        write_csv(
             &fabric,
             &sc,
             std::io::BufWriter::with_capacity(1 << 20, file),
@@ -415,7 +472,7 @@ pub fn speed(hosts: usize, csv_path: Option<&std::path::Path>, seed: u64) -> any
     let generate = t.elapsed();
     let csv_bytes = std::fs::metadata(&path)?.len();
     let t = Instant::now();
-    let pairs = crate::csv::read_pings_file(&path, &crate::csv::CsvOptions::default())?;
+    let pairs = read_pings_file(&path, &CsvOptions::default())?;
     let parse = t.elapsed();
     let rows = pairs.iter().map(|p| p.rounds as usize).sum();
     let (report, timings) = analyze_timed(&pairs, &Config::default());

@@ -1,0 +1,146 @@
+//! What both HTTP clients share: the base-URL check, the `reqwest` client
+//! with its timeouts, the form encoding and error flattening.
+
+use std::time::Duration;
+
+/// Why a client could not be built; the caller adds the flag name.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The URL does not parse.
+    #[error("invalid URL {url:?}: {reason}")]
+    Unparsable {
+        /// As given.
+        url: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// Not `http` or `https`.
+    #[error("invalid URL {url:?}: scheme must be http or https")]
+    Scheme {
+        /// As given.
+        url: String,
+    },
+    /// No host part.
+    #[error("invalid URL {url:?}: no host")]
+    NoHost {
+        /// As given.
+        url: String,
+    },
+    /// A `?query` or `#fragment` where a server root belongs.
+    #[error("invalid URL {url:?}: give the server root without ?query or #fragment")]
+    NotARoot {
+        /// As given.
+        url: String,
+    },
+    /// The TLS / HTTP stack refused its configuration.
+    #[error("cannot build HTTP client: {0}")]
+    Build(reqwest::Error),
+}
+
+/// The HTTP client for Prometheus and Alertmanager alike: every request is
+/// bounded by `timeout` and names this build in its user agent.
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, ClientError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .user_agent(concat!(
+            "skeletonhunter-localizer/",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .build()
+        .map_err(ClientError::Build)
+}
+
+/// Check the base URL early so a typo fails at start-up, not every cycle.
+pub fn validate_base_url(base: &str) -> Result<String, ClientError> {
+    let trimmed = base.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(trimmed).map_err(|e| ClientError::Unparsable {
+        url: base.to_string(),
+        reason: e.to_string(),
+    })?;
+    let url_of = || base.to_string();
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(ClientError::Scheme { url: url_of() });
+    }
+    if url.host_str().is_none() {
+        return Err(ClientError::NoHost { url: url_of() });
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(ClientError::NotARoot { url: url_of() });
+    }
+    Ok(trimmed.to_string())
+}
+
+/// reqwest errors hide the useful part (connection refused, timed out) in
+/// their source chain; flatten it into one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        src = s.source();
+    }
+    out
+}
+
+/// `application/x-www-form-urlencoded` encoding (RFC 3986 unreserved kept,
+/// everything else percent-encoded) — PromQL is full of `{}"=~` characters.
+pub fn encode_form(pairs: &[(&str, String)]) -> String {
+    fn enc(s: &str, out: &mut String) {
+        for b in s.bytes() {
+            match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    out.push(b as char);
+                }
+                _ => out.push_str(&format!("%{b:02X}")),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        enc(k, &mut out);
+        out.push('=');
+        enc(v, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_encoding_escapes_promql() {
+        let s = encode_form(&[
+            ("query", "sum(x{a=~\"b|c\"}) / 2".into()),
+            ("time", "1.5".into()),
+        ]);
+        assert_eq!(
+            s,
+            "query=sum%28x%7Ba%3D~%22b%7Cc%22%7D%29%20%2F%202&time=1.5"
+        );
+    }
+
+    #[test]
+    fn base_urls_are_validated() {
+        assert_eq!(
+            validate_base_url("http://p:9090/").unwrap(),
+            "http://p:9090"
+        );
+        assert_eq!(
+            validate_base_url("http://t/query").unwrap(),
+            "http://t/query"
+        );
+        for bad in ["prom:9090", "ftp://p", "http://p/?x=1", ""] {
+            let err = validate_base_url(bad).unwrap_err().to_string();
+            assert!(err.contains("invalid URL"), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Flags and value parsers shared by several subcommands. clap prefixes a
+//! parser's error with the flag it belongs to, so the errors here say only
+//! what is wrong with the value.
+
+use crate::engine::model::Config;
+use skeletonhunter_common::duration::{self, DurationError};
+use std::time::Duration;
+
+/// A flag value that does not parse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FlagError {
+    /// Not a small non-negative duration.
+    #[error(
+        "invalid latency {input:?}: expected a non-negative number with an optional unit ns, us, ms or s (e.g. 2us)"
+    )]
+    Latency {
+        /// As given.
+        input: String,
+        /// What the duration parser objected to.
+        reason: DurationError,
+    },
+    /// Not a non-negative finite number.
+    #[error("invalid ratio {0:?}: expected a non-negative number (e.g. 0.5)")]
+    Ratio(String),
+    /// Not a duration.
+    #[error("invalid duration: {0}")]
+    Duration(DurationError),
+    /// Zero where time must pass.
+    #[error("invalid duration {0:?}: must be positive")]
+    NotPositive(String),
+}
+
+/// Engine flags shared by `analyze` and `run`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct EngineArgs {
+    /// Smallest RTT excess over the path-class baseline reported as latency
+    /// (e.g. 2us, 50us, 0.2ms; plain numbers are seconds). The test stays
+    /// statistical; this is the effect size that matters. Default 2us (RoCE:
+    /// +10 us already slows training); software fabrics (veth, virtual
+    /// switches) whose RTTs wander by tens of us need far more.
+    #[arg(long, value_parser = parse_latency, value_name = "DURATION")]
+    pub min_latency_excess: Option<f64>,
+    /// Smallest RTT excess reported as latency, as a share of the path
+    /// class's baseline RTT (default 0.1; the larger of the two minimums applies).
+    #[arg(long, value_parser = parse_ratio, value_name = "RATIO")]
+    pub min_latency_excess_ratio: Option<f64>,
+}
+
+impl EngineArgs {
+    /// The engine configuration: defaults with the flags applied.
+    pub fn config(&self) -> Config {
+        let mut c = Config::default();
+        if let Some(s) = self.min_latency_excess {
+            c.min_latency_excess_seconds = s;
+        }
+        if let Some(r) = self.min_latency_excess_ratio {
+            c.min_latency_excess_ratio = r;
+        }
+        c
+    }
+}
+
+/// A small duration in seconds: `2us` (or `2µs`), `500ns`, `0.2ms`, `1s`,
+/// or plain seconds (`2e-6`). Zero is allowed (no minimum).
+pub fn parse_latency(s: &str) -> Result<f64, FlagError> {
+    duration::parse(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|reason| FlagError::Latency {
+            input: s.to_string(),
+            reason,
+        })
+}
+
+/// A non-negative finite ratio.
+pub fn parse_ratio(s: &str) -> Result<f64, FlagError> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(FlagError::Ratio(s.to_string())),
+    }
+}
+
+/// A positive duration (`500ms`, `10s`, `1m`, `1h30m`, or plain seconds).
+pub fn positive_duration(s: &str) -> Result<Duration, FlagError> {
+    let d = duration::parse(s).map_err(FlagError::Duration)?;
+    if d.is_zero() {
+        return Err(FlagError::NotPositive(s.trim().to_string()));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_flags_parse_with_units_and_reject_garbage() {
+        assert_eq!(parse_latency("2us").unwrap(), 2e-6);
+        assert_eq!(parse_latency("2µs").unwrap(), 2e-6);
+        assert!((parse_latency("0.2ms").unwrap() - 2e-4).abs() < 1e-15);
+        assert!((parse_latency("500ns").unwrap() - 5e-7).abs() < 1e-18);
+        assert_eq!(parse_latency("2e-6").unwrap(), 2e-6);
+        assert_eq!(parse_latency("0").unwrap(), 0.0);
+        for bad in ["", "fast", "-1us", "2 parsecs", "nanus", "inf"] {
+            let e = parse_latency(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid latency"), "{bad}: {e}");
+        }
+        assert_eq!(parse_ratio("0.5").unwrap(), 0.5);
+        assert!(parse_ratio("-0.5").is_err() && parse_ratio("NaN").is_err());
+        let c = EngineArgs {
+            min_latency_excess: Some(2e-4),
+            min_latency_excess_ratio: None,
+        }
+        .config();
+        assert_eq!(c.min_latency_excess_seconds, 2e-4);
+        assert_eq!(
+            c.min_latency_excess_ratio,
+            Config::default().min_latency_excess_ratio
+        );
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(positive_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(
+            positive_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(positive_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            positive_duration("2.5").unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in ["", "0", "-1", "10x", "s"] {
+            assert!(positive_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! `skeletonhunter-localizer run`: the online localizer's flags.
+
+use super::flags::{positive_duration, EngineArgs};
+use crate::online::{self, Settings};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Flags of `skeletonhunter-localizer run`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    about = "Localize faults online: query Prometheus every cycle, alert via Alertmanager, serve blame metrics",
+    long_about = "Every --interval, query the Prometheus HTTP API (Prometheus, VictoriaMetrics, Thanos, Mimir) for \
+per-pair probe loss, dial failures and RTT over --window and for skeletonhunter_node_info topology, run the \
+tomography engine, and post component alerts (alertname SkeletonHunterComponentFaulty) to every --alertmanager, \
+re-posting them while active and resolving them when the fault clears. A cycle with unreachable Prometheus or \
+partial data raises and clears nothing; it is logged and counted. Blame and health metrics are served on --listen."
+)]
+pub struct RunArgs {
+    /// Prometheus-compatible API root, e.g. http://prometheus:9090 (VictoriaMetrics: http://vm:8428).
+    #[arg(long, env = "SKELETONHUNTER_PROMETHEUS", value_name = "URL")]
+    pub prometheus: String,
+    /// Alertmanager root, e.g. http://alertmanager:9093; repeat for an HA cluster (each gets every alert).
+    /// Without any, the localizer only serves metrics.
+    #[arg(
+        long,
+        env = "SKELETONHUNTER_ALERTMANAGER",
+        value_name = "URL",
+        value_delimiter = ','
+    )]
+    pub alertmanager: Vec<String>,
+    /// Address of the /metrics, /report and /healthz endpoint.
+    #[arg(long, default_value = "0.0.0.0:9479", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Time between cycles (e.g. 10s, 500ms, 1m).
+    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub interval: Duration,
+    /// Range of the per-pair aggregates (PromQL increase() window); cover at least two scrapes.
+    #[arg(long, default_value = "1m", value_parser = positive_duration, value_name = "DURATION")]
+    pub window: Duration,
+    /// How far back to look for a node's skeletonhunter_node_info, so a node whose exporter went dark
+    /// (e.g. an unreachable container) keeps its place in the topology.
+    #[arg(long, default_value = "1h", value_parser = positive_duration, value_name = "DURATION")]
+    pub topology_window: Duration,
+    /// Timeout of each HTTP request to Prometheus or Alertmanager.
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+    /// How long Alertmanager keeps a firing alert without a re-post (its endsAt); default 4 x --interval,
+    /// at least 30s. Bounds how long an alert outlives a dead localizer.
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub alert_ttl: Option<Duration>,
+    /// Packet-probe protocols whose sent/lost counters and RTT histograms are analyzed
+    /// (tcp series are dial attempts and always used for the unreachable test).
+    #[arg(long = "protocol", default_values = ["udp", "icmp", "rdma"], value_delimiter = ',', value_name = "PROTO")]
+    pub protocols: Vec<String>,
+    /// Extra PromQL label matchers added to every query, e.g. 'job="skeletonhunter"'.
+    #[arg(long, value_name = "MATCHERS")]
+    pub matchers: Option<String>,
+    /// generatorURL of the alerts (e.g. a Grafana dashboard link).
+    #[arg(long, default_value = "", value_name = "URL")]
+    pub external_url: String,
+    /// Resolved alerts kept per Alertmanager while it is unreachable.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub queue_capacity: usize,
+    /// A component not alerting yet fires only when reported in this many consecutive cycles
+    /// (1: at once). Partial evidence at the start of a fault lasts about a scrape interval.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100), value_name = "N")]
+    pub confirm_cycles: u32,
+    /// Prometheus' scrape interval of the exporters: the margin for staggered scrapes. A new
+    /// finding whose evidence lies mostly on pairs of a component that cleared less than
+    /// --window + this ago is held until then (it may be that fault's leftovers).
+    #[arg(long, default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
+    pub scrape_interval: Duration,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: EngineArgs,
+    /// Run one cycle, print its report as JSON on stdout and exit (non-zero when the data was unusable).
+    #[arg(long)]
+    pub once: bool,
+    /// Log level when RUST_LOG is unset.
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+/// Entry point of `skeletonhunter-localizer run` (logging is set up by the
+/// caller from `--log-level`).
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    check_args(&args)?;
+    online::run(settings(args))?;
+    Ok(())
+}
+
+fn settings(args: RunArgs) -> Settings {
+    Settings {
+        engine: args.engine.config(),
+        prometheus: args.prometheus,
+        alertmanagers: args.alertmanager,
+        listen: args.listen,
+        interval: args.interval,
+        window: args.window,
+        topology_window: args.topology_window,
+        timeout: args.timeout,
+        alert_ttl: args.alert_ttl,
+        protocols: args.protocols,
+        matchers: args.matchers,
+        external_url: args.external_url,
+        queue_capacity: args.queue_capacity,
+        confirm_cycles: args.confirm_cycles,
+        scrape_interval: args.scrape_interval,
+        once: args.once,
+    }
+}
+
+/// Validate flags that clap cannot.
+fn check_args(args: &RunArgs) -> anyhow::Result<()> {
+    if args.window < Duration::from_secs(1) {
+        anyhow::bail!("--window {:?}: must be at least 1s", args.window);
+    }
+    if args.protocols.is_empty() {
+        anyhow::bail!("--protocol: give at least one of udp, icmp, rdma");
+    }
+    for p in &args.protocols {
+        if !["udp", "icmp", "rdma", "tcp"].contains(&p.as_str()) {
+            anyhow::bail!("--protocol {p:?}: expected udp, icmp, rdma or tcp");
+        }
+    }
+    if let Some(m) = &args.matchers {
+        if m.contains('{') || m.contains('}') {
+            anyhow::bail!(
+                "--matchers {m:?}: give label matchers without braces, e.g. job=\"skeletonhunter\""
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The engine's vocabulary: what goes in (per-pair aggregates, tuning) and
+//! what comes out (faults, blame, the `analyze` report).
+//!
+//! Every other layer speaks these types; they hold data only, so adding a
+//! field (e.g. a probe count per pair) never pulls logic along with it.
+
+use serde::{Deserialize, Serialize};
+use skeletonhunter_common::topology::{Component, Identity, Kind};
+
+/// Aggregated probe results of one (src, dst) pair over the analysis window.
+///
+/// Counts are `f64` so that PromQL `increase()` results (which extrapolate)
+/// can be used as they come; the CSV path fills whole numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairStats {
+    /// Prober side (its `node` id must be non-empty).
+    pub src: Identity,
+    /// Responder side.
+    pub dst: Identity,
+    /// Probe rounds attempted (CSV rows; online: dial attempts in the window).
+    pub rounds: f64,
+    /// Rounds whose dial / connection failed (CSV `dial` != `success`;
+    /// online: increase of `skeletonhunter_probe_dial_failures_total`).
+    pub failed_dials: f64,
+    /// Packets sent in connected rounds (online: increase of
+    /// `skeletonhunter_probe_sent_total`).
+    pub sent: f64,
+    /// Packets of those lost (online: increase of
+    /// `skeletonhunter_probe_lost_total`).
+    pub lost: f64,
+    /// Typical RTT in seconds (CSV: median of the rounds' `latency`; online:
+    /// `histogram_quantile(0.5, ...)` of the RTT histogram); `None` when no
+    /// reply came back.
+    pub rtt_seconds: Option<f64>,
+    /// How many RTT samples `rtt_seconds` summarizes (0 when none).
+    pub rtt_samples: f64,
+    /// Router addresses traced on this pair's path (online: from
+    /// `skeletonhunter_path_hop_info`); each joins the pair's path as a `hop`
+    /// component. Empty when the pair was not traced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<String>,
+}
+
+/// Engine tuning. Defaults are what the benchmark is measured with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Family-wise significance level for blaming a component; divided by the
+    /// number of candidate columns (Bonferroni) before use.
+    pub alpha: f64,
+    /// Family-wise significance level for calling a single pair anomalous;
+    /// divided by the number of pairs before use.
+    pub pair_alpha: f64,
+    /// Per-pair level used when counting which of a candidate's pairs show
+    /// its symptom (coverage test); lenient on purpose.
+    pub coverage_alpha: f64,
+    /// Floor for the estimated background packet loss rate.
+    pub min_background_loss: f64,
+    /// Floor for the estimated background dial failure rate.
+    pub min_background_dial_failure: f64,
+    /// Ceiling for both background rates: when most of a (small) fabric
+    /// fails, that is not background.
+    pub max_background_rate: f64,
+    /// Floor for the latency noise scale (seconds), so a perfectly quiet
+    /// fabric does not flag nanosecond jitter.
+    pub min_latency_scale_seconds: f64,
+    /// Smallest excess RTT (seconds) worth reporting, absolute: a pair or a
+    /// component is slow only when it adds at least this much (and at least
+    /// `min_latency_excess_ratio` of its path class's baseline RTT). The
+    /// test stays statistical; this is the practical effect size below which
+    /// a significant shift does not matter. The default (2 µs) suits RoCE
+    /// fabrics, where +10 µs already costs training speed; software paths
+    /// (veth, virtual switches) wander by tens of µs and need far more.
+    pub min_latency_excess_seconds: f64,
+    /// Smallest excess RTT worth reporting, relative to the healthy baseline
+    /// RTT of the pair's path class (0.25 = a quarter of the baseline).
+    pub min_latency_excess_ratio: f64,
+    /// A pair's RTT counts only when summarized from at least this many
+    /// samples (a median of fewer is not robust to one delayed reply).
+    pub min_latency_samples: f64,
+    /// Lasso penalty, relative to the largest useful penalty `lambda_max`.
+    pub lambda_ratio: f64,
+    /// A component is blamed only when at least this many of its pairs show
+    /// the symptom (one bad pair is indistinguishable from pair noise).
+    pub min_pairs: usize,
+    /// Non-ECMP components: observed coverage must reach this share of the
+    /// coverage the fitted fault predicts.
+    pub min_coverage_ratio: f64,
+    /// Spines (ECMP: a fault may hit only some flows): smallest fraction of
+    /// their pairs that must show the symptom.
+    pub ecmp_min_fraction: f64,
+    /// `unreachable` means (nearly) nothing gets through: a component blamed
+    /// for loss is `unreachable` when the packet loss it adds reaches this
+    /// share, and `loss` below it even when the dial test blames it too.
+    pub unreachable_min_loss: f64,
+    /// Coordinate-descent sweeps at most.
+    pub max_sweeps: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            alpha: 1e-3,
+            pair_alpha: 1e-2,
+            coverage_alpha: 1e-2,
+            min_background_loss: 1e-5,
+            min_background_dial_failure: 1e-4,
+            max_background_rate: 0.01,
+            min_latency_scale_seconds: 0.5e-6,
+            min_latency_excess_seconds: 2e-6,
+            min_latency_excess_ratio: 0.1,
+            unreachable_min_loss: 0.9,
+            min_latency_samples: 3.0,
+            lambda_ratio: 0.05,
+            min_pairs: 2,
+            min_coverage_ratio: 0.5,
+            ecmp_min_fraction: 0.08,
+            max_sweeps: 200,
+        }
+    }
+}
+
+/// What a fault does to the probes crossing it; the `symptom` of every
+/// fault, alert and blame series (see `docs/localizer.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Symptom {
+    /// Packets are dropped.
+    Loss,
+    /// (Nearly) nothing gets through: dials fail.
+    Unreachable,
+    /// Packets are delayed.
+    Latency,
+}
+
+impl Symptom {
+    /// Every symptom, in report order.
+    pub const ALL: [Symptom; 3] = [Symptom::Loss, Symptom::Unreachable, Symptom::Latency];
+
+    /// The label / JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Symptom::Loss => "loss",
+            Symptom::Unreachable => "unreachable",
+            Symptom::Latency => "latency",
+        }
+    }
+}
+
+impl std::fmt::Display for Symptom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One blamed component, as in the `analyze` JSON (`docs/localizer.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fault {
+    /// Kind of the blamed component.
+    pub kind: Kind,
+    /// Id of the blamed component.
+    pub id: String,
+    /// Estimated failure probability in [0, 1]: loss rate for `loss`,
+    /// share of failed dials for `unreachable`, share of the RTT due to the
+    /// component for `latency`.
+    pub score: f64,
+    /// One-sided p-value of "this component adds nothing" (before the
+    /// Bonferroni correction; compare with `alpha / candidates`).
+    pub p_value: f64,
+    /// What it does to the probes.
+    pub symptom: Symptom,
+    /// Anomalous pairs crossing the component that it explains.
+    pub pairs: usize,
+    /// Components no observed pair can tell apart from this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equivalent: Vec<Component>,
+    /// Indices (into the `pairs` given to [`crate::analyze`]) of the anomalous
+    /// pairs the fault explains; not serialized. The online loop uses them
+    /// to tell a new fault from leftovers of one that just cleared.
+    #[serde(skip)]
+    pub hit_pairs: Vec<usize>,
+}
+
+impl Fault {
+    /// The blamed component.
+    pub fn component(&self) -> Component {
+        Component::new(self.kind, self.id.clone())
+    }
+}
+
+/// A candidate the Lasso selected, blamed or cleared; the online loop turns
+/// these into `skeletonhunter_component_blame` / `_faulty`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Blame {
+    /// The candidate component.
+    pub component: Component,
+    /// The symptom it was tested for.
+    pub symptom: Symptom,
+    /// Estimated failure probability.
+    pub score: f64,
+    /// p-value of the test.
+    pub p_value: f64,
+    /// Blamed (true) or considered and cleared (false).
+    pub faulty: bool,
+}
+
+/// The `analyze` output. Serializes exactly to the documented JSON; `blame` is
+/// for the online loop and is not serialized.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Most-blamed first; empty when healthy.
+    pub faults: Vec<Fault>,
+    /// Pairs analyzed.
+    pub pairs_observed: usize,
+    /// Pairs anomalous for at least one symptom.
+    pub pairs_anomalous: usize,
+    /// Every tested candidate, for the blame metrics.
+    #[serde(skip)]
+    pub blame: Vec<Blame>,
+}
+
+/// Wall-clock split of one [`analyze`] call (for the benchmark).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timings {
+    /// Building the path matrix.
+    pub matrix: std::time::Duration,
+    /// Per-pair detection.
+    pub detect: std::time::Duration,
+    /// Lasso and tests.
+    pub localize: std::time::Duration,
+}

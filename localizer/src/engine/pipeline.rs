@@ -1,0 +1,232 @@
+//! The whole engine in one call: path matrix, detection, tomography.
+//!
+//! This is the orchestrator of the `engine` layer (the folder's `mod.rs`
+//! only declares and re-exports); `analyze` and the online loop both come
+//! through here.
+
+use super::detect;
+use super::model::{Config, PairStats, Report, Timings};
+use super::tomography;
+use super::topology;
+
+/// Run detection and localization over one window of pair aggregates.
+///
+/// Pairs with the same (src node, dst node) are expected at most once; pairs
+/// with an empty src or dst node id, or without any round, are ignored.
+pub fn analyze(pairs: &[PairStats], config: &Config) -> Report {
+    analyze_timed(pairs, config).0
+}
+
+/// [`analyze`], also returning how long each stage took.
+pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) {
+    let t0 = std::time::Instant::now();
+    let (index, usable): (Vec<usize>, Vec<&PairStats>) = pairs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.src.node.is_empty() && !p.dst.node.is_empty() && p.rounds > 0.0)
+        .unzip();
+    let matrix = topology::PathMatrix::build(&usable);
+    let t1 = std::time::Instant::now();
+    let evidence = detect::detect(&usable, &matrix, config);
+    let t2 = std::time::Instant::now();
+    let mut report = tomography::localize(&matrix, &evidence, config);
+    for f in &mut report.faults {
+        for i in &mut f.hit_pairs {
+            *i = index[*i];
+        }
+    }
+    report.pairs_observed = usable.len();
+    report.pairs_anomalous = evidence.anomalous_pairs();
+    let t3 = std::time::Instant::now();
+    (
+        report,
+        Timings {
+            matrix: t1 - t0,
+            detect: t2 - t1,
+            localize: t3 - t2,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::{Blame, Fault, Symptom};
+    use skeletonhunter_common::topology::{Component, Identity, Kind};
+
+    #[test]
+    fn report_serializes_to_the_design_json() {
+        let report = Report {
+            faults: vec![Fault {
+                kind: Kind::Tor,
+                id: "asw-1".into(),
+                score: 0.5,
+                p_value: 1e-9,
+                symptom: Symptom::Loss,
+                pairs: 17,
+                equivalent: vec![Component::new(Kind::Nic, "10.0.3.1")],
+                hit_pairs: vec![3, 4],
+            }],
+            pairs_observed: 1234,
+            pairs_anomalous: 40,
+            blame: vec![Blame {
+                component: Component::new(Kind::Tor, "asw-1"),
+                symptom: Symptom::Loss,
+                score: 0.5,
+                p_value: 1e-9,
+                faulty: true,
+            }],
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "faults": [{"kind": "tor", "id": "asw-1", "score": 0.5, "p_value": 1e-9,
+                            "symptom": "loss", "pairs": 17,
+                            "equivalent": [{"kind": "nic", "id": "10.0.3.1"}]}],
+                "pairs_observed": 1234, "pairs_anomalous": 40
+            })
+        );
+        // No equivalent: the key is left out.
+        let mut r = report.clone();
+        r.faults[0].equivalent.clear();
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["faults"][0].get("equivalent").is_none());
+    }
+
+    #[test]
+    fn unusable_pairs_are_ignored() {
+        let good = PairStats {
+            src: Identity {
+                node: "a".into(),
+                ..Default::default()
+            },
+            dst: Identity {
+                node: "b".into(),
+                ..Default::default()
+            },
+            rounds: 3.0,
+            sent: 300.0,
+            ..Default::default()
+        };
+        let no_rounds = PairStats {
+            rounds: 0.0,
+            ..good.clone()
+        };
+        let no_id = PairStats {
+            src: Identity::default(),
+            ..good.clone()
+        };
+        let r = analyze(&[good, no_rounds, no_id], &Config::default());
+        assert_eq!(r.pairs_observed, 1);
+        assert!(r.faults.is_empty());
+    }
+
+    fn endpoint(node: &str, tor: &str, spine: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            nic: format!("nic-{node}"),
+            host: format!("host-{node}"),
+            tor: tor.into(),
+            spine: spine.into(),
+            ..Default::default()
+        }
+    }
+
+    fn probed(src: &Identity, dst: &Identity, lost: f64, hops: &[&str]) -> PairStats {
+        PairStats {
+            src: src.clone(),
+            dst: dst.clone(),
+            rounds: 10.0,
+            sent: 1000.0,
+            lost,
+            hops: hops.iter().map(std::string::ToString::to_string).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn named(r: &Report) -> Vec<String> {
+        r.faults
+            .iter()
+            .map(|f| format!("{}:{}", f.component(), f.symptom.as_str()))
+            .collect()
+    }
+
+    /// ToR t1 under spine s1 and t2 under s2: every cross pair crosses both
+    /// spines, so labels cannot tell them apart. The traces show two routers
+    /// (ECMP) and only the pairs through 10.0.0.1 lose packets: that router
+    /// is blamed, not a spine.
+    #[test]
+    fn traced_hops_single_out_the_router_the_lossy_pairs_cross() {
+        let a: Vec<Identity> = (0..4)
+            .map(|i| endpoint(&format!("a{i}"), "t1", "s1"))
+            .collect();
+        let b: Vec<Identity> = (0..4)
+            .map(|i| endpoint(&format!("b{i}"), "t2", "s2"))
+            .collect();
+        let mut pairs = Vec::new();
+        for i in 0..4 {
+            pairs.push(probed(&a[i], &a[(i + 1) % 4], 0.0, &[]));
+            pairs.push(probed(&b[i], &b[(i + 1) % 4], 0.0, &[]));
+            for (j, bj) in b.iter().enumerate() {
+                let (router, lost) = if (i + j) % 2 == 0 {
+                    ("10.0.0.1", 200.0)
+                } else {
+                    ("10.0.0.2", 0.0)
+                };
+                pairs.push(probed(&a[i], bj, lost, &["10.0.1.1", router]));
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["hop/10.0.0.1:loss"]);
+        let f = &r.faults[0];
+        assert!((f.score - 0.2).abs() < 0.05, "{}", f.score);
+        assert_eq!(f.pairs, 8);
+        assert!(f.equivalent.is_empty(), "{:?}", f.equivalent);
+
+        // Without the traces the spines are one column (s1 reported, s2
+        // equivalent) and no hop can be named.
+        for p in &mut pairs {
+            p.hops.clear();
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(r.faults.iter().all(|f| f.kind != Kind::Hop));
+        let m = topology::PathMatrix::build(&pairs.iter().collect::<Vec<_>>());
+        let j = m.find(&Component::new(Kind::Spine, "s2")).unwrap();
+        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+    }
+
+    /// A hop seen on exactly the pairs crossing a ToR (its own address) is
+    /// indistinguishable from it: the ToR is reported, the hop listed.
+    #[test]
+    fn a_hop_that_always_goes_with_a_tor_is_listed_as_its_equivalent() {
+        let tors = ["t1", "t2", "t3"];
+        let nodes: Vec<Identity> = (0..9)
+            .map(|i| endpoint(&format!("n{i}"), tors[i / 3], "s1"))
+            .collect();
+        let tor_hop = |t: &str| format!("10.1.0.{}", &t[1..]);
+        let mut pairs = Vec::new();
+        for i in 0..9 {
+            for j in i + 1..9 {
+                let (x, y) = (&nodes[i], &nodes[j]);
+                let mut hops = vec![tor_hop(&x.tor)];
+                if y.tor != x.tor {
+                    hops.push(tor_hop(&y.tor));
+                }
+                let lost = if x.tor == "t1" || y.tor == "t1" {
+                    150.0
+                } else {
+                    0.0
+                };
+                let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
+                pairs.push(probed(x, y, lost, &hops));
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["tor/t1:loss"]);
+        assert_eq!(
+            r.faults[0].equivalent,
+            vec![Component::new(Kind::Hop, "10.1.0.1")]
+        );
+    }
+}

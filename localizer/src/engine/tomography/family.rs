@@ -1,0 +1,275 @@
+//! The statistical families of the symptoms: how one candidate's extra
+//! effect is fitted and tested on its pairs, given the faults accepted so
+//! far ([`Model`]).
+//!
+//! Binomial (loss, unreachable: log survival is the sum of the components'
+//! log survivals along the path) and Gaussian (latency: delays add up)
+//! implement [`Family`]; the decision logic that uses them lives once in
+//! [`super::hypothesis`]. A new symptom (e.g. a gray-failure rate) gets a
+//! new `Family` here.
+
+use crate::engine::detect::{BinomialObs, LatencyObs};
+use crate::engine::model::Config;
+use crate::engine::stats::{binomial_loglik, binomial_upper_tail, normal_upper_tail};
+
+/// The model of faults accepted so far, per pair.
+pub(super) struct Model {
+    /// Binomial: Σ log(1 - q) of accepted faults on the path; latency: Σ
+    /// accepted delays (seconds).
+    pub(super) effect: Vec<f64>,
+    /// Pairs fully explained by an accepted ECMP fault.
+    pub(super) explained: Vec<bool>,
+}
+
+impl Model {
+    /// No fault accepted yet.
+    pub(super) fn empty(npairs: usize) -> Model {
+        Model {
+            effect: vec![0.0; npairs],
+            explained: vec![false; npairs],
+        }
+    }
+}
+
+/// Smallest integer k >= 1 with P(X >= k | n, p) < level.
+fn critical_count(n: f64, p: f64, level: f64) -> f64 {
+    let (mut lo, mut hi) = (1.0f64, n.ceil().max(1.0));
+    if binomial_upper_tail(hi, n, p) >= level {
+        return f64::INFINITY;
+    }
+    while hi - lo > 0.5 {
+        let mid = ((lo + hi) / 2.0).floor();
+        if binomial_upper_tail(mid, n, p) < level {
+            hi = mid;
+        } else {
+            lo = mid + 1.0;
+        }
+        if lo >= hi {
+            break;
+        }
+    }
+    if binomial_upper_tail(lo, n, p) < level {
+        lo
+    } else {
+        hi
+    }
+}
+
+/// MLE of the extra failure rate q of one component over pairs with base
+/// survival `s_i`: maximizes Σ k ln(1 - s(1-q)) + (n-k) ln(s(1-q)).
+fn fit_q(rows: &[(f64, f64, f64)]) -> f64 {
+    let grad = |q: f64| -> f64 {
+        rows.iter()
+            .map(|&(n, k, s)| {
+                let fail = (1.0 - s * (1.0 - q)).max(1e-300);
+                k * s / fail - (n - k) / (1.0 - q)
+            })
+            .sum()
+    };
+    if grad(0.0) <= 0.0 {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (0.0f64, 1.0 - 1e-12);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if grad(mid) > 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+fn loglik_q(rows: &[(f64, f64, f64)], q: f64) -> f64 {
+    rows.iter()
+        .map(|&(n, k, s)| binomial_loglik(k, n, 1.0 - s * (1.0 - q)))
+        .sum()
+}
+
+/// One symptom's statistical family: how a candidate's effect is fitted and
+/// tested on its pairs. Binomial (loss, unreachable) and Gaussian (latency)
+/// implement it; [`super::hypothesis::evaluate`] holds the decision logic once.
+pub(super) trait Family {
+    /// Is pair `i` usable (has data, not explained by an ECMP fault)?
+    fn usable(&self, model: &Model, i: usize) -> bool;
+    /// Does pair `i` show the symptom beyond the current model (lenient
+    /// per-pair level)?
+    fn anomalous(&self, model: &Model, i: usize) -> bool;
+    /// Fit one extra component effect over `rows`: (parameter, LR statistic).
+    fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64);
+    /// Evidence of pair `i` alone (saturated LR statistic), for ranking.
+    fn pair_evidence(&self, model: &Model, i: usize) -> f64;
+    /// Probability that pair `i` shows the symptom if the component has
+    /// effect `param`.
+    fn p_hit(&self, model: &Model, i: usize, param: f64) -> f64;
+    /// The reported score in [0, 1] for effect `param` over `rows`.
+    fn score(&self, rows: &[u32], param: f64) -> f64;
+    /// The model effect to add to each of the component's pairs.
+    fn effect(&self, param: f64) -> f64;
+    /// Is an effect of this size worth reporting?
+    fn big_enough(&self, rows: &[u32], param: f64) -> bool;
+}
+
+/// Loss (packets) and unreachable (dials): a binomial count per pair.
+pub(super) struct BinomialFamily<'a> {
+    pub(super) obs: &'a BinomialObs,
+    pub(super) config: &'a Config,
+}
+
+impl BinomialFamily<'_> {
+    fn survival(&self, model: &Model, i: usize) -> f64 {
+        (1.0 - self.obs.background) * model.effect[i].exp()
+    }
+    fn rows(&self, model: &Model, rows: &[u32]) -> Vec<(f64, f64, f64)> {
+        rows.iter()
+            .map(|&i| {
+                let i = i as usize;
+                (self.obs.n[i], self.obs.k[i], self.survival(model, i))
+            })
+            .collect()
+    }
+}
+
+impl Family for BinomialFamily<'_> {
+    fn usable(&self, model: &Model, i: usize) -> bool {
+        self.obs.n[i] > 0.0 && !model.explained[i]
+    }
+    fn anomalous(&self, model: &Model, i: usize) -> bool {
+        let (n, k) = (self.obs.n[i], self.obs.k[i]);
+        n > 0.0
+            && k > 0.0
+            && !model.explained[i]
+            && binomial_upper_tail(k, n, 1.0 - self.survival(model, i)) < self.config.coverage_alpha
+    }
+    fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
+        let r = self.rows(model, rows);
+        let q = fit_q(&r);
+        (q, (2.0 * (loglik_q(&r, q) - loglik_q(&r, 0.0))).max(0.0))
+    }
+    fn pair_evidence(&self, model: &Model, i: usize) -> f64 {
+        let (n, k) = (self.obs.n[i], self.obs.k[i]);
+        let base = 1.0 - self.survival(model, i);
+        let sat = (k / n).max(base);
+        2.0 * (binomial_loglik(k, n, sat) - binomial_loglik(k, n, base))
+    }
+    fn p_hit(&self, model: &Model, i: usize, q: f64) -> f64 {
+        let n = self.obs.n[i];
+        let s = self.survival(model, i);
+        let kc = critical_count(n, 1.0 - s, self.config.coverage_alpha);
+        if kc.is_finite() {
+            binomial_upper_tail(kc, n, 1.0 - s * (1.0 - q))
+        } else {
+            0.0
+        }
+    }
+    fn score(&self, _rows: &[u32], q: f64) -> f64 {
+        q
+    }
+    fn effect(&self, q: f64) -> f64 {
+        (1.0 - q).max(1e-12).ln()
+    }
+    fn big_enough(&self, _rows: &[u32], q: f64) -> bool {
+        q > 0.0
+    }
+}
+
+/// Latency: a Gaussian excess RTT per pair.
+pub(super) struct LatencyFamily<'a> {
+    pub(super) obs: &'a LatencyObs,
+    pub(super) config: &'a Config,
+    /// Per-pair z threshold of the coverage test.
+    pub(super) z_cov: f64,
+}
+
+impl Family for LatencyFamily<'_> {
+    fn usable(&self, model: &Model, i: usize) -> bool {
+        self.obs.present[i] && !model.explained[i]
+    }
+    fn anomalous(&self, model: &Model, i: usize) -> bool {
+        if !self.usable(model, i) {
+            return false;
+        }
+        let e = self.obs.excess[i] - model.effect[i];
+        e > self.z_cov * self.obs.sigma[i] && e >= self.obs.min_excess[i]
+    }
+    fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
+        let (mut sw, mut swe) = (0.0, 0.0);
+        for &i in rows {
+            let i = i as usize;
+            let s = self.obs.sigma[i];
+            sw += 1.0 / (s * s);
+            swe += (self.obs.excess[i] - model.effect[i]) / (s * s);
+        }
+        if sw <= 0.0 || swe <= 0.0 {
+            return (0.0, 0.0);
+        }
+        // Gaussian LR for a non-negative shift: T² with T the z of the
+        // weighted mean.
+        (swe / sw, swe * swe / sw)
+    }
+    fn pair_evidence(&self, model: &Model, i: usize) -> f64 {
+        let z = (self.obs.excess[i] - model.effect[i]) / self.obs.sigma[i];
+        if z > 0.0 {
+            z * z
+        } else {
+            0.0
+        }
+    }
+    fn p_hit(&self, _model: &Model, i: usize, d: f64) -> f64 {
+        normal_upper_tail(self.z_cov - d / self.obs.sigma[i])
+    }
+    fn score(&self, rows: &[u32], d: f64) -> f64 {
+        let base = rows
+            .iter()
+            .map(|&i| self.obs.baseline[i as usize])
+            .sum::<f64>()
+            / rows.len().max(1) as f64;
+        if d > 0.0 {
+            d / (d + base.max(1e-12))
+        } else {
+            0.0
+        }
+    }
+    fn effect(&self, d: f64) -> f64 {
+        d
+    }
+    /// The fitted delay must reach the practical effect size of the pairs
+    /// it was fitted on (their mean threshold: the classes may differ).
+    fn big_enough(&self, rows: &[u32], d: f64) -> bool {
+        let floor = if rows.is_empty() {
+            self.config.min_latency_excess_seconds
+        } else {
+            rows.iter()
+                .map(|&i| self.obs.min_excess[i as usize])
+                .sum::<f64>()
+                / rows.len() as f64
+        };
+        d >= floor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_q_is_the_binomial_mle() {
+        // Base survival 1: MLE is k / n.
+        let q = fit_q(&[(1000.0, 30.0, 1.0), (1000.0, 10.0, 1.0)]);
+        assert!((q - 0.02).abs() < 1e-6, "q {q}");
+        // Nothing lost: no extra failure.
+        assert_eq!(fit_q(&[(1000.0, 0.0, 0.999)]), 0.0);
+        // With a base survival of 0.9, an observed 28% loss needs q = 0.2.
+        let q = fit_q(&[(10_000.0, 2800.0, 0.9)]);
+        assert!((q - 0.2).abs() < 1e-3, "q {q}");
+    }
+
+    #[test]
+    fn critical_count_is_the_smallest_significant_count() {
+        let kc = critical_count(600.0, 1e-4, 0.01);
+        assert!(binomial_upper_tail(kc, 600.0, 1e-4) < 0.01);
+        assert!(binomial_upper_tail(kc - 1.0, 600.0, 1e-4) >= 0.01);
+        assert_eq!(critical_count(1.0, 0.5, 0.01), f64::INFINITY);
+    }
+}

@@ -1,0 +1,169 @@
+//! The greedy confirmation shared by all symptoms: evaluate every remaining
+//! candidate against the model of faults accepted so far, accept the
+//! strongest one that passes, explain it away, repeat; then re-test each
+//! accepted fault given all the others and drop those that no longer pass.
+
+use super::equivalence::ecmp_siblings;
+use super::family::{Family, Model};
+use super::hypothesis::{Chance, Tester, Verdict};
+use std::collections::HashMap;
+
+/// Accepted and cleared verdicts of one symptom, from the Lasso's
+/// candidates (`lasso`: columns with a negative coefficient).
+pub(super) fn confirm<F: Family>(
+    tester: &Tester<'_, F>,
+    lasso: &[usize],
+    present: &[bool],
+) -> (Vec<Verdict>, Vec<Verdict>) {
+    let g = Greedy { tester, present };
+    let mut remaining = g.candidates(lasso);
+    let mut last: HashMap<usize, Verdict> = HashMap::new();
+    let accepted = g.forward(&mut remaining, &mut last);
+    let (accepted, dropped) = g.backward(accepted);
+    let cleared = remaining
+        .iter()
+        .filter_map(|j| last.remove(j))
+        .chain(dropped)
+        .collect();
+    (accepted, cleared)
+}
+
+struct Greedy<'a, F> {
+    tester: &'a Tester<'a, F>,
+    /// Pairs with data for this symptom.
+    present: &'a [bool],
+}
+
+impl<F: Family> Greedy<'_, F> {
+    fn npairs(&self) -> usize {
+        self.tester.m.pairs()
+    }
+
+    /// The Lasso proposes the sparsest explanation, but with correlated
+    /// columns (a NIC and its containers, a ToR under another fault) it can
+    /// pick a sibling of the culprit. Every column that several pairs
+    /// showing the symptom cross is a candidate too; the tests decide.
+    fn candidates(&self, lasso: &[usize]) -> Vec<usize> {
+        let m = self.tester.m;
+        let model = Model::empty(self.npairs());
+        let mut remaining: Vec<usize> = lasso.to_vec();
+        let mut is_candidate = vec![false; m.columns.len()];
+        for &j in lasso {
+            is_candidate[j] = true;
+        }
+        let mut count = vec![0usize; m.columns.len()];
+        for (i, &p) in self.present.iter().enumerate() {
+            if p && self.tester.family.anomalous(&model, i) {
+                for &j in m.row(i) {
+                    count[j as usize] += 1;
+                }
+            }
+        }
+        for (j, &c) in count.iter().enumerate() {
+            if c >= self.tester.config.min_pairs.max(1) && !is_candidate[j] {
+                remaining.push(j);
+            }
+        }
+        remaining
+    }
+
+    fn chance(&self, model: &Model) -> Chance {
+        let mut chance = Chance::default();
+        for (i, &p) in self.present.iter().enumerate() {
+            if p && !model.explained[i] {
+                chance.total += 1.0;
+                if self.tester.family.anomalous(model, i) {
+                    chance.anomalous += 1.0;
+                }
+            }
+        }
+        chance
+    }
+
+    /// Add an accepted fault to the model: its effect on every pair it
+    /// crosses, or (ECMP) its hit pairs as explained.
+    fn apply(&self, model: &mut Model, v: &Verdict) {
+        if v.ecmp {
+            for &i in &v.hit {
+                model.explained[i as usize] = true;
+            }
+        } else {
+            for &i in self.tester.m.col(v.col) {
+                model.effect[i as usize] += v.effect;
+            }
+        }
+    }
+
+    fn evaluate(&self, model: &Model, j: usize) -> Verdict {
+        self.tester.evaluate(model, j, self.chance(model))
+    }
+
+    /// Forward: accept the strongest passing candidate, explain it away,
+    /// repeat. `last` keeps every candidate's latest verdict.
+    fn forward(
+        &self,
+        remaining: &mut Vec<usize>,
+        last: &mut HashMap<usize, Verdict>,
+    ) -> Vec<Verdict> {
+        let mut model = Model::empty(self.npairs());
+        let mut accepted = Vec::new();
+        loop {
+            let chance = self.chance(&model);
+            let mut best: Option<Verdict> = None;
+            for &j in remaining.iter() {
+                let v = self.tester.evaluate(&model, j, chance);
+                if v.passes && best.as_ref().is_none_or(|b| v.stat > b.stat) {
+                    best = Some(v.clone());
+                }
+                last.insert(j, v);
+            }
+            let Some(mut b) = best else { break };
+            if b.ecmp {
+                b.also = ecmp_siblings(&b, remaining, last);
+            }
+            remaining.retain(|&j| j != b.col && !b.also.contains(&j));
+            self.apply(&mut model, &b);
+            accepted.push(b);
+        }
+        accepted
+    }
+
+    /// Backward: a fault accepted early may have absorbed the evidence of
+    /// faults accepted later (a spine over a faulty ToR, hit flows shared
+    /// by two faults). Re-test each one given all the others; drop those
+    /// that no longer pass, until every remaining one does. The final
+    /// verdicts are these "given all others" ones. Returns (kept, dropped).
+    fn backward(&self, mut accepted: Vec<Verdict>) -> (Vec<Verdict>, Vec<Verdict>) {
+        let mut dropped: Vec<Verdict> = Vec::new();
+        loop {
+            let mut rechecked = Vec::with_capacity(accepted.len());
+            let mut drop = None;
+            for idx in (0..accepted.len()).rev() {
+                let mut model = Model::empty(self.npairs());
+                for (k, a) in accepted.iter().enumerate() {
+                    if k != idx {
+                        let v = self.evaluate(&model, a.col);
+                        self.apply(&mut model, &v);
+                    }
+                }
+                let mut v = self.evaluate(&model, accepted[idx].col);
+                if !v.passes {
+                    drop = Some((idx, v));
+                    break;
+                }
+                v.also = accepted[idx].also.clone();
+                rechecked.push((idx, v));
+            }
+            match drop {
+                Some((idx, v)) => {
+                    accepted.remove(idx);
+                    dropped.push(v);
+                }
+                None => {
+                    rechecked.sort_by_key(|(idx, _)| *idx);
+                    return (rechecked.into_iter().map(|(_, v)| v).collect(), dropped);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The tests that turn one Lasso candidate into blame or clear: a one-sided
+//! likelihood-ratio test on its pairs, then a coverage test.
+//!
+//! Every candidate needs a significant one-sided LR (Bonferroni level) and
+//! at least `min_pairs` pairs showing the symptom. Then:
+//! - spine (ECMP): the share of its pairs showing the symptom must exceed,
+//!   significantly, the share elsewhere in the fabric ([`Chance`]), and
+//!   reach `ecmp_min_fraction`; the score is fitted on the hit flows only
+//!   (this is what separates a partial spine fault from noisy single pairs);
+//! - other kinds: the evidence must survive dropping its `min_pairs`
+//!   strongest pairs (a few noisy pairs are not a component fault), enough
+//!   pairs must show the symptom for the fitted size (coverage: a fault on a
+//!   node/nic/host/ToR hits all its pairs), and the same must hold for its
+//!   pairs outside its most-hit sub-component (so a NIC is not blamed for
+//!   one container's fault, nor a ToR for a host's).
+
+use super::family::{Family, Model};
+use crate::engine::model::Config;
+use crate::engine::stats::{binomial_upper_tail, one_sided_lr_p_value};
+use crate::engine::topology::PathMatrix;
+use skeletonhunter_common::topology::Kind;
+use std::collections::HashMap;
+
+/// Verdict on one candidate under the current model.
+#[derive(Debug, Clone)]
+pub(super) struct Verdict {
+    /// The candidate's column in the path matrix.
+    pub(super) col: usize,
+    /// LR statistic (ranks passing candidates).
+    pub(super) stat: f64,
+    pub(super) p_value: f64,
+    pub(super) score: f64,
+    /// Size of the effect to add to the model (log survival for binomial,
+    /// seconds for latency); for ECMP faults the hit pairs are explained
+    /// instead.
+    pub(super) effect: f64,
+    /// Pairs showing the symptom (sorted).
+    pub(super) hit: Vec<u32>,
+    pub(super) ecmp: bool,
+    pub(super) passes: bool,
+    /// Other ECMP columns hitting exactly the same pairs: the hit flows
+    /// cannot tell them apart (reported as equivalent).
+    pub(super) also: Vec<usize>,
+}
+
+/// Fabric-wide count of unexplained pairs and of those showing the symptom.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Chance {
+    pub(super) total: f64,
+    pub(super) anomalous: f64,
+}
+
+impl Chance {
+    /// Share of pairs showing the symptom outside a candidate (its own
+    /// `hit` of `n` pairs removed), floored at the per-pair test level.
+    fn outside(&self, hit: f64, n: f64, floor: f64) -> f64 {
+        let t = self.total - n;
+        let a = (self.anomalous - hit).max(0.0);
+        if t > 0.0 {
+            (a / t).max(floor)
+        } else {
+            floor
+        }
+    }
+}
+
+/// Components whose faults may hit only some of their flows (ECMP).
+fn is_ecmp(kind: Kind) -> bool {
+    kind == Kind::Spine
+}
+
+/// Everything one symptom's candidates are tested against.
+pub(super) struct Tester<'a, F> {
+    pub(super) family: &'a F,
+    pub(super) m: &'a PathMatrix,
+    pub(super) config: &'a Config,
+    /// Bonferroni-corrected significance level.
+    pub(super) level: f64,
+}
+
+impl<F: Family> Tester<'_, F> {
+    /// Test candidate column `j` under the current model (see the module
+    /// docs for the rules).
+    pub(super) fn evaluate(&self, model: &Model, j: usize, chance: Chance) -> Verdict {
+        let (f, config) = (self.family, self.config);
+        let rows: Vec<u32> = self
+            .m
+            .col(j)
+            .iter()
+            .copied()
+            .filter(|&i| f.usable(model, i as usize))
+            .collect();
+        let hit: Vec<u32> = rows
+            .iter()
+            .copied()
+            .filter(|&i| f.anomalous(model, i as usize))
+            .collect();
+        let (param, stat) = f.fit(model, &rows);
+        let p_lr = one_sided_lr_p_value(stat);
+        let mut v = Verdict {
+            col: j,
+            stat,
+            p_value: p_lr,
+            score: f.score(&rows, param),
+            effect: f.effect(param),
+            hit: Vec::new(),
+            ecmp: is_ecmp(self.m.columns[j].kind),
+            passes: false,
+            also: Vec::new(),
+        };
+        if rows.is_empty() || hit.len() < config.min_pairs.max(1) || p_lr >= self.level {
+            v.hit = hit;
+            return v;
+        }
+        if v.ecmp {
+            self.ecmp_test(model, chance, &rows, &hit, &mut v);
+        } else {
+            v.passes = self.component_test(model, j, &rows, &hit, param);
+        }
+        v.hit = hit;
+        v
+    }
+
+    /// ECMP rule: the candidate's share of pairs showing the symptom
+    /// against the share elsewhere. Ranks by the evidence on the flows it
+    /// hits: two spines share the cross-block pairs, and the culprit is the
+    /// one whose hit flows carry more evidence, not the one with fewer
+    /// healthy flows.
+    fn ecmp_test(&self, model: &Model, chance: Chance, rows: &[u32], hit: &[u32], v: &mut Verdict) {
+        let (f, config) = (self.family, self.config);
+        let (n_pairs, m_hit) = (rows.len() as f64, hit.len() as f64);
+        let null = chance.outside(m_hit, n_pairs, config.coverage_alpha);
+        let p_count = binomial_upper_tail(m_hit, n_pairs, null);
+        let (param_hit, stat_hit) = f.fit(model, hit);
+        v.stat = stat_hit;
+        v.p_value = v.p_value.max(p_count);
+        v.score = f.score(hit, param_hit);
+        v.passes = p_count < self.level
+            && m_hit / n_pairs >= config.ecmp_min_fraction
+            && f.big_enough(hit, param_hit);
+    }
+
+    /// Non-ECMP rule: robustness, effect size, coverage overall and outside
+    /// the most-hit sub-component.
+    fn component_test(
+        &self,
+        model: &Model,
+        j: usize,
+        rows: &[u32],
+        hit: &[u32],
+        param: f64,
+    ) -> bool {
+        let ok = self.robust(model, rows)
+            && self.family.big_enough(rows, param)
+            && self.coverage_ok(model, rows, hit.len() as f64, param);
+        if !ok {
+            return false;
+        }
+        match outside_most_hit_sub_component(self.m, j, rows, hit) {
+            Some((outside, outside_hits)) => {
+                self.coverage_ok(model, &outside, outside_hits as f64, param)
+            }
+            None => true,
+        }
+    }
+
+    /// The evidence survives dropping the strongest `min_pairs` pairs.
+    fn robust(&self, model: &Model, rows: &[u32]) -> bool {
+        let f = self.family;
+        let mut ranked: Vec<(f64, u32)> = rows
+            .iter()
+            .map(|&i| (f.pair_evidence(model, i as usize), i))
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let rest: Vec<u32> = ranked
+            .iter()
+            .skip(self.config.min_pairs)
+            .map(|&(_, i)| i)
+            .collect();
+        let (_, stat_rest) = f.fit(model, &rest);
+        one_sided_lr_p_value(stat_rest) < self.level
+    }
+
+    /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
+    /// size `param` would make show the symptom do show it.
+    fn coverage_ok(&self, model: &Model, rows: &[u32], hits: f64, param: f64) -> bool {
+        let expected: f64 = rows
+            .iter()
+            .map(|&i| self.family.p_hit(model, i as usize, param))
+            .sum();
+        hits >= self.config.min_coverage_ratio * expected
+    }
+}
+
+/// The pairs of column `j` outside its most-hit sub-component (a column
+/// crossing some but not all of its pairs), with how many of them are hit;
+/// `None` when no such sub-component exists.
+fn outside_most_hit_sub_component(
+    m: &PathMatrix,
+    j: usize,
+    rows: &[u32],
+    hit: &[u32],
+) -> Option<(Vec<u32>, usize)> {
+    let mut counts: HashMap<u32, (usize, usize)> = HashMap::new();
+    for &i in rows {
+        let is_hit = hit.binary_search(&i).is_ok();
+        for &c in m.row(i as usize) {
+            if c as usize != j {
+                let e = counts.entry(c).or_default();
+                e.0 += is_hit as usize;
+                e.1 += 1;
+            }
+        }
+    }
+    let (&c, _) = counts
+        .iter()
+        .filter(|(_, &(h, n))| h > 0 && n < rows.len())
+        .max_by_key(|(&c, &(h, _))| (h, std::cmp::Reverse(c)))?;
+    let outside: Vec<u32> = rows
+        .iter()
+        .copied()
+        .filter(|&i| !m.row(i as usize).contains(&c))
+        .collect();
+    let outside_hits = hit
+        .iter()
+        .filter(|&&i| !m.row(i as usize).contains(&c))
+        .count();
+    Some((outside, outside_hits))
+}

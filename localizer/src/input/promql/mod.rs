@@ -1,0 +1,497 @@
+//! The PromQL side of an online cycle: the query texts, and their results
+//! turned into the engine's per-pair input and the node topology.
+//!
+//! Probe series carry only `src_node` / `dst_node` (and `protocol`); where a
+//! node sits comes from the exporters' `skeletonhunter_node_info`, and the
+//! traced router hops of a pair from `skeletonhunter_path_hop_info`.
+
+use crate::clients::prometheus::{QueryError, Sample};
+use crate::engine::model::PairStats;
+use skeletonhunter_common::duration;
+use skeletonhunter_common::topology::{Identity, Kind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+/// A duration as PromQL writes it (`30s`, `1m`, `1500ms`); never zero.
+pub fn promql_duration(d: Duration) -> String {
+    duration::to_promql(d.max(Duration::from_millis(1)))
+}
+
+/// The PromQL of one cycle.
+#[derive(Debug, Clone)]
+pub struct Queries {
+    /// Probe packets sent per pair and protocol over the window.
+    pub sent: String,
+    /// Probe packets lost per pair and protocol.
+    pub lost: String,
+    /// Failed dials per pair.
+    pub dial_failures: String,
+    /// Median RTT per pair and protocol.
+    pub rtt_p50: String,
+    /// RTT observations (answers) per pair and protocol.
+    pub rtt_count: String,
+    /// Node identities exported now.
+    pub topology_now: String,
+    /// Node identities seen within the topology window.
+    pub topology_recent: String,
+    /// Traced router hops per pair (optional: a failure does not make the
+    /// cycle untrusted).
+    pub hops: String,
+}
+
+/// One of the cycle's queries: the `query` label of
+/// `skeletonhunter_localizer_query_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueryKind {
+    /// [`Queries::sent`].
+    Sent,
+    /// [`Queries::lost`].
+    Lost,
+    /// [`Queries::dial_failures`].
+    DialFailures,
+    /// [`Queries::rtt_p50`].
+    RttP50,
+    /// [`Queries::rtt_count`].
+    RttCount,
+    /// [`Queries::topology_now`].
+    TopologyNow,
+    /// [`Queries::topology_recent`].
+    TopologyRecent,
+    /// [`Queries::hops`].
+    Hops,
+}
+
+impl QueryKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryKind::Sent => "sent",
+            QueryKind::Lost => "lost",
+            QueryKind::DialFailures => "dial_failures",
+            QueryKind::RttP50 => "rtt_p50",
+            QueryKind::RttCount => "rtt_count",
+            QueryKind::TopologyNow => "topology_now",
+            QueryKind::TopologyRecent => "topology_recent",
+            QueryKind::Hops => "hops",
+        }
+    }
+}
+
+const TOPOLOGY_BY: &str = "node, nic, host, tor, spine, pod, tenant";
+
+impl Queries {
+    /// The queries over `window` (topology and hops over `topology_window`),
+    /// each selector narrowed by `matchers` (e.g. `job="x"`).
+    pub fn new(window: Duration, topology_window: Duration, matchers: Option<&str>) -> Queries {
+        let w = promql_duration(window);
+        let tw = promql_duration(topology_window);
+        let sel = |metric: &str| match matchers {
+            Some(m) if !m.trim().is_empty() => format!("{metric}{{{}}}", m.trim()),
+            _ => metric.to_string(),
+        };
+        let by_pair = "src_node, dst_node, protocol";
+        Queries {
+            sent: format!(
+                "sum by ({by_pair}) (increase({}[{w}]))",
+                sel("skeletonhunter_probe_sent_total")
+            ),
+            lost: format!(
+                "sum by ({by_pair}) (increase({}[{w}]))",
+                sel("skeletonhunter_probe_lost_total")
+            ),
+            dial_failures: format!(
+                "sum by (src_node, dst_node) (increase({}[{w}]))",
+                sel("skeletonhunter_probe_dial_failures_total")
+            ),
+            rtt_p50: format!(
+                "histogram_quantile(0.5, sum by ({by_pair}, le) (increase({}[{w}])))",
+                sel("skeletonhunter_probe_rtt_seconds_bucket")
+            ),
+            rtt_count: format!(
+                "sum by ({by_pair}) (increase({}[{w}]))",
+                sel("skeletonhunter_probe_rtt_seconds_count")
+            ),
+            topology_now: format!(
+                "max by ({TOPOLOGY_BY}) ({})",
+                sel("skeletonhunter_node_info")
+            ),
+            topology_recent: format!(
+                "max by ({TOPOLOGY_BY}) (last_over_time({}[{tw}]))",
+                sel("skeletonhunter_node_info")
+            ),
+            hops: format!(
+                "max by (src_node, dst_node, address) (last_over_time({}[{tw}]))",
+                sel("skeletonhunter_path_hop_info")
+            ),
+        }
+    }
+}
+
+/// Results of the cycle's queries.
+#[derive(Debug, Default)]
+pub struct QueryResults {
+    /// See [`Queries::sent`].
+    pub sent: Vec<Sample>,
+    /// See [`Queries::lost`].
+    pub lost: Vec<Sample>,
+    /// See [`Queries::dial_failures`].
+    pub dial_failures: Vec<Sample>,
+    /// See [`Queries::rtt_p50`].
+    pub rtt_p50: Vec<Sample>,
+    /// See [`Queries::rtt_count`].
+    pub rtt_count: Vec<Sample>,
+    /// See [`Queries::topology_now`].
+    pub topology_now: Vec<Sample>,
+    /// See [`Queries::topology_recent`].
+    pub topology_recent: Vec<Sample>,
+    /// See [`Queries::hops`].
+    pub hops: Vec<Sample>,
+    /// Why the hop query failed, if it did (the cycle goes on without hops).
+    pub hops_error: Option<QueryError>,
+}
+
+fn identity_of(s: &Sample) -> Identity {
+    let mut id = Identity::default();
+    for k in Kind::ALL {
+        if let Some(v) = s.labels.get(k.as_str()) {
+            id.set(k, v.clone());
+        }
+    }
+    id
+}
+
+/// Node id -> identity. Current series win over older ones; when a node has
+/// several identities at once (a moved container still in the lookback) the
+/// smallest is kept, deterministically, and the node is reported.
+pub fn topology_from(
+    now: &[Sample],
+    recent: &[Sample],
+) -> (HashMap<String, Identity>, Vec<String>) {
+    let mut out: HashMap<String, Identity> = HashMap::new();
+    let mut conflicts = Vec::new();
+    for (rank, set) in [now, recent].into_iter().enumerate() {
+        let mut this: BTreeMap<String, Vec<Identity>> = BTreeMap::new();
+        for s in set {
+            let id = identity_of(s);
+            if !id.node.is_empty() {
+                this.entry(id.node.clone()).or_default().push(id);
+            }
+        }
+        for (node, mut ids) in this {
+            if out.contains_key(&node) {
+                continue;
+            }
+            ids.sort_by(|a, b| a.labels().cmp(&b.labels()));
+            ids.dedup();
+            if ids.len() > 1 && rank == 0 {
+                conflicts.push(node.clone());
+            }
+            out.insert(node, ids.swap_remove(0));
+        }
+    }
+    (out, conflicts)
+}
+
+/// Pairs built for the engine, and what had to be left out.
+/// Pairs built for the engine, and what had to be left out.
+#[derive(Debug, Clone, Default)]
+pub struct Assembled {
+    /// The engine's input.
+    pub pairs: Vec<PairStats>,
+    /// Pairs with an endpoint missing from the topology.
+    pub no_topology: usize,
+    /// Pairs whose series were incomplete (sent without lost).
+    pub incomplete: usize,
+}
+
+/// A count from PromQL: extrapolated `increase()` may be fractional; NaN or
+/// negative (counter oddities) count as nothing.
+fn count(v: f64) -> f64 {
+    if v.is_finite() && v > 0.0 {
+        v
+    } else {
+        0.0
+    }
+}
+
+#[derive(Default)]
+struct Acc {
+    pkt_sent: f64,
+    pkt_lost: f64,
+    incomplete: bool,
+    tcp_attempts: f64,
+    dial_failures: f64,
+    /// Answers received (RTT observations) of the packet probes, when the
+    /// histogram exists.
+    pkt_received: Option<f64>,
+    /// Successful dials (TCP RTT observations), when the histogram exists.
+    tcp_ok: Option<f64>,
+    /// (preference rank, p50 seconds, samples)
+    rtt: Option<(usize, f64, f64)>,
+}
+
+impl Acc {
+    /// Nothing got through in the whole window: every dial failed and no
+    /// packet probe was answered. Answers are counted from the RTT
+    /// histograms because lost counters lag sent counters by the probe
+    /// timeout (in-flight probes), which would hide a cut in a short window.
+    fn cut(&self) -> bool {
+        let has_pkt = self.pkt_sent > 0.0;
+        let has_dial = self.tcp_attempts > 0.0;
+        let pkt_cut = self.pkt_sent >= 3.0
+            && match self.pkt_received {
+                Some(r) => r <= 0.0,
+                None => self.pkt_lost >= self.pkt_sent * 0.999,
+            };
+        let dial_cut = self.dial_failures > 0.0
+            && match self.tcp_ok {
+                Some(ok) => ok <= 0.0,
+                None => self.dial_failures >= self.tcp_attempts * 0.999,
+            };
+        (has_pkt || has_dial) && (!has_pkt || pkt_cut) && (!has_dial || dial_cut)
+    }
+}
+
+/// RTT protocol preference: the closest to what training traffic sees.
+fn rtt_rank(protocol: &str) -> usize {
+    match protocol {
+        "rdma" => 0,
+        "udp" => 1,
+        "icmp" => 2,
+        _ => 3,
+    }
+}
+
+fn pair_key(s: &Sample) -> Option<(String, String)> {
+    let src = s.labels.get("src_node")?;
+    let dst = s.labels.get("dst_node")?;
+    if src.is_empty() || dst.is_empty() || src == dst {
+        return None;
+    }
+    Some((src.clone(), dst.clone()))
+}
+
+/// Build the engine's per-pair input from query results.
+///
+/// A round is a TCP dial attempt when the exporter dials the pair (the
+/// `protocol="tcp"` sent counter) and a failed round a failed dial; packet
+/// probes run independently of dials, so their loss is kept as measured.
+/// Without dial data a round is a probe packet. A pair through which nothing
+/// got in the window (see `Acc::cut`) is all failed rounds: unreachable
+/// rather than lossy.
+pub fn assemble(
+    r: &QueryResults,
+    topology: &HashMap<String, Identity>,
+    protocols: &[String],
+) -> Assembled {
+    let mut acc: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    let packet = |p: &str| p != "tcp" && protocols.iter().any(|x| x == p);
+    add_counts(&mut acc, r, &packet);
+    add_rtts(&mut acc, r, &packet);
+    let mut out = Assembled::default();
+    for ((src, dst), a) in acc {
+        if a.incomplete {
+            out.incomplete += 1;
+            continue;
+        }
+        let (Some(si), Some(di)) = (topology.get(&src), topology.get(&dst)) else {
+            out.no_topology += 1;
+            continue;
+        };
+        if let Some(p) = a.pair(si, di) {
+            out.pairs.push(p);
+        }
+    }
+    attach_hops(&mut out.pairs, &r.hops);
+    out
+}
+
+fn proto_of(s: &Sample) -> String {
+    s.labels.get("protocol").cloned().unwrap_or_default()
+}
+
+/// Sent, lost and dial-failure counters into the per-pair accumulators.
+fn add_counts(
+    acc: &mut BTreeMap<(String, String), Acc>,
+    r: &QueryResults,
+    packet: &dyn Fn(&str) -> bool,
+) {
+    let mut lost_seen: HashMap<(String, String, String), f64> = HashMap::new();
+    for s in &r.lost {
+        if let Some((a, b)) = pair_key(s) {
+            lost_seen.insert((a, b, proto_of(s)), count(s.value));
+        }
+    }
+    for s in &r.sent {
+        let Some(key) = pair_key(s) else { continue };
+        let proto = proto_of(s);
+        let e = acc.entry(key.clone()).or_default();
+        if proto == "tcp" {
+            e.tcp_attempts += count(s.value);
+        } else if packet(&proto) {
+            let sent = count(s.value);
+            match lost_seen.get(&(key.0, key.1, proto)) {
+                Some(&lost) => {
+                    e.pkt_sent += sent;
+                    e.pkt_lost += lost.min(sent);
+                }
+                None if sent > 0.0 => e.incomplete = true,
+                None => {}
+            }
+        }
+    }
+    for s in &r.dial_failures {
+        if let Some(key) = pair_key(s) {
+            acc.entry(key).or_default().dial_failures += count(s.value);
+        }
+    }
+}
+
+/// Answer counts and the preferred protocol's median RTT per pair.
+fn add_rtts(
+    acc: &mut BTreeMap<(String, String), Acc>,
+    r: &QueryResults,
+    packet: &dyn Fn(&str) -> bool,
+) {
+    let mut counts: HashMap<(String, String, String), f64> = HashMap::new();
+    for s in &r.rtt_count {
+        if let Some((a, b)) = pair_key(s) {
+            let proto = proto_of(s);
+            let n = count(s.value);
+            let e = acc.entry((a.clone(), b.clone())).or_default();
+            if proto == "tcp" {
+                *e.tcp_ok.get_or_insert(0.0) += n;
+            } else if packet(&proto) {
+                *e.pkt_received.get_or_insert(0.0) += n;
+            }
+            counts.insert((a, b, proto), n);
+        }
+    }
+    for s in &r.rtt_p50 {
+        let Some(key) = pair_key(s) else { continue };
+        let proto = proto_of(s);
+        if !(packet(&proto) || proto == "tcp") || !s.value.is_finite() || s.value <= 0.0 {
+            continue;
+        }
+        let n = counts
+            .get(&(key.0.clone(), key.1.clone(), proto.clone()))
+            .copied()
+            .unwrap_or(0.0);
+        if n <= 0.0 {
+            continue;
+        }
+        let rank = rtt_rank(&proto);
+        let e = acc.entry(key).or_default();
+        if e.rtt.is_none_or(|(r0, _, _)| rank < r0) {
+            e.rtt = Some((rank, s.value, n));
+        }
+    }
+}
+
+impl Acc {
+    /// The engine's view of one placed pair; `None` without any round.
+    fn pair(&self, si: &Identity, di: &Identity) -> Option<PairStats> {
+        let a = self;
+        // A cut pair is all failed rounds with no packet data, as in the
+        // CSV schema (a round whose dial failed carries no loss_rate), so
+        // the engine calls it unreachable rather than lossy. Otherwise dials
+        // and packet probes are independent measurements, kept as measured.
+        let (rounds, failed, sent, lost) = if a.cut() {
+            let rounds = if a.tcp_attempts > 0.0 {
+                a.tcp_attempts
+            } else {
+                a.pkt_sent
+            };
+            (rounds, rounds, 0.0, 0.0)
+        } else if a.tcp_attempts > 0.0 {
+            let failed = a.dial_failures.min(a.tcp_attempts);
+            (a.tcp_attempts, failed, a.pkt_sent, a.pkt_lost)
+        } else if a.pkt_sent > 0.0 {
+            let rounds = a.pkt_sent.max(a.dial_failures);
+            (rounds, a.dial_failures.min(rounds), a.pkt_sent, a.pkt_lost)
+        } else {
+            (a.dial_failures, a.dial_failures, 0.0, 0.0)
+        };
+        if rounds <= 0.0 {
+            return None;
+        }
+        let (rtt_seconds, rtt_samples) = match a.rtt {
+            Some((_, p50, n)) if sent > lost => (Some(p50), n),
+            _ => (None, 0.0),
+        };
+        Some(PairStats {
+            src: si.clone(),
+            dst: di.clone(),
+            rounds,
+            failed_dials: failed,
+            sent,
+            lost,
+            rtt_seconds,
+            rtt_samples,
+            hops: Vec::new(),
+        })
+    }
+}
+
+/// Fill each pair's traced hops from `skeletonhunter_path_hop_info` samples.
+/// Silent hops (empty address) and the destination itself (the trace's last
+/// hop, its nic or node address) are not routers and are left out.
+pub fn attach_hops(pairs: &mut [PairStats], hops: &[Sample]) {
+    if hops.is_empty() {
+        return;
+    }
+    let mut by_pair: HashMap<(&str, &str), BTreeSet<&str>> = HashMap::new();
+    for s in hops {
+        let (Some(src), Some(dst), Some(addr)) = (
+            s.labels.get("src_node"),
+            s.labels.get("dst_node"),
+            s.labels.get("address"),
+        ) else {
+            continue;
+        };
+        if !addr.is_empty() && s.value.is_finite() && s.value > 0.0 {
+            by_pair.entry((src, dst)).or_default().insert(addr);
+        }
+    }
+    for p in pairs {
+        let Some(set) = by_pair.get(&(p.src.node.as_str(), p.dst.node.as_str())) else {
+            continue;
+        };
+        p.hops = set
+            .iter()
+            .filter(|a| **a != p.dst.nic && **a != p.dst.node)
+            .map(std::string::ToString::to_string)
+            .collect();
+    }
+}
+
+/// Quote a string for use inside a PromQL double-quoted label matcher.
+pub fn quote_label_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Escape RE2 metacharacters so a value matches literally inside `=~`.
+pub fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

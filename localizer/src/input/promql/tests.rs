@@ -1,0 +1,204 @@
+//! Unit tests of the PromQL input: query texts, topology, pair assembly.
+
+use super::*;
+use crate::clients::prometheus::Labels;
+fn sample(labels: &[(&str, &str)], value: f64) -> Sample {
+    Sample {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Labels>(),
+        timestamp: 0.0,
+        value,
+    }
+}
+
+fn pair(src: &str, dst: &str, proto: &str, v: f64) -> Sample {
+    sample(
+        &[("src_node", src), ("dst_node", dst), ("protocol", proto)],
+        v,
+    )
+}
+
+fn info(node: &str, tor: &str) -> Sample {
+    sample(
+        &[
+            ("node", node),
+            ("host", &format!("h-{node}")),
+            ("tor", tor),
+            ("spine", "s1"),
+        ],
+        1.0,
+    )
+}
+
+fn protos() -> Vec<String> {
+    vec!["udp".into(), "icmp".into(), "rdma".into()]
+}
+
+#[test]
+fn promql_durations_use_the_largest_unit() {
+    assert_eq!(promql_duration(Duration::from_secs(60)), "1m");
+    assert_eq!(promql_duration(Duration::from_millis(1500)), "1500ms");
+    assert_eq!(promql_duration(Duration::ZERO), "1ms");
+}
+
+#[test]
+fn queries_use_window_and_matchers() {
+    let q = Queries::new(
+        Duration::from_secs(30),
+        Duration::from_secs(3600),
+        Some("job=\"sh\""),
+    );
+    assert_eq!(
+        q.sent,
+        "sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_sent_total{job=\"sh\"}[30s]))"
+    );
+    assert!(q
+        .topology_recent
+        .contains("last_over_time(skeletonhunter_node_info{job=\"sh\"}[1h])"));
+    assert_eq!(
+        q.hops,
+        "max by (src_node, dst_node, address) (last_over_time(skeletonhunter_path_hop_info{job=\"sh\"}[1h]))"
+    );
+    let q = Queries::new(Duration::from_secs(30), Duration::from_secs(60), None);
+    assert!(q
+        .rtt_p50
+        .contains("skeletonhunter_probe_rtt_seconds_bucket[30s]"));
+}
+
+#[test]
+fn traced_hops_fill_pairs_without_silent_hops_or_the_destination() {
+    let b_info = sample(&[("node", "b"), ("nic", "198.18.0.2"), ("tor", "t2")], 1.0);
+    let (topo, _) = topology_from(&[info("a", "t1"), b_info], &[]);
+    let hop = |s: &str, d: &str, addr: &str| {
+        sample(&[("src_node", s), ("dst_node", d), ("address", addr)], 1.0)
+    };
+    let r = QueryResults {
+        sent: vec![pair("a", "b", "udp", 100.0), pair("b", "a", "udp", 100.0)],
+        lost: vec![pair("a", "b", "udp", 0.0), pair("b", "a", "udp", 0.0)],
+        hops: vec![
+            hop("a", "b", "10.0.0.2"),
+            hop("a", "b", "10.0.0.1"),
+            hop("a", "b", ""),
+            hop("a", "b", "198.18.0.2"),
+            hop("c", "b", "10.0.0.9"),
+        ],
+        ..Default::default()
+    };
+    let out = assemble(&r, &topo, &protos());
+    let ab = out.pairs.iter().find(|p| p.src.node == "a").unwrap();
+    assert_eq!(ab.hops, vec!["10.0.0.1", "10.0.0.2"]);
+    let ba = out.pairs.iter().find(|p| p.src.node == "b").unwrap();
+    assert!(ba.hops.is_empty());
+}
+
+#[test]
+fn topology_prefers_current_identities() {
+    let now = [info("a", "t1")];
+    let recent = [info("a", "t-old"), info("b", "t2")];
+    let (t, conflicts) = topology_from(&now, &recent);
+    assert_eq!(t["a"].tor, "t1");
+    assert_eq!(t["b"].tor, "t2");
+    assert!(conflicts.is_empty());
+    let (t, conflicts) = topology_from(&[info("a", "t2"), info("a", "t1")], &[]);
+    assert_eq!(t["a"].tor, "t1");
+    assert_eq!(conflicts, vec!["a".to_string()]);
+}
+
+#[test]
+fn assemble_combines_protocols_and_drops_what_it_cannot_place() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t2")], &[]);
+    let r = QueryResults {
+        sent: vec![
+            pair("a", "b", "udp", 100.0),
+            pair("a", "b", "icmp", 50.0),
+            pair("b", "a", "udp", 100.0),
+            pair("a", "x", "udp", 100.0), // x has no topology
+        ],
+        lost: vec![
+            pair("a", "b", "udp", 30.0),
+            pair("a", "b", "icmp", 15.0),
+            pair("a", "x", "udp", 0.0),
+            // b -> a lost series missing: incomplete
+        ],
+        rtt_p50: vec![pair("a", "b", "udp", 20e-6), pair("a", "b", "icmp", 40e-6)],
+        rtt_count: vec![pair("a", "b", "udp", 70.0), pair("a", "b", "icmp", 35.0)],
+        ..Default::default()
+    };
+    let out = assemble(&r, &topo, &protos());
+    assert_eq!(out.incomplete, 1);
+    assert_eq!(out.no_topology, 1);
+    assert_eq!(out.pairs.len(), 1);
+    let p = &out.pairs[0];
+    assert_eq!((p.src.node.as_str(), p.dst.node.as_str()), ("a", "b"));
+    assert_eq!(p.src.tor, "t1");
+    assert_eq!(
+        (p.rounds, p.failed_dials, p.sent, p.lost),
+        (150.0, 0.0, 150.0, 45.0)
+    );
+    assert_eq!(p.rtt_seconds, Some(20e-6), "udp preferred over icmp");
+    assert_eq!(p.rtt_samples, 70.0);
+}
+
+#[test]
+fn total_loss_is_unreachable_and_dials_count_as_rounds() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t1"), info("c", "t1")], &[]);
+    let r = QueryResults {
+        sent: vec![
+            pair("a", "b", "udp", 40.0),
+            pair("a", "c", "udp", 40.0),
+            pair("a", "c", "tcp", 10.0),
+        ],
+        lost: vec![pair("a", "b", "udp", 40.0), pair("a", "c", "udp", 20.0)],
+        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "c")], 5.0)],
+        rtt_p50: vec![pair("a", "b", "udp", f64::NAN)],
+        ..Default::default()
+    };
+    let out = assemble(&r, &topo, &protos());
+    let ab = out.pairs.iter().find(|p| p.dst.node == "b").unwrap();
+    assert_eq!(
+        (ab.rounds, ab.failed_dials, ab.sent, ab.lost),
+        (40.0, 40.0, 0.0, 0.0)
+    );
+    assert_eq!(ab.rtt_seconds, None);
+    let ac = out.pairs.iter().find(|p| p.dst.node == "c").unwrap();
+    // Half the dials failed; packet loss is kept as measured.
+    assert_eq!(
+        (ac.rounds, ac.failed_dials, ac.sent, ac.lost),
+        (10.0, 5.0, 40.0, 20.0)
+    );
+}
+
+#[test]
+fn a_cut_pair_is_found_from_answers_despite_lagging_lost_counters() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t1")], &[]);
+    // 1000 probes sent, only 800 counted lost yet (200 in flight), no
+    // answer; 50 dials, 45 failures counted, none succeeded.
+    let mut r = QueryResults {
+        sent: vec![pair("a", "b", "udp", 1000.0), pair("a", "b", "tcp", 50.0)],
+        lost: vec![pair("a", "b", "udp", 800.0), pair("a", "b", "tcp", 45.0)],
+        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], 45.0)],
+        rtt_count: vec![pair("a", "b", "udp", 0.0), pair("a", "b", "tcp", 0.0)],
+        ..Default::default()
+    };
+    let p = &assemble(&r, &topo, &protos()).pairs[0];
+    assert_eq!(
+        (p.rounds, p.failed_dials, p.sent, p.lost),
+        (50.0, 50.0, 0.0, 0.0)
+    );
+    // One answer came back: lossy, not cut; counts as measured.
+    r.rtt_count[0].value = 1.0;
+    let p = &assemble(&r, &topo, &protos()).pairs[0];
+    assert_eq!(
+        (p.rounds, p.failed_dials, p.sent, p.lost),
+        (50.0, 45.0, 1000.0, 800.0)
+    );
+}
+
+#[test]
+fn quoting_and_regex_escaping() {
+    assert_eq!(quote_label_value(r#"a"b\c"#), r#""a\"b\\c""#);
+    assert_eq!(regex_escape("10.0.0.1"), r"10\.0\.0\.1");
+    assert_eq!(regex_escape("a|b(c)"), r"a\|b\(c\)");
+}

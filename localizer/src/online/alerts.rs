@@ -1,0 +1,312 @@
+//! Alerts for blamed components: what a finding is, how it becomes an
+//! Alertmanager alert, and the life cycle between cycles.
+//!
+//! The life cycle is pure logic ([`AlertBook`]) so it is tested without a
+//! server: a finding starts an alert, every cycle re-posts it with `endsAt`
+//! a little in the future (so Alertmanager resolves it by itself if the
+//! localizer dies), and a finding that disappears is sent once more with
+//! `endsAt` = the time it cleared. Delivery (and the queue of resolutions
+//! per Alertmanager) is [`crate::clients::alertmanager`]'s.
+
+use crate::clients::alertmanager::{rfc3339, PostableAlert};
+use crate::engine::model::Symptom;
+use skeletonhunter_common::topology::{Component, Identity, Kind};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// Name of every component alert the localizer sends.
+pub const ALERT_NAME: &str = "SkeletonHunterComponentFaulty";
+
+/// A blamed component as the localizer sees it this cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The blamed component.
+    pub component: Component,
+    /// What it does to the probes.
+    pub symptom: Symptom,
+    /// Estimated failure probability (the engine's `score`).
+    pub score: f64,
+    /// The engine's p-value of the verdict.
+    pub p_value: f64,
+    /// Anomalous pairs that cross the component.
+    pub pairs: usize,
+    /// Components no observed pair can tell apart from this one.
+    pub equivalent: Vec<Component>,
+    /// Labels naming where the component sits (`tor`, `spine`, `host`, ...),
+    /// so Alertmanager inhibition rules can match alerts beneath it.
+    pub context: BTreeMap<String, String>,
+    /// A few human-readable lines of evidence (worst pairs).
+    pub evidence: Vec<String>,
+    /// The anomalous pairs the fault explains (prober, responder); not
+    /// posted, used to tell a new fault from leftovers of a cleared one.
+    pub hit_pairs: Vec<(Identity, Identity)>,
+}
+
+/// Alertmanager identifies an alert by its label set; these are the labels
+/// that can change between findings of one component.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AlertKey {
+    /// The component's kind.
+    pub kind: Kind,
+    /// The component's id.
+    pub id: String,
+    /// The alert's symptom.
+    pub symptom: Symptom,
+}
+
+impl Finding {
+    /// The identity of this finding's alert.
+    pub fn key(&self) -> AlertKey {
+        AlertKey {
+            kind: self.component.kind,
+            id: self.component.id.clone(),
+            symptom: self.symptom,
+        }
+    }
+}
+
+/// The `severity` label, for routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Stalls whole jobs.
+    Critical,
+    /// Degrades them.
+    Warning,
+}
+
+impl Severity {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// Severity for routing: an unreachable component or a lossy switch stalls
+/// whole jobs (critical); latency, or loss on a single container, degrades
+/// them (warning).
+pub fn severity(kind: Kind, symptom: Symptom) -> Severity {
+    match symptom {
+        Symptom::Unreachable => Severity::Critical,
+        Symptom::Latency => Severity::Warning,
+        Symptom::Loss if kind == Kind::Node => Severity::Warning,
+        Symptom::Loss => Severity::Critical,
+    }
+}
+
+/// Labels locating `component`, per the label convention of the shipped
+/// rules and Alertmanager config: its own kind (`tor="<id>"`) and the pair
+/// twins (`src_tor` = `dst_tor` = id), plus every kind above it (host, tor,
+/// spine, pod, tenant) on which all nodes beneath the component agree. A ToR
+/// alert thus carries `tor` (and `spine` when the ToR has one block), a node
+/// alert its host, ToR, spine and tenant.
+pub fn context_labels<'a>(
+    component: &Component,
+    nodes: impl IntoIterator<Item = &'a Identity>,
+) -> BTreeMap<String, String> {
+    let beneath: Vec<&Identity> = nodes
+        .into_iter()
+        .filter(|n| n.get(component.kind) == component.id)
+        .collect();
+    let mut out = BTreeMap::new();
+    out.insert(component.kind.as_str().to_string(), component.id.clone());
+    // Pair alerts locate both ends (`src_tor`, `dst_tor`, ...); carrying the
+    // twins lets one inhibition rule per end match a component alert.
+    if component.kind.is_path_component() {
+        for side in ["src", "dst"] {
+            out.insert(
+                format!("{side}_{}", component.kind.as_str()),
+                component.id.clone(),
+            );
+        }
+    }
+    if beneath.is_empty() {
+        return out;
+    }
+    let rank = |k: Kind| Kind::ALL.iter().position(|x| *x == k).unwrap_or(0);
+    for kind in Kind::ALL {
+        if kind == component.kind {
+            continue;
+        }
+        // Tenants are not network components: only endpoints belong to one.
+        let above = rank(kind) > rank(component.kind)
+            && (kind != Kind::Tenant || component.kind.is_path_component());
+        if !above {
+            continue;
+        }
+        let first = beneath[0].get(kind);
+        if !first.is_empty() && beneath.iter().all(|n| n.get(kind) == first) {
+            out.insert(kind.as_str().to_string(), first.to_string());
+        }
+    }
+    out
+}
+
+/// Build the alert for a finding.
+pub fn alert_for(
+    f: &Finding,
+    starts_at: SystemTime,
+    ends_at: SystemTime,
+    generator_url: &str,
+    resolved: bool,
+) -> PostableAlert {
+    let mut labels = BTreeMap::new();
+    // Context first so the fixed labels below always win a name clash.
+    for (k, v) in &f.context {
+        labels.insert(k.clone(), v.clone());
+    }
+    labels.insert("alertname".into(), ALERT_NAME.into());
+    labels.insert("kind".into(), f.component.kind.as_str().into());
+    labels.insert("component".into(), f.component.id.clone());
+    labels.insert(
+        "severity".into(),
+        severity(f.component.kind, f.symptom).as_str().into(),
+    );
+    labels.insert("symptom".into(), f.symptom.as_str().into());
+
+    let mut annotations = BTreeMap::new();
+    let what = match f.symptom {
+        Symptom::Unreachable => "is unreachable",
+        Symptom::Latency => "adds latency",
+        Symptom::Loss => "drops packets",
+    };
+    annotations.insert(
+        "summary".into(),
+        format!(
+            "{} {} {what}: {} anomalous probe pair(s) cross it (score {:.2}, p-value {:.1e})",
+            f.component.kind, f.component.id, f.pairs, f.score, f.p_value
+        ),
+    );
+    let mut description = format!(
+        "SkeletonHunter localized a {} fault to {} {} from {} anomalous skeleton probe pair(s).",
+        f.symptom, f.component.kind, f.component.id, f.pairs
+    );
+    if !f.equivalent.is_empty() {
+        let eq: Vec<String> = f
+            .equivalent
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
+        description.push_str(&format!(
+            " The probes cannot tell it apart from: {}.",
+            eq.join(", ")
+        ));
+        annotations.insert("equivalent".into(), eq.join(","));
+    }
+    annotations.insert("description".into(), description);
+    annotations.insert("pairs".into(), f.pairs.to_string());
+    annotations.insert("score".into(), format!("{:.4}", f.score));
+    annotations.insert("p_value".into(), format!("{:.3e}", f.p_value));
+    if !f.evidence.is_empty() {
+        annotations.insert("evidence".into(), f.evidence.join("\n"));
+    }
+    PostableAlert {
+        labels,
+        annotations,
+        starts_at: rfc3339(starts_at),
+        ends_at: rfc3339(ends_at),
+        generator_url: generator_url.to_string(),
+        resolved,
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Active {
+    starts_at: SystemTime,
+    finding: Finding,
+}
+
+/// The alerts the localizer holds as firing, and the transitions between
+/// cycles.
+#[derive(Debug)]
+pub struct AlertBook {
+    active: BTreeMap<AlertKey, Active>,
+    /// How far ahead `endsAt` of a firing alert is set.
+    ttl: Duration,
+    generator_url: String,
+}
+
+impl AlertBook {
+    /// Firing alerts get `endsAt = now + ttl`; `generator_url` is their link.
+    pub fn new(ttl: Duration, generator_url: &str) -> AlertBook {
+        AlertBook {
+            active: BTreeMap::new(),
+            ttl,
+            generator_url: generator_url.to_string(),
+        }
+    }
+
+    /// Number of firing alerts.
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Keys of the firing alerts.
+    pub fn active_keys(&self) -> impl Iterator<Item = &AlertKey> {
+        self.active.keys()
+    }
+
+    /// Apply the findings of a trusted cycle at `now`: new findings start
+    /// alerts, known ones are refreshed (keeping their start), and alerts with
+    /// no finding any more resolve with `endsAt = now`. Returns everything to
+    /// post: all firing alerts plus the ones that just resolved.
+    pub fn update(&mut self, findings: Vec<Finding>, now: SystemTime) -> Vec<PostableAlert> {
+        let mut next: BTreeMap<AlertKey, Active> = BTreeMap::new();
+        for f in findings {
+            let key = f.key();
+            let starts_at = self
+                .active
+                .get(&key)
+                .map(|a| a.starts_at)
+                .or_else(|| next.get(&key).map(|a| a.starts_at))
+                .unwrap_or(now);
+            next.insert(
+                key,
+                Active {
+                    starts_at,
+                    finding: f,
+                },
+            );
+        }
+        let mut out = Vec::new();
+        for (key, old) in &self.active {
+            if !next.contains_key(key) {
+                // endsAt must not precede startsAt, even with clock steps.
+                let ends = now.max(old.starts_at);
+                out.push(alert_for(
+                    &old.finding,
+                    old.starts_at,
+                    ends,
+                    &self.generator_url,
+                    true,
+                ));
+            }
+        }
+        self.active = next;
+        out.extend(self.firing(now));
+        out
+    }
+
+    /// The firing alerts, re-posted with `endsAt = now + ttl`. Used on its own
+    /// when a cycle had no trustworthy data: the localizer neither raises nor
+    /// clears anything it cannot see, it only keeps what it knew alive.
+    pub fn firing(&self, now: SystemTime) -> Vec<PostableAlert> {
+        self.active
+            .values()
+            .map(|a| {
+                alert_for(
+                    &a.finding,
+                    a.starts_at,
+                    now + self.ttl,
+                    &self.generator_url,
+                    false,
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+//! Unit tests of the alert life cycle and the outbox it feeds.
+
+use super::*;
+use crate::clients::alertmanager::Outbox;
+use std::time::UNIX_EPOCH;
+
+fn t(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
+    Finding {
+        component: Component::new(kind, id),
+        symptom: match symptom {
+            "loss" => Symptom::Loss,
+            "unreachable" => Symptom::Unreachable,
+            _ => Symptom::Latency,
+        },
+        score: 0.9,
+        p_value: 1e-9,
+        pairs: 7,
+        equivalent: vec![],
+        context: BTreeMap::from([(kind.as_str().to_string(), id.to_string())]),
+        evidence: vec!["a -> b: 30% loss".into()],
+        hit_pairs: vec![],
+    }
+}
+
+#[test]
+fn alert_carries_design_labels_and_evidence() {
+    let mut f = finding(Kind::Tor, "asw-1", "loss");
+    f.equivalent = vec![Component::new(Kind::Nic, "10.0.0.1")];
+    let a = alert_for(&f, t(100), t(140), "", false);
+    assert_eq!(a.labels["alertname"], ALERT_NAME);
+    assert!(a.labels["alertname"].starts_with("SkeletonHunter"));
+    assert_eq!(a.labels["kind"], "tor");
+    assert_eq!(a.labels["component"], "asw-1");
+    assert_eq!(a.labels["tor"], "asw-1");
+    assert_eq!(a.labels["severity"], "critical");
+    assert_eq!(a.labels["symptom"], "loss");
+    assert_eq!(a.annotations["pairs"], "7");
+    assert_eq!(a.annotations["score"], "0.9000");
+    assert_eq!(a.annotations["p_value"], "1.000e-9");
+    assert_eq!(a.annotations["equivalent"], "nic/10.0.0.1");
+    assert!(a.annotations["summary"].contains("tor asw-1 drops packets"));
+    let json = serde_json::to_value(vec![a]).unwrap();
+    assert_eq!(json[0]["startsAt"], "1970-01-01T00:01:40.000Z");
+    assert_eq!(json[0]["endsAt"], "1970-01-01T00:02:20.000Z");
+    assert!(json[0].get("generatorURL").is_none());
+    assert!(json[0].get("resolved").is_none());
+}
+
+#[test]
+fn severity_follows_symptom_and_kind() {
+    assert_eq!(
+        severity(Kind::Node, Symptom::Unreachable).as_str(),
+        "critical"
+    );
+    assert_eq!(severity(Kind::Spine, Symptom::Latency).as_str(), "warning");
+    assert_eq!(severity(Kind::Node, Symptom::Loss).as_str(), "warning");
+    assert_eq!(severity(Kind::Host, Symptom::Loss).as_str(), "critical");
+}
+
+#[test]
+fn context_labels_keep_only_what_all_nodes_share() {
+    let n = |node: &str, host: &str, tor: &str, spine: &str, tenant: &str| Identity {
+        node: node.into(),
+        host: host.into(),
+        tor: tor.into(),
+        spine: spine.into(),
+        tenant: tenant.into(),
+        ..Default::default()
+    };
+    let nodes = [
+        n("a", "h1", "t1", "s1", "job1"),
+        n("b", "h2", "t1", "s1", "job2"),
+        n("c", "h3", "t2", "s1", "job1"),
+    ];
+    let tor = context_labels(&Component::new(Kind::Tor, "t1"), &nodes);
+    assert_eq!(
+        tor,
+        BTreeMap::from([
+            ("tor".into(), "t1".into()),
+            ("src_tor".into(), "t1".into()),
+            ("dst_tor".into(), "t1".into()),
+            ("spine".into(), "s1".into())
+        ])
+    );
+    let node = context_labels(&Component::new(Kind::Node, "a"), &nodes);
+    assert_eq!(node["host"], "h1");
+    assert_eq!(node["tor"], "t1");
+    assert_eq!(node["tenant"], "job1");
+    assert!(!node.contains_key("nic"), "unknown nic left out: {node:?}");
+    assert_eq!(node["src_node"], "a");
+    let spine = context_labels(&Component::new(Kind::Spine, "s1"), &nodes);
+    assert_eq!(spine.len(), 3, "{spine:?}");
+    let unknown = context_labels(&Component::new(Kind::Host, "hx"), &nodes);
+    assert_eq!(unknown.len(), 3);
+}
+
+#[test]
+fn life_cycle_fires_reposts_and_resolves() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "http://loc/");
+    // Cycle 1: a ToR fault appears.
+    let out = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(100));
+    assert_eq!(out.len(), 1);
+    assert!(!out[0].resolved);
+    assert_eq!(out[0].starts_at, rfc3339(t(100)));
+    assert_eq!(out[0].ends_at, rfc3339(t(140)));
+    assert_eq!(out[0].generator_url, "http://loc/");
+    // Cycle 2: still there: re-posted, same start, later end.
+    let out = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(110));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].starts_at, rfc3339(t(100)));
+    assert_eq!(out[0].ends_at, rfc3339(t(150)));
+    // No data: held, not resolved.
+    let out = book.firing(t(120));
+    assert_eq!(out.len(), 1);
+    assert!(!out[0].resolved);
+    // Cycle 3: cleared: one resolution with endsAt = now.
+    let out = book.update(vec![], t(130));
+    assert_eq!(out.len(), 1);
+    assert!(out[0].resolved);
+    assert_eq!(out[0].ends_at, rfc3339(t(130)));
+    assert_eq!(book.active_len(), 0);
+    // Cycle 4: nothing to say.
+    assert!(book.update(vec![], t(140)).is_empty());
+}
+
+#[test]
+fn symptom_change_resolves_the_old_alert_and_fires_a_new_one() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    book.update(vec![finding(Kind::Node, "n1", "loss")], t(0));
+    let out = book.update(vec![finding(Kind::Node, "n1", "unreachable")], t(10));
+    assert_eq!(out.len(), 2);
+    assert!(out[0].resolved && out[0].labels["symptom"] == "loss");
+    assert!(!out[1].resolved && out[1].labels["symptom"] == "unreachable");
+    assert_eq!(out[1].starts_at, rfc3339(t(10)));
+}
+
+#[test]
+fn outbox_keeps_resolutions_until_delivered() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut outbox = Outbox::new(100);
+    // Fires and clears while Alertmanager is down (never delivered).
+    let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
+    assert_eq!(outbox.batch(&cur).len(), 1);
+    let cur = book.update(vec![finding(Kind::Host, "h1", "loss")], t(10));
+    let batch = outbox.batch(&cur);
+    assert_eq!(batch.len(), 2, "resolution of t1 plus firing h1");
+    assert_eq!(outbox.pending_len(), 1);
+    // Still down next cycle: the resolution is offered again.
+    let cur = book.update(vec![finding(Kind::Host, "h1", "loss")], t(20));
+    let batch = outbox.batch(&cur);
+    assert_eq!(batch.len(), 2);
+    assert!(batch[0].resolved && batch[0].labels["component"] == "t1");
+    // Back up: delivered, the queue empties.
+    outbox.delivered();
+    let cur = book.update(vec![finding(Kind::Host, "h1", "loss")], t(30));
+    assert_eq!(outbox.batch(&cur).len(), 1);
+}
+
+#[test]
+fn outbox_drops_resolutions_superseded_by_firing_and_bounds_its_size() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut outbox = Outbox::new(2);
+    let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
+    outbox.batch(&cur);
+    let cur = book.update(vec![], t(10));
+    outbox.batch(&cur);
+    assert_eq!(outbox.pending_len(), 1);
+    // Fires again before delivery: only the firing alert goes out.
+    let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(20));
+    let batch = outbox.batch(&cur);
+    assert_eq!(batch.len(), 1);
+    assert!(!batch[0].resolved);
+    assert_eq!(outbox.pending_len(), 0);
+    // Capacity 2: a third resolution evicts the oldest.
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        let cur = book.update(vec![finding(Kind::Node, id, "loss")], t(30 + 20 * i as u64));
+        outbox.batch(&cur);
+        let cur = book.update(vec![], t(40 + 20 * i as u64));
+        outbox.batch(&cur);
+    }
+    assert_eq!(outbox.pending_len(), 2);
+    assert!(outbox.dropped >= 1);
+}

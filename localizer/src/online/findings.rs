@@ -1,0 +1,247 @@
+//! From an engine report to what the online loop acts on: alert findings
+//! with their evidence lines, and the blame per component it serves.
+
+use super::alerts::{context_labels, Finding};
+use crate::engine::model::{PairStats, Report, Symptom};
+use skeletonhunter_common::topology::{path, Component, Identity, Kind};
+use std::collections::{BTreeMap, HashMap};
+
+/// Up to five pairs crossing `c` that show `symptom` the most, as
+/// human-readable lines for the alert.
+pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<String> {
+    let mut scored: Vec<(f64, String)> = pairs
+        .iter()
+        .filter(|p| {
+            if c.kind == Kind::Hop {
+                p.hops.contains(&c.id)
+            } else {
+                path(&p.src, &p.dst).contains(c)
+            }
+        })
+        .filter_map(|p| {
+            let name = format!("{} -> {}", p.src.node, p.dst.node);
+            match symptom {
+                Symptom::Loss if p.sent > 0.0 && p.lost > 0.0 => {
+                    let r = p.lost / p.sent;
+                    Some((
+                        r,
+                        format!(
+                            "{name}: {:.1}% loss ({:.0} of {:.0} probes)",
+                            100.0 * r,
+                            p.lost,
+                            p.sent
+                        ),
+                    ))
+                }
+                Symptom::Unreachable if p.failed_dials > 0.0 => Some((
+                    p.failed_dials / p.rounds,
+                    format!(
+                        "{name}: {:.0} of {:.0} probe rounds got no answer",
+                        p.failed_dials, p.rounds
+                    ),
+                )),
+                Symptom::Latency => p
+                    .rtt_seconds
+                    .map(|r| (r, format!("{name}: median RTT {:.1} us", r * 1e6))),
+                _ => None,
+            }
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.into_iter().take(5).map(|(_, s)| s).collect()
+}
+
+/// Turn a report into alert findings.
+pub fn findings(
+    report: &Report,
+    pairs: &[PairStats],
+    topology: &HashMap<String, Identity>,
+) -> Vec<Finding> {
+    report
+        .faults
+        .iter()
+        .map(|f| {
+            let c = f.component();
+            Finding {
+                hit_pairs: f
+                    .hit_pairs
+                    .iter()
+                    .filter_map(|&i| pairs.get(i))
+                    .map(|p| (p.src.clone(), p.dst.clone()))
+                    .collect(),
+                context: context_labels(&c, topology.values()),
+                evidence: evidence(&c, f.symptom, pairs),
+                symptom: f.symptom,
+                score: f.score,
+                p_value: f.p_value,
+                pairs: f.pairs,
+                equivalent: f.equivalent.clone(),
+                component: c,
+            }
+        })
+        .collect()
+}
+
+/// Blame per component for the metrics: max score over symptoms, faulty if
+/// any symptom blames it; components with zero blame are left out.
+pub fn blame_map(report: &Report) -> BTreeMap<Component, (f64, bool)> {
+    let mut out: BTreeMap<Component, (f64, bool)> = BTreeMap::new();
+    let mut put = |c: Component, score: f64, faulty: bool| {
+        let e = out.entry(c).or_insert((0.0, false));
+        if score.is_finite() {
+            e.0 = e.0.max(score);
+        }
+        e.1 |= faulty;
+    };
+    for b in &report.blame {
+        put(b.component.clone(), b.score, b.faulty);
+    }
+    for f in &report.faults {
+        put(f.component(), f.score, true);
+    }
+    // Components with no blame at all stay out: on a large fabric they
+    // would be tens of thousands of all-zero series.
+    out.retain(|_, (score, faulty)| *faulty || *score > 0.0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::{Blame, Fault};
+
+    fn ident(node: &str, tor: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            host: format!("h-{node}"),
+            tor: tor.into(),
+            spine: "s1".into(),
+            ..Default::default()
+        }
+    }
+
+    fn topo() -> HashMap<String, Identity> {
+        [("a", "t1"), ("b", "t2"), ("c", "t2")]
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), ident(n, t)))
+            .collect()
+    }
+
+    #[test]
+    fn evidence_of_a_hop_lists_the_pairs_that_crossed_it() {
+        let mut a = ident("a", "t1");
+        a.nic = "198.18.0.1".into();
+        let b = ident("b", "t2");
+        let lossy = PairStats {
+            src: a.clone(),
+            dst: b.clone(),
+            rounds: 100.0,
+            sent: 100.0,
+            lost: 20.0,
+            hops: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            ..Default::default()
+        };
+        let other = PairStats {
+            src: b,
+            dst: a,
+            rounds: 100.0,
+            sent: 100.0,
+            lost: 20.0,
+            ..Default::default()
+        };
+        let ev = evidence(
+            &Component::new(Kind::Hop, "10.0.0.1"),
+            Symptom::Loss,
+            &[lossy, other],
+        );
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert!(ev[0].starts_with("a -> b"), "{ev:?}");
+    }
+
+    #[test]
+    fn evidence_lists_worst_pairs_crossing_the_component() {
+        let topo = topo();
+        let mk = |s: &str, d: &str, lost: f64| PairStats {
+            src: topo[s].clone(),
+            dst: topo[d].clone(),
+            rounds: 100.0,
+            sent: 100.0,
+            lost,
+            ..Default::default()
+        };
+        let pairs = [mk("a", "b", 30.0), mk("b", "c", 50.0), mk("a", "c", 10.0)];
+        let ev = evidence(&Component::new(Kind::Tor, "t1"), Symptom::Loss, &pairs);
+        assert_eq!(
+            ev,
+            vec![
+                "a -> b: 30.0% loss (30 of 100 probes)".to_string(),
+                "a -> c: 10.0% loss (10 of 100 probes)".to_string()
+            ]
+        );
+    }
+
+    /// The engine's hit pairs (indices into the analyzed pairs) reach the
+    /// alert logic as the pairs' identities.
+    #[test]
+    fn findings_carry_the_pairs_they_explain() {
+        let topo = topo();
+        let mk = |s: &str, d: &str| PairStats {
+            src: topo[s].clone(),
+            dst: topo[d].clone(),
+            rounds: 100.0,
+            sent: 100.0,
+            ..Default::default()
+        };
+        let pairs = [mk("a", "b"), mk("b", "c"), mk("a", "c")];
+        let report = Report {
+            faults: vec![Fault {
+                kind: Kind::Tor,
+                id: "t1".into(),
+                score: 0.3,
+                p_value: 1e-9,
+                symptom: Symptom::Loss,
+                pairs: 2,
+                equivalent: vec![],
+                hit_pairs: vec![0, 2, 99],
+            }],
+            ..Default::default()
+        };
+        let f = findings(&report, &pairs, &topo);
+        let got: Vec<(&str, &str)> = f[0]
+            .hit_pairs
+            .iter()
+            .map(|(a, b)| (a.node.as_str(), b.node.as_str()))
+            .collect();
+        assert_eq!(got, [("a", "b"), ("a", "c")]);
+    }
+
+    #[test]
+    fn blame_map_takes_max_and_marks_faults() {
+        let report = Report {
+            faults: vec![Fault {
+                kind: Kind::Tor,
+                id: "t1".into(),
+                score: 0.3,
+                p_value: 1e-9,
+                symptom: Symptom::Loss,
+                pairs: 4,
+                equivalent: vec![],
+                hit_pairs: vec![],
+            }],
+            blame: vec![Blame {
+                component: Component::new(Kind::Node, "a"),
+                symptom: Symptom::Latency,
+                score: 0.05,
+                p_value: 0.3,
+                faulty: false,
+            }],
+            ..Default::default()
+        };
+        let m = blame_map(&report);
+        assert_eq!(m[&Component::new(Kind::Tor, "t1")], (0.3, true));
+        assert_eq!(m[&Component::new(Kind::Node, "a")], (0.05, false));
+        let mut zero = report.clone();
+        zero.blame[0].score = 0.0;
+        assert!(!blame_map(&zero).contains_key(&Component::new(Kind::Node, "a")));
+    }
+}

@@ -1,0 +1,21 @@
+//! The online localizer (`skeletonhunter-localizer run`): every cycle,
+//! query Prometheus, run the engine, and post / resolve component alerts
+//! to Alertmanager while serving blame and health metrics.
+//!
+//! One file per job: [`settings`] (what the loop is told), [`cycle`] (one
+//! cycle), [`findings`] (report to findings and blame), [`confirm`] (which
+//! findings may page), [`alerts`] (alert content and life cycle),
+//! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
+//! `/metrics` and `/report`), [`service`] (runtime, ticker, shutdown).
+
+pub mod alerts;
+pub mod confirm;
+mod cycle;
+mod delivery;
+pub mod findings;
+pub mod metrics;
+pub mod service;
+pub mod settings;
+
+pub use service::run;
+pub use settings::{ServiceError, Settings};

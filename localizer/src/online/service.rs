@@ -1,0 +1,95 @@
+//! The online service: the runtime, the metrics endpoint, the ticker and
+//! shutdown around [`super::cycle`].
+
+use super::cycle::{report_json, Localizer};
+use super::metrics::{handler, Metrics};
+use super::settings::{ServiceError, Settings};
+use crate::input::promql::promql_duration;
+use std::sync::Arc;
+
+/// Run the loop until SIGTERM / Ctrl-C (or one cycle with `once`).
+pub fn run(settings: Settings) -> Result<(), ServiceError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ServiceError::Runtime)?;
+    rt.block_on(serve(settings))
+}
+
+async fn serve(s: Settings) -> Result<(), ServiceError> {
+    let metrics = Arc::new(Metrics::new());
+    let mut loc = Localizer::new(&s, metrics.clone())?;
+    if s.once {
+        return match loc.cycle().await {
+            Some(r) => {
+                println!("{}", report_json(&r));
+                Ok(())
+            }
+            None => Err(ServiceError::NoData(s.prometheus.clone())),
+        };
+    }
+
+    let listener = skeletonhunter_common::http::bind(s.listen)
+        .await
+        .map_err(|e| ServiceError::Listen(e.to_string()))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(skeletonhunter_common::http::serve(
+        listener,
+        handler(metrics),
+        async move {
+            let _ = server_stop.wait_for(|s| *s).await;
+        },
+    ));
+    tracing::info!(
+        "localizing every {:?} over {} from {} ({} Alertmanager(s)); metrics on http://{}/metrics",
+        s.interval,
+        promql_duration(s.window),
+        loc.prometheus(),
+        loc.alertmanagers(),
+        s.listen
+    );
+    if loc.alertmanagers() == 0 {
+        tracing::warn!("no --alertmanager given: faults are only exported as metrics");
+    }
+
+    let mut ticker = tokio::time::interval(s.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = ticker.tick() => {
+                // A cycle is bounded by the HTTP timeouts; shutdown still wins.
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = loc.cycle() => {}
+                }
+            }
+        }
+    }
+    tracing::info!(
+        "shutting down; firing alerts expire in Alertmanager after {:?} unless a localizer re-posts them",
+        s.ttl()
+    );
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,74 @@
+//! What the online loop is told: endpoints, timing, engine tuning. Plain
+//! data, filled by `commands::run` from its flags, so this layer does not
+//! depend on the command line.
+
+use crate::clients::http::ClientError;
+use crate::engine::model::Config;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Settings of the online loop (see `skeletonhunter-localizer run --help`
+/// for what each means to an operator).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Prometheus-compatible API root.
+    pub prometheus: String,
+    /// Alertmanager roots; each gets every alert.
+    pub alertmanagers: Vec<String>,
+    /// Address of `/metrics`, `/report`, `/healthz`.
+    pub listen: SocketAddr,
+    /// Time between cycles.
+    pub interval: Duration,
+    /// Range of the per-pair aggregates.
+    pub window: Duration,
+    /// Lookback for node identities and traced hops.
+    pub topology_window: Duration,
+    /// Timeout of each HTTP request.
+    pub timeout: Duration,
+    /// `endsAt` horizon of firing alerts; `None`: 4 × interval, at least 30 s.
+    pub alert_ttl: Option<Duration>,
+    /// Packet-probe protocols analyzed.
+    pub protocols: Vec<String>,
+    /// Extra label matchers of every query.
+    pub matchers: Option<String>,
+    /// `generatorURL` of the alerts.
+    pub external_url: String,
+    /// Resolutions queued per unreachable Alertmanager.
+    pub queue_capacity: usize,
+    /// Consecutive cycles a new finding needs before it fires.
+    pub confirm_cycles: u32,
+    /// Exporter scrape interval (margin of the hold after a clear).
+    pub scrape_interval: Duration,
+    /// Engine tuning.
+    pub engine: Config,
+    /// One cycle, report on stdout, exit.
+    pub once: bool,
+}
+
+impl Settings {
+    /// How long Alertmanager keeps a firing alert without a re-post.
+    pub fn ttl(&self) -> Duration {
+        self.alert_ttl
+            .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(30)))
+    }
+}
+
+/// Why the online loop could not start or (with `once`) had nothing to say.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The Prometheus URL is unusable.
+    #[error("--prometheus: {0}")]
+    Prometheus(ClientError),
+    /// An Alertmanager URL is unusable.
+    #[error("--alertmanager: {0}")]
+    Alertmanager(ClientError),
+    /// Tokio could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The metrics endpoint could not bind.
+    #[error("{0}")]
+    Listen(String),
+    /// `--once` and the cycle's data was unusable.
+    #[error("no usable data from {0} this cycle (see the log above)")]
+    NoData(String),
+}
