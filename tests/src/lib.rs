@@ -5,13 +5,27 @@
 //! namespace; addresses come from 198.18.0.0/15. Namespaces, processes and
 //! nftables state are torn down on drop, so a failing test leaves nothing
 //! behind.
+//!
+//! Layers, lowest first (a module uses only its own layer or lower ones):
+//! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
+//! `process`, `netns`; `servers`, `exporter`, `sink`; `fabric`,
+//! `dashboards`, `localizer`.
+
+#[allow(unsafe_code)]
+pub mod sys;
 
 pub mod dashboards;
+pub mod exporter;
+pub mod exposition;
 pub mod fabric;
+pub mod http;
+pub mod localizer;
 pub mod netns;
 pub mod privilege;
 pub mod process;
+pub mod repo;
 pub mod servers;
+pub mod sink;
 
 pub use netns::Netns;
 pub use privilege::require_privileges;

@@ -45,6 +45,7 @@ impl Netns {
         Ok(ns)
     }
 
+    /// The name `ip netns` knows it by, for commands run from the host.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -150,7 +151,7 @@ impl Drop for Netns {
         {
             for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
                 if let Ok(pid) = pid.parse::<i32>() {
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    let _ = crate::sys::kill(pid, libc::SIGKILL);
                 }
             }
         }
@@ -169,11 +170,7 @@ pub fn run_in_named<T: Send + 'static>(
     let path = format!("/run/netns/{ns}");
     let handle = std::thread::spawn(move || -> Result<T> {
         let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on this thread only; the fd is valid for the call.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            bail!("setns({path}): {}", std::io::Error::last_os_error());
-        }
+        crate::sys::enter_netns(&file).with_context(|| format!("setns({path})"))?;
         Ok(f())
     });
     handle

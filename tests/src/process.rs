@@ -12,6 +12,8 @@ static LOG_COUNTER: AtomicU32 = AtomicU32::new(0);
 /// A child process killed on drop. Its stderr goes to a log file whose tail
 /// is printed when the test fails, which is usually the fastest diagnosis.
 pub struct ChildGuard {
+    /// What the child is (`exporter-t0-h1-c0`), used in its log file name
+    /// and in error messages.
     pub name: String,
     child: Child,
     log: PathBuf,
@@ -42,6 +44,7 @@ impl ChildGuard {
         })
     }
 
+    /// The child's process id, e.g. to find it in `ip netns pids`.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -61,7 +64,9 @@ impl ChildGuard {
 
     /// Send SIGTERM and wait up to `timeout` for a clean exit.
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let pid = i32::try_from(self.child.id()).context("pid out of range")?;
+        // The child may have exited already: its status is read below.
+        let _ = crate::sys::kill(pid, libc::SIGTERM);
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(st) = self.child.try_wait()? {
@@ -114,9 +119,9 @@ pub fn bin_path(name: &str) -> PathBuf {
 }
 
 /// A plain HTTP/1.0 GET returning (status, body). Use it inside
-/// [`crate::Netns::run_in`] to reach servers in a namespace.
+/// [`crate::netns::Netns::run_in`] to reach servers in a namespace.
 pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, String)> {
-    crate::servers::http_request(addr, "GET", path, None, timeout)
+    crate::http::http_request(addr, "GET", path, None, timeout)
 }
 
 /// Poll `f` every `every` until it returns `Some`, or fail after `timeout`

@@ -19,34 +19,33 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
-use crate::{ChildGuard, Netns};
+use crate::http::{http_request, urlencode};
+use crate::netns::Netns;
+use crate::process::ChildGuard;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use crate::repo::repo_root;
+
 static DIR_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Binary names as the Debian packages install them.
 pub const PROMETHEUS_BIN: &str = "prometheus";
+/// Alertmanager, as Debian names it.
 pub const ALERTMANAGER_BIN: &str = "prometheus-alertmanager";
+/// VictoriaMetrics single-node.
 pub const VICTORIA_METRICS_BIN: &str = "victoria-metrics";
+/// Prometheus's config and rule checker.
 pub const PROMTOOL_BIN: &str = "promtool";
+/// Alertmanager's config checker and route tester.
 pub const AMTOOL_BIN: &str = "amtool";
+/// VictoriaMetrics' rule evaluator, used with `-dryRun` as a checker.
 pub const VMALERT_BIN: &str = "vmalert";
-
-/// Root of the source tree (where `rules/`, `alertmanager/`, `dashboards/`
-/// live), found from this crate's manifest directory at compile time.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
 
 /// A loopback address with a port that was free a moment ago. There is a
 /// small race with other processes; tests inside namespaces should use fixed
@@ -63,6 +62,7 @@ pub struct TempDir {
 }
 
 impl TempDir {
+    /// Create `skeletonhunter-test-<tag>-<pid>-<n>` under the temp dir, empty.
     pub fn new(tag: &str) -> Result<TempDir> {
         let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -74,6 +74,7 @@ impl TempDir {
         Ok(TempDir { path })
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -90,7 +91,9 @@ impl Drop for TempDir {
 /// VictoriaMetrics: a Prometheus-style scrape config, or "" for none).
 #[derive(Debug, Clone)]
 pub struct ServerOpts {
+    /// Address the server listens on.
     pub listen: SocketAddr,
+    /// The main config file's contents.
     pub config: String,
     /// Extra files written into the server's directory next to the config
     /// (relative names, e.g. rule files or templates), so the config can
@@ -105,6 +108,7 @@ pub struct ServerOpts {
 }
 
 impl ServerOpts {
+    /// Options with no extra files or flags, in the caller's namespace, and a 20 s ready wait.
     pub fn new(listen: SocketAddr, config: &str) -> ServerOpts {
         ServerOpts {
             listen,
@@ -136,11 +140,13 @@ impl ServerOpts {
         Ok(self.file(name, &text))
     }
 
+    /// Append one command-line flag.
     pub fn arg(mut self, a: &str) -> ServerOpts {
         self.args.push(a.to_string());
         self
     }
 
+    /// Change the bound on the wait for `/-/ready`.
     pub fn ready_timeout(mut self, t: Duration) -> ServerOpts {
         self.ready_timeout = t;
         self
@@ -150,14 +156,19 @@ impl ServerOpts {
 /// Which server a [`Server`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
+    /// `prometheus`.
     Prometheus,
+    /// `prometheus-alertmanager`.
     Alertmanager,
+    /// `victoria-metrics`.
     VictoriaMetrics,
 }
 
 /// A running server: killed and its directory removed on drop.
 pub struct Server {
+    /// Which server this is.
     pub kind: ServerKind,
+    /// Where it listens (inside its namespace, if any).
     pub addr: SocketAddr,
     netns: Option<String>,
     // Field order matters: the process dies before its directory goes.
@@ -181,6 +192,7 @@ impl Server {
         self.netns.as_deref()
     }
 
+    /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.guard.pid()
     }
@@ -219,6 +231,7 @@ impl Server {
         })
     }
 
+    /// GET `path`, returning (status, body).
     pub fn get(&self, path: &str) -> Result<(u16, String)> {
         self.request("GET", path, None)
     }
@@ -469,66 +482,16 @@ pub fn in_netns<T: Send + 'static>(
     }
 }
 
-/// A plain HTTP/1.0 request returning (status, body); `body` is
-/// `(content type, bytes)`. Enough for the Prometheus and Alertmanager APIs.
-pub fn http_request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: Option<(&str, &[u8])>,
-    timeout: Duration,
-) -> Result<(u16, String)> {
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some((ct, b)) = body {
-        req.push_str(&format!(
-            "Content-Type: {ct}\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes())?;
-    if let Some((_, b)) = body {
-        s.write_all(b)?;
-    }
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)
-        .with_context(|| format!("read from {addr}{path}"))?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("malformed HTTP response from {addr}{path}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("malformed HTTP status line from {addr}{path}"))?;
-    Ok((status, body.to_string()))
-}
-
-/// Percent-encode a query-string value (RFC 3986 unreserved kept).
-pub fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 /// Output of a command-line tool run.
 #[derive(Debug, Clone)]
 pub struct ToolOutput {
+    /// The command line, for error messages.
     pub command: String,
+    /// Whether it exited with status 0.
     pub success: bool,
+    /// Its standard output.
     pub stdout: String,
+    /// Its standard error.
     pub stderr: String,
 }
 
@@ -581,17 +544,4 @@ pub fn amtool(args: &[&str]) -> Result<ToolOutput> {
 /// rule files as MetricsQL) run from the repository root.
 pub fn vmalert(args: &[&str]) -> Result<ToolOutput> {
     run_tool(VMALERT_BIN, args, Some(&repo_root()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urlencode_escapes_promql() {
-        assert_eq!(
-            urlencode("rate(x{a=\"b c\"}[1m])"),
-            "rate%28x%7Ba%3D%22b%20c%22%7D%5B1m%5D%29"
-        );
-    }
 }

@@ -159,40 +159,12 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     veth(&a, "a2d", "198.18.3.1/30", &d, "d2a", "198.18.3.2/30")?;
     let dir = std::env::temp_dir().join(format!("skeletonhunter-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-
-    let quiet = "  ebpf: false\n";
-    let mut exporters = Vec::new();
-    for (ns, node, ip) in [
-        (&b, "node-b", "198.18.1.2"),
-        (&c, "node-c", "198.18.2.2"),
-        (&d, "node-d", "198.18.3.2"),
-    ] {
-        exporters.push(start_exporter(
-            ns,
-            &dir,
-            node,
-            &exporter_config(node, ip, quiet),
-        )?);
-    }
+    let mut exporters = start_peers(&dir, [&b, &c, &d])?;
     // A -> B is already open when the exporter starts (a job running
     // before the exporter restarts): it must be picked up too.
     let app_b = App::listen(&b, "198.18.1.2:29500".parse()?)?;
     let mut a_to_b = connect(&a, format!("198.18.1.2:{APP}").parse()?)?;
-    let mut ea = start_exporter_with(
-        &a,
-        &dir,
-        "node-a",
-        &exporter_config("node-a", "198.18.1.1", discovery),
-        wrap,
-    )?;
-    wait_until(
-        "exporter A serving /metrics",
-        Duration::from_secs(15),
-        Duration::from_millis(200),
-        || scrape(&a),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", ea.log()))?;
-    ea.check_running()?;
+    let mut ea = start_a(&a, &dir, discovery, wrap)?;
 
     // Training-like traffic: A -> B and C -> A stay open; A -> D is brief.
     let app_a = App::listen(&a, "198.18.2.1:29500".parse()?)?;
@@ -204,13 +176,73 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     }
     a_to_b.write_all(b"ring")?;
     c_to_a.write_all(b"ring")?;
+    check_discovered(&a, &ea, expect_source)?;
 
+    // Traffic stops: both peers expire after the TTL and their series go.
+    drop(a_to_b);
+    drop(c_to_a);
+    app_a.close_all();
+    app_b.close_all();
+    drop(app_d);
+    check_forgotten(&a, &ea)?;
+    ea.check_running()?;
+    for e in &mut exporters {
+        e.check_running()?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Start the exporters of B, C and D, which only answer probes (they tell A
+/// who they are).
+fn start_peers(dir: &Path, [b, c, d]: [&Netns; 3]) -> Result<Vec<ChildGuard>> {
+    let quiet = "  ebpf: false\n";
+    let mut exporters = Vec::new();
+    for (ns, node, ip) in [
+        (&b, "node-b", "198.18.1.2"),
+        (&c, "node-c", "198.18.2.2"),
+        (&d, "node-d", "198.18.3.2"),
+    ] {
+        exporters.push(start_exporter(
+            ns,
+            dir,
+            node,
+            &exporter_config(node, ip, quiet),
+        )?);
+    }
+    Ok(exporters)
+}
+
+/// Start A's exporter with `discovery` (behind `wrap`) and wait until it
+/// serves `/metrics`.
+fn start_a(a: &Netns, dir: &Path, discovery: &str, wrap: &[&str]) -> Result<ChildGuard> {
+    let mut ea = start_exporter_with(
+        a,
+        dir,
+        "node-a",
+        &exporter_config("node-a", "198.18.1.1", discovery),
+        wrap,
+    )?;
+    wait_until(
+        "exporter A serving /metrics",
+        Duration::from_secs(15),
+        Duration::from_millis(200),
+        || scrape(a),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", ea.log()))?;
+    ea.check_running()?;
+    Ok(ea)
+}
+
+/// A discovers B and C (and not D, nor its own addresses) from the
+/// traffic, probes them, and logs them with the expected source.
+fn check_discovered(a: &Netns, ea: &ChildGuard, expect_source: &str) -> Result<()> {
     let body = wait_until(
         "A discovers B and C and probes them",
         Duration::from_secs(20),
         Duration::from_millis(250),
         || {
-            let body = scrape(&a)?;
+            let body = scrape(a)?;
             let n = sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}")?;
             (n == 2.0 && probes_to(&body, "node-b") && probes_to(&body, "node-c")).then_some(body)
         },
@@ -218,7 +250,7 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     .map_err(|e| {
         anyhow::anyhow!(
             "{e}; last /metrics:\n{}\nlog of A:\n{}",
-            scrape(&a).unwrap_or_default(),
+            scrape(a).unwrap_or_default(),
             ea.log()
         )
     })?;
@@ -228,7 +260,7 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
         "D was discovered:\n{body}"
     );
     std::thread::sleep(Duration::from_secs(2));
-    let body = scrape(&a).context("scrape A")?;
+    let body = scrape(a).context("scrape A")?;
     assert_eq!(
         sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}"),
         Some(2.0),
@@ -253,19 +285,17 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     // The connections' other ends (B's and C's sockets, in other namespaces)
     // must not make A discover its own addresses.
     assert!(!log.contains("skeleton peer 198.18.1.1") && !log.contains("skeleton peer 198.18.2.1"));
+    Ok(())
+}
 
-    // Traffic stops: both peers expire after the TTL and their series go.
-    drop(a_to_b);
-    drop(c_to_a);
-    app_a.close_all();
-    app_b.close_all();
-    drop(app_d);
+/// After the TTL A has forgotten B and C: no peers, no series to them.
+fn check_forgotten(a: &Netns, ea: &ChildGuard) -> Result<()> {
     wait_until(
         "A forgets B and C after the TTL",
         Duration::from_secs(20),
         Duration::from_millis(250),
         || {
-            let body = scrape(&a)?;
+            let body = scrape(a)?;
             let n = sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}")?;
             (n == 0.0
                 && !body.contains("dst_node=\"node-b\"")
@@ -276,21 +306,16 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     .map_err(|e| {
         anyhow::anyhow!(
             "{e}; last /metrics:\n{}\nlog of A:\n{}",
-            scrape(&a).unwrap_or_default(),
+            scrape(a).unwrap_or_default(),
             ea.log()
         )
     })?;
-    let body = scrape(&a).context("scrape A")?;
+    let body = scrape(a).context("scrape A")?;
     let up = sample(
         &body,
         "skeletonhunter_discovery_events_total{source=\"ebpf\",event=\"peer_added\"}",
     );
     assert_eq!(up, Some(2.0), "{body}");
-    ea.check_running()?;
-    for e in &mut exporters {
-        e.check_running()?;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -370,14 +395,50 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     veth(&a, "a2c", "198.18.2.1/30", &c, "c2a", "198.18.2.2/30")?;
     let dir = std::env::temp_dir().join(format!("skeletonhunter-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let nsenter = |prog: &str| {
-        let mut cmd = std::process::Command::new("nsenter");
-        cmd.arg(format!("--net=/run/netns/{}", a.name()))
-            .arg("--")
-            .arg(prog);
-        cmd
-    };
+    let ea = start_a_for_cgroup(&a, &dir, test, mode, &name)?;
 
+    let _app_b = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
+    let _app_c = App::listen(&c, format!("198.18.2.2:{APP}").parse()?)?;
+    // bash opens the connection itself (fd 3) after moving into the cgroup,
+    // so the socket belongs to it; `sleep` keeps it open.
+    let procs = cg.0.join("cgroup.procs");
+    let mut inside = nsenter(&a, "bash");
+    inside.arg("-c").arg(format!(
+        "echo $$ > {} && exec 3<>/dev/tcp/198.18.1.2/{APP} && exec sleep 30",
+        procs.display()
+    ));
+    let mut outside = nsenter(&a, "bash");
+    outside.arg("-c").arg(format!(
+        "exec 3<>/dev/tcp/198.18.2.2/{APP} && exec sleep 30"
+    ));
+    let mut p_in = ChildGuard::spawn(&format!("{test}-inside"), inside)?;
+    let mut p_out = ChildGuard::spawn(&format!("{test}-outside"), outside)?;
+    check_cgroup_attribution(&a, &ea, mode, &mut p_in, &mut p_out)?;
+    drop(p_in);
+    drop(p_out);
+    drop(ea);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A command running `prog` inside `a`'s network namespace, via `nsenter`.
+fn nsenter(a: &Netns, prog: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("nsenter");
+    cmd.arg(format!("--net=/run/netns/{}", a.name()))
+        .arg("--")
+        .arg(prog);
+    cmd
+}
+
+/// Start A's exporter in `mode` with the cgroup `/<cgroup>` as its training
+/// container, and wait until it serves `/metrics`.
+fn start_a_for_cgroup(
+    a: &Netns,
+    dir: &Path,
+    test: &str,
+    mode: &str,
+    name: &str,
+) -> Result<ChildGuard> {
     let cfg = exporter_config(
         "node-a",
         "198.18.1.1",
@@ -388,6 +449,7 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     let path = dir.join("node-a.yaml");
     std::fs::write(&path, cfg)?;
     let mut cmd = nsenter(
+        a,
         bin_path("skeletonhunter-exporter")
             .to_str()
             .context("utf8")?,
@@ -398,33 +460,27 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
         "exporter A serving /metrics",
         Duration::from_secs(15),
         Duration::from_millis(200),
-        || scrape(&a),
+        || scrape(a),
     )
     .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", ea.log()))?;
+    Ok(ea)
+}
 
-    let _app_b = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
-    let _app_c = App::listen(&c, format!("198.18.2.2:{APP}").parse()?)?;
-    // bash opens the connection itself (fd 3) after moving into the cgroup,
-    // so the socket belongs to it; `sleep` keeps it open.
-    let procs = cg.0.join("cgroup.procs");
-    let mut inside = nsenter("bash");
-    inside.arg("-c").arg(format!(
-        "echo $$ > {} && exec 3<>/dev/tcp/198.18.1.2/{APP} && exec sleep 30",
-        procs.display()
-    ));
-    let mut outside = nsenter("bash");
-    outside.arg("-c").arg(format!(
-        "exec 3<>/dev/tcp/198.18.2.2/{APP} && exec sleep 30"
-    ));
-    let mut p_in = ChildGuard::spawn(&format!("{test}-inside"), inside)?;
-    let mut p_out = ChildGuard::spawn(&format!("{test}-outside"), outside)?;
-
+/// Only the connection made from inside the cgroup (to B) is discovered,
+/// attributed to the cgroup's node and tenant; C's is filtered.
+fn check_cgroup_attribution(
+    a: &Netns,
+    ea: &ChildGuard,
+    mode: &str,
+    p_in: &mut ChildGuard,
+    p_out: &mut ChildGuard,
+) -> Result<()> {
     let body = wait_until(
         "A discovers B",
         Duration::from_secs(20),
         Duration::from_millis(250),
         || {
-            let body = scrape(&a)?;
+            let body = scrape(a)?;
             (sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}")? >= 1.0)
                 .then_some(body)
         },
@@ -433,7 +489,7 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     std::thread::sleep(Duration::from_secs(2));
     p_in.check_running()?;
     p_out.check_running()?;
-    let body2 = scrape(&a).context("scrape A")?;
+    let body2 = scrape(a).context("scrape A")?;
     let log = ea.log();
     assert_eq!(
         sample(&body2, "skeletonhunter_skeleton_peers{source=\"ebpf\"}"),
@@ -457,10 +513,6 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
         filtered.is_some_and(|n| n >= 1.0),
         "no filtered event:\n{body2}"
     );
-    drop(p_in);
-    drop(p_out);
-    drop(ea);
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

@@ -100,6 +100,61 @@ fn judge(a: &AlertView) -> Option<Verdict> {
     }
 }
 
+impl Scenario {
+    /// Whether `a` is the detection. All three faults drop packets: a
+    /// latency verdict on the right component is not the detection (it is
+    /// judged like any latency alert).
+    fn is_expected(&self, a: &AlertView) -> bool {
+        a.symptom != "latency"
+            && self
+                .expect
+                .iter()
+                .any(|(k, c)| *k == a.kind && *c == a.component)
+    }
+}
+
+/// The alerts other than the expected one seen during a scenario, each
+/// printed when first seen, with the phase and its verdict, to make a
+/// failure readable.
+struct Judged<'a> {
+    sc: &'a Scenario,
+    start: Instant,
+    wrong: Vec<String>,
+    noted: Vec<String>,
+}
+
+impl Judged<'_> {
+    fn all(&mut self, phase: &str, alerts: &[AlertView]) {
+        for a in alerts.iter().filter(|a| !self.sc.is_expected(a)) {
+            let Some(verdict) = judge(a) else { continue };
+            let line = format!(
+                "{} {}/{} ({}, {})",
+                a.alertname, a.kind, a.component, a.symptom, a.state
+            );
+            let list = match verdict {
+                Verdict::Wrong => &mut self.wrong,
+                Verdict::Noted => &mut self.noted,
+            };
+            if !list.contains(&line) {
+                println!(
+                    "{}: {} {phase} at +{:.1} s: {line}",
+                    self.sc.name,
+                    match verdict {
+                        Verdict::Wrong => "WRONG ALERT",
+                        Verdict::Noted => "note: not counted",
+                    },
+                    self.start.elapsed().as_secs_f64()
+                );
+                if verdict == Verdict::Wrong {
+                    let evidence = a.json["annotations"]["evidence"].as_str().unwrap_or("");
+                    println!("    evidence: {}", evidence.replace('\n', " | "));
+                }
+                list.push(line);
+            }
+        }
+    }
+}
+
 /// Inject, wait for the expected alert, check that nothing else is alerted,
 /// clear, wait for the expected alert to resolve, then `settle_time` more
 /// (still judging). Returns (detection, resolution) times.
@@ -112,22 +167,51 @@ fn run_scenario(
     settle_time: Duration,
     while_faulted: &mut dyn FnMut(&Stack),
 ) -> anyhow::Result<(Duration, Duration)> {
-    use anyhow::bail;
-    // All three faults drop packets: a latency verdict on the right
-    // component is not the detection (it is judged like any latency alert).
-    let is_expected = |a: &AlertView| {
-        a.symptom != "latency"
-            && sc
-                .expect
-                .iter()
-                .any(|(k, c)| *k == a.kind && *c == a.component)
+    wait_until_clean(stack, sc)?;
+    let mut judged = Judged {
+        sc,
+        start: Instant::now(),
+        wrong: Vec::new(),
+        noted: Vec::new(),
     };
-    // Start from a fabric where nothing counts as wrong (earlier noise or a
-    // previous scenario's alert must have resolved).
+    let t0 = Instant::now();
+    (sc.inject)(&stack.fabric)?;
+    let detected = wait_detected(stack, &mut judged, t0)?;
+    let flapped = hold_fault(stack, &mut judged, t0)?;
+
+    // Series born with the alert (e.g. alerts posted) now have a few
+    // samples, so the dashboards' rate() panels can show them.
+    while_faulted(stack);
+    judged.all("while the fault stands", &stack.labelled_alerts()?);
+
+    let resolved = clear_and_wait_resolved(stack, &mut judged)?;
+    // The faults are independent: let this one's evidence leave the
+    // localizer's window (it holds back findings on the same pairs until
+    // then), still watching for leftovers alerted as another component.
+    let settle = Instant::now();
+    while settle.elapsed() < settle_time {
+        judged.all("after resolution", &stack.labelled_alerts()?);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    if let Some(t) = flapped {
+        judged.wrong.push(format!(
+            "the alert resolved {:.1} s after injection while the fault stood",
+            t.as_secs_f64()
+        ));
+    }
+    if !judged.wrong.is_empty() {
+        anyhow::bail!("{}: wrong alerts: {}", sc.name, judged.wrong.join("; "));
+    }
+    Ok((detected, resolved))
+}
+
+/// Start from a fabric where nothing counts as wrong (earlier noise or a
+/// previous scenario's alert must have resolved).
+fn wait_until_clean(stack: &Stack, sc: &Scenario) -> anyhow::Result<()> {
     let blocking = |alerts: &[AlertView]| -> Vec<String> {
         alerts
             .iter()
-            .filter(|a| judge(a) == Some(Verdict::Wrong) || is_expected(a))
+            .filter(|a| judge(a) == Some(Verdict::Wrong) || sc.is_expected(a))
             .map(|a| format!("{}/{} ({})", a.kind, a.component, a.symptom))
             .collect()
     };
@@ -135,59 +219,31 @@ fn run_scenario(
     loop {
         let left = blocking(&stack.labelled_alerts()?);
         if left.is_empty() {
-            break;
+            return Ok(());
         }
         if clean.elapsed() > RESOLVE_LIMIT {
-            bail!(
+            anyhow::bail!(
                 "{}: alerts before injection did not clear: {left:?}",
                 sc.name
             );
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
 
-    let mut wrong: Vec<String> = Vec::new();
-    let mut noted: Vec<String> = Vec::new();
-    let start = Instant::now();
-    // Every other alert is printed when first seen, with the phase and its
-    // verdict, to make a failure readable.
-    let mut judge_all = |phase: &str, alerts: &[AlertView]| {
-        for a in alerts.iter().filter(|a| !is_expected(a)) {
-            let Some(verdict) = judge(a) else { continue };
-            let line = format!(
-                "{} {}/{} ({}, {})",
-                a.alertname, a.kind, a.component, a.symptom, a.state
-            );
-            let list = match verdict {
-                Verdict::Wrong => &mut wrong,
-                Verdict::Noted => &mut noted,
-            };
-            if !list.contains(&line) {
-                println!(
-                    "{}: {} {phase} at +{:.1} s: {line}",
-                    sc.name,
-                    match verdict {
-                        Verdict::Wrong => "WRONG ALERT",
-                        Verdict::Noted => "note: not counted",
-                    },
-                    start.elapsed().as_secs_f64()
-                );
-                if verdict == Verdict::Wrong {
-                    let evidence = a.json["annotations"]["evidence"].as_str().unwrap_or("");
-                    println!("    evidence: {}", evidence.replace('\n', " | "));
-                }
-                list.push(line);
-            }
-        }
-    };
-
-    let t0 = Instant::now();
-    (sc.inject)(&stack.fabric)?;
-    let detected = loop {
+/// Wait for the expected alert after injecting at `t0`; clears the fault
+/// and fails after [`DETECT_LIMIT`].
+fn wait_detected(
+    stack: &mut Stack,
+    judged: &mut Judged<'_>,
+    t0: Instant,
+) -> anyhow::Result<Duration> {
+    let sc = judged.sc;
+    loop {
         stack.check_running()?;
         let alerts = stack.labelled_alerts()?;
-        judge_all("before detection", &alerts);
-        if let Some(a) = alerts.iter().find(|a| is_expected(a)) {
+        judged.all("before detection", &alerts);
+        if let Some(a) = alerts.iter().find(|a| sc.is_expected(a)) {
             println!(
                 "{}: alerted {:.1} s after injection: {} {}/{} ({}, {})",
                 sc.name,
@@ -198,54 +254,63 @@ fn run_scenario(
                 a.symptom,
                 a.state
             );
-            break t0.elapsed();
+            return Ok(t0.elapsed());
         }
         if t0.elapsed() > DETECT_LIMIT {
             (sc.clear)(&stack.fabric)?;
-            bail!(
-                "{}: no alert for {:?} within {DETECT_LIMIT:?}; other alerts: {wrong:?} {noted:?}",
+            anyhow::bail!(
+                "{}: no alert for {:?} within {DETECT_LIMIT:?}; other alerts: {:?} {:?}",
                 sc.name,
-                sc.expect
+                sc.expect,
+                judged.wrong,
+                judged.noted
             );
         }
         std::thread::sleep(Duration::from_millis(200));
-    };
-    // Let the fault stand a few localizer cycles: a second component must
-    // not be blamed as evidence accumulates.
+    }
+}
+
+/// Let the fault stand a few localizer cycles: a second component must not
+/// be blamed as evidence accumulates. The alert must also stay: one that
+/// resolves while the fault stands is a flap, and pages twice. Returns when
+/// (after injection at `t0`) it flapped, if it did.
+fn hold_fault(
+    stack: &Stack,
+    judged: &mut Judged<'_>,
+    t0: Instant,
+) -> anyhow::Result<Option<Duration>> {
     let hold = Instant::now();
-    // It must also stay: an alert that resolves while the fault stands is
-    // a flap, and pages twice.
     let mut flapped = None;
     while hold.elapsed() < Duration::from_secs(6) {
         let alerts = stack.labelled_alerts()?;
-        judge_all("while the fault stands", &alerts);
-        if flapped.is_none() && !alerts.iter().any(is_expected) {
+        judged.all("while the fault stands", &alerts);
+        if flapped.is_none() && !alerts.iter().any(|a| judged.sc.is_expected(a)) {
             flapped = Some(t0.elapsed());
             println!(
                 "{}: WRONG: the alert resolved while the fault stood (+{:.1} s)",
-                sc.name,
+                judged.sc.name,
                 t0.elapsed().as_secs_f64()
             );
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    Ok(flapped)
+}
 
-    // Series born with the alert (e.g. alerts posted) now have a few
-    // samples, so the dashboards' rate() panels can show them.
-    while_faulted(stack);
-    judge_all("while the fault stands", &stack.labelled_alerts()?);
-
+/// Clear the fault and wait for the expected alert to resolve.
+fn clear_and_wait_resolved(stack: &mut Stack, judged: &mut Judged<'_>) -> anyhow::Result<Duration> {
+    let sc = judged.sc;
     let t1 = Instant::now();
     (sc.clear)(&stack.fabric)?;
     let resolved = loop {
         stack.check_running()?;
         let alerts = stack.labelled_alerts()?;
-        judge_all("after clearing", &alerts);
-        if !alerts.iter().any(is_expected) {
+        judged.all("after clearing", &alerts);
+        if !alerts.iter().any(|a| sc.is_expected(a)) {
             break t1.elapsed();
         }
         if t1.elapsed() > RESOLVE_LIMIT {
-            bail!(
+            anyhow::bail!(
                 "{}: the alert did not resolve within {RESOLVE_LIMIT:?} of clearing the fault",
                 sc.name
             );
@@ -257,24 +322,7 @@ fn run_scenario(
         sc.name,
         resolved.as_secs_f64()
     );
-    // The faults are independent: let this one's evidence leave the
-    // localizer's window (it holds back findings on the same pairs until
-    // then), still watching for leftovers alerted as another component.
-    let settle = Instant::now();
-    while settle.elapsed() < settle_time {
-        judge_all("after resolution", &stack.labelled_alerts()?);
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    if let Some(t) = flapped {
-        wrong.push(format!(
-            "the alert resolved {:.1} s after injection while the fault stood",
-            t.as_secs_f64()
-        ));
-    }
-    if !wrong.is_empty() {
-        bail!("{}: wrong alerts: {}", sc.name, wrong.join("; "));
-    }
-    Ok((detected, resolved))
+    Ok(resolved)
 }
 
 /// The whole system on the fabric: exporters probe their skeleton peers,

@@ -13,6 +13,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_tests::fabric::{ports, remove_namespaces_of, Stack, StackOpts};
+use skeletonhunter_tests::sys::{geteuid, SignalSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ fn parse_args() -> Result<Args> {
             "--fault" => {
                 kind = it
                     .next()
-                    .context("--fault needs a value (tor, host or node)")?
+                    .context("--fault needs a value (tor, host or node)")?;
             }
             "--loss" => {
                 let v = it.next().context("--loss needs a value (1..=99)")?;
@@ -81,26 +82,26 @@ fn parse_args() -> Result<Args> {
 /// thread that deletes this process's namespaces (killing everything inside)
 /// and temp files, then exits. Must run before any other thread starts.
 fn cleanup_on_signal() {
-    // SAFETY: plain sigset manipulation and pthread_sigmask on this thread,
-    // before any other thread exists; the set is moved to the waiting thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
+    let set = match SignalSet::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]) {
+        Ok(set) => set,
+        Err(e) => {
+            eprintln!("skeletonhunter-demo: cannot set up Ctrl-C clean-up: {e}");
+            return;
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        std::thread::spawn(move || {
-            let mut sig = 0;
-            libc::sigwait(&set, &mut sig);
-            eprintln!("\nskeletonhunter-demo: signal {sig}: cleaning up");
-            let pid = std::process::id();
-            let n = remove_namespaces_of(pid);
-            remove_temp_files_of(pid);
-            eprintln!("skeletonhunter-demo: removed {n} namespaces");
-            std::process::exit(130);
-        });
+    };
+    if let Err(e) = set.block() {
+        eprintln!("skeletonhunter-demo: cannot set up Ctrl-C clean-up: {e}");
+        return;
     }
+    std::thread::spawn(move || {
+        let sig = set.wait().unwrap_or(0);
+        eprintln!("\nskeletonhunter-demo: signal {sig}: cleaning up");
+        let pid = std::process::id();
+        let n = remove_namespaces_of(pid);
+        remove_temp_files_of(pid);
+        eprintln!("skeletonhunter-demo: removed {n} namespaces");
+        std::process::exit(130);
+    });
 }
 
 /// Temp files and directories of this process (`skeletonhunter-*-<pid>-*`).
@@ -160,24 +161,10 @@ fn step(n: u32, text: &str) {
 }
 
 fn run(args: Args) -> Result<()> {
-    if unsafe { libc::geteuid() } != 0 {
+    if geteuid() != 0 {
         bail!("run as root (the demo creates network namespaces and nftables rules)");
     }
-    let exporter = sibling_bin("skeletonhunter-exporter")?;
-    let localizer = if args.localizer {
-        let bin = sibling_bin("skeletonhunter-localizer")?;
-        if online_loop_available(&bin) {
-            Some(bin)
-        } else {
-            println!(
-                "NOTE: this build's skeletonhunter-localizer has no working `run` \
-                 subcommand: showing live probe metrics without localization"
-            );
-            None
-        }
-    } else {
-        None
-    };
+    let (exporter, localizer) = binaries(&args)?;
     let opts = StackOpts::new(exporter, localizer);
 
     step(1, "building the fabric and starting everything");
@@ -198,7 +185,71 @@ fn run(args: Args) -> Result<()> {
     );
     print_pairs(&stack, "baseline")?;
 
-    let (what, expect): (String, Vec<(&str, String)>) = match args.fault {
+    let (what, expect) = describe_fault(&stack, args.fault);
+    step(3, &format!("injecting: {what}"));
+    let t0 = Instant::now();
+    inject(&stack, args.fault, true)?;
+
+    if stack.localizer.is_none() {
+        std::thread::sleep(Duration::from_secs(8));
+        print_pairs(&stack, "with the fault")?;
+        step(4, "no localizer: skipping localization and alerting");
+    } else {
+        show_alert(&mut stack, &opts, &expect, t0)?;
+    }
+
+    step(5, "removing the fault");
+    let t1 = Instant::now();
+    inject(&stack, args.fault, false)?;
+    if stack.localizer.is_some() {
+        skeletonhunter_tests::wait_until(
+            "the alert to resolve",
+            Duration::from_secs(120),
+            Duration::from_millis(250),
+            || {
+                stack
+                    .component_alerts()
+                    .ok()
+                    .filter(std::vec::Vec::is_empty)
+            },
+        )?;
+        println!(
+            "alert resolved {:.1} s after the fault was removed",
+            t1.elapsed().as_secs_f64()
+        );
+    }
+
+    step(6, "cleaning up (namespaces, processes, temp files)");
+    drop(stack);
+    println!("done.");
+    Ok(())
+}
+
+/// The exporter binary, and the localizer's when it is wanted and has the
+/// online loop.
+fn binaries(args: &Args) -> Result<(PathBuf, Option<PathBuf>)> {
+    let exporter = sibling_bin("skeletonhunter-exporter")?;
+    let localizer = if args.localizer {
+        let bin = sibling_bin("skeletonhunter-localizer")?;
+        if online_loop_available(&bin) {
+            Some(bin)
+        } else {
+            println!(
+                "NOTE: this build's skeletonhunter-localizer has no working `run` \
+                 subcommand: showing live probe metrics without localization"
+            );
+            None
+        }
+    } else {
+        None
+    };
+    Ok((exporter, localizer))
+}
+
+/// What the fault is, in words, and the (kind, component) alerts that name
+/// it correctly.
+fn describe_fault(stack: &Stack, fault: Fault) -> (String, Vec<(&'static str, String)>) {
+    match fault {
         Fault::Tor(p) => (
             format!("{p}% packet loss at ToR tor1"),
             vec![("tor", "tor1".into())],
@@ -214,91 +265,71 @@ fn run(args: Args) -> Result<()> {
             "container t1-h0-c1 unreachable on the data plane".into(),
             vec![("node", "t1-h0-c1".into())],
         ),
-    };
-    step(3, &format!("injecting: {what}"));
-    let t0 = Instant::now();
-    inject(&stack, args.fault, true)?;
+    }
+}
 
-    if stack.localizer.is_none() {
-        std::thread::sleep(Duration::from_secs(8));
-        print_pairs(&stack, "with the fault")?;
-        step(4, "no localizer: skipping localization and alerting");
-    } else {
-        step(4, "waiting for the localizer's alert in Alertmanager");
-        let alert = loop {
-            stack.check_running()?;
-            let alerts = stack.component_alerts()?;
-            // Every demo fault drops packets: wait for a loss or
-            // unreachable verdict, not a latency one.
-            if let Some(a) = alerts.iter().find(|a| {
-                a.symptom != "latency"
-                    && expect
-                        .iter()
-                        .any(|(k, c)| *k == a.kind && *c == a.component)
-            }) {
-                break a.clone();
-            }
-            if t0.elapsed() > Duration::from_secs(120) {
-                bail!("no alert for {expect:?} within 120 s; alerts held: {alerts:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        println!(
-            "alerted {:.1} s after injection: {} on {} {} ({})",
-            t0.elapsed().as_secs_f64(),
-            alert.alertname,
-            alert.kind,
-            alert.component,
-            alert.symptom
-        );
-        // Let the localizer's window fill with the fault before showing
-        // its full picture (the first alert comes from partial evidence).
-        let settle = opts.localizer_window;
-        println!(
-            "letting the fault stand {} s so the localizer's window holds only faulty data...",
-            settle.as_secs()
-        );
-        std::thread::sleep(settle);
-        print_pairs(&stack, "with the fault")?;
-        println!("\nlocalization (the localizer's last analysis, GET /report):");
-        println!("{}", serde_json::to_string_pretty(&localization(&stack)?)?);
-        // The alert as it is now (re-posted, possibly updated evidence).
-        let now = stack.component_alerts()?;
-        let current = now
-            .iter()
-            .find(|a| a.kind == alert.kind && a.component == alert.component)
-            .unwrap_or(&alert);
-        println!("\nthe alert as Alertmanager holds it (GET /api/v2/alerts):");
-        println!("{}", serde_json::to_string_pretty(&current.json)?);
-        let others: Vec<String> = now
-            .iter()
-            .filter(|a| !(a.kind == alert.kind && a.component == alert.component))
-            .map(|a| format!("{}/{} ({}, {})", a.kind, a.component, a.symptom, a.state))
-            .collect();
-        if !others.is_empty() {
-            println!("other component alerts held: {}", others.join(", "));
+/// Wait for the localizer's alert on an expected component, then show the
+/// localization and the alert as Alertmanager holds it.
+fn show_alert(
+    stack: &mut Stack,
+    opts: &StackOpts,
+    expect: &[(&str, String)],
+    t0: Instant,
+) -> Result<()> {
+    step(4, "waiting for the localizer's alert in Alertmanager");
+    let alert = loop {
+        stack.check_running()?;
+        let alerts = stack.component_alerts()?;
+        // Every demo fault drops packets: wait for a loss or
+        // unreachable verdict, not a latency one.
+        if let Some(a) = alerts.iter().find(|a| {
+            a.symptom != "latency"
+                && expect
+                    .iter()
+                    .any(|(k, c)| *k == a.kind && *c == a.component)
+        }) {
+            break a.clone();
         }
+        if t0.elapsed() > Duration::from_secs(120) {
+            bail!("no alert for {expect:?} within 120 s; alerts held: {alerts:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    println!(
+        "alerted {:.1} s after injection: {} on {} {} ({})",
+        t0.elapsed().as_secs_f64(),
+        alert.alertname,
+        alert.kind,
+        alert.component,
+        alert.symptom
+    );
+    // Let the localizer's window fill with the fault before showing
+    // its full picture (the first alert comes from partial evidence).
+    let settle = opts.localizer_window;
+    println!(
+        "letting the fault stand {} s so the localizer's window holds only faulty data...",
+        settle.as_secs()
+    );
+    std::thread::sleep(settle);
+    print_pairs(stack, "with the fault")?;
+    println!("\nlocalization (the localizer's last analysis, GET /report):");
+    println!("{}", serde_json::to_string_pretty(&localization(stack)?)?);
+    // The alert as it is now (re-posted, possibly updated evidence).
+    let now = stack.component_alerts()?;
+    let current = now
+        .iter()
+        .find(|a| a.kind == alert.kind && a.component == alert.component)
+        .unwrap_or(&alert);
+    println!("\nthe alert as Alertmanager holds it (GET /api/v2/alerts):");
+    println!("{}", serde_json::to_string_pretty(&current.json)?);
+    let others: Vec<String> = now
+        .iter()
+        .filter(|a| !(a.kind == alert.kind && a.component == alert.component))
+        .map(|a| format!("{}/{} ({}, {})", a.kind, a.component, a.symptom, a.state))
+        .collect();
+    if !others.is_empty() {
+        println!("other component alerts held: {}", others.join(", "));
     }
-
-    step(5, "removing the fault");
-    let t1 = Instant::now();
-    inject(&stack, args.fault, false)?;
-    if stack.localizer.is_some() {
-        skeletonhunter_tests::wait_until(
-            "the alert to resolve",
-            Duration::from_secs(120),
-            Duration::from_millis(250),
-            || stack.component_alerts().ok().filter(|a| a.is_empty()),
-        )?;
-        println!(
-            "alert resolved {:.1} s after the fault was removed",
-            t1.elapsed().as_secs_f64()
-        );
-    }
-
-    step(6, "cleaning up (namespaces, processes, temp files)");
-    drop(stack);
-    println!("done.");
     Ok(())
 }
 
@@ -345,71 +376,25 @@ fn print_fabric(stack: &Stack) {
 /// Per-pair UDP loss (a src × dst matrix) and RTT spread over the last 5 s,
 /// from Prometheus.
 fn print_pairs(stack: &Stack, when: &str) -> Result<()> {
-    let loss = stack.prometheus.query(
-        "sum by (src_node, dst_node) (increase(skeletonhunter_probe_lost_total{protocol=\"udp\"}[5s])) \
-         / sum by (src_node, dst_node) (increase(skeletonhunter_probe_sent_total{protocol=\"udp\"}[5s]))",
-    )?;
-    let rtt = stack.prometheus.query(
-        "histogram_quantile(0.5, sum by (src_node, dst_node, le) \
-         (rate(skeletonhunter_probe_rtt_seconds_bucket{protocol=\"udp\"}[5s])))",
-    )?;
-    let key = |v: &Value| {
-        (
-            v["metric"]["src_node"].as_str().unwrap_or("?").to_string(),
-            v["metric"]["dst_node"].as_str().unwrap_or("?").to_string(),
-        )
-    };
-    let val = |v: &Value| {
-        v["value"][1]
-            .as_str()
-            .and_then(|s| s.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
+    let stats = PairStats::query(stack)?;
     let nodes: Vec<&str> = stack
         .fabric
         .nodes
         .iter()
         .map(|n| n.identity.node.as_str())
         .collect();
-    let cell = |src: &str, dst: &str| -> (f64, f64) {
-        let k = (src.to_string(), dst.to_string());
-        let l = loss
-            .iter()
-            .find(|v| key(v) == k)
-            .map(val)
-            .unwrap_or(f64::NAN);
-        let r = rtt
-            .iter()
-            .find(|v| key(v) == k)
-            .map(val)
-            .unwrap_or(f64::NAN);
-        (l, r)
-    };
     println!("skeleton probe loss, src (rows) -> dst (columns), UDP over the last 5 s ({when}):");
     print!("  {:<9}", "");
     for d in &nodes {
-        print!(" {:>8}", d);
+        print!(" {d:>8}");
     }
     println!();
     let mut rtts = Vec::new();
     for src in &nodes {
         print!("  {src:<9}");
         for dst in &nodes {
-            let skeleton = stack
-                .fabric
-                .node(src)
-                .map(|n| {
-                    stack
-                        .fabric
-                        .skeleton_peers(n)
-                        .iter()
-                        .any(|p| p.identity.node == *dst)
-                })
-                .unwrap_or(false);
-            let text = if !skeleton {
-                ".".to_string()
-            } else {
-                let (l, r) = cell(src, dst);
+            let text = if is_skeleton(stack, src, dst) {
+                let (l, r) = stats.cell(src, dst);
                 if r.is_finite() {
                     rtts.push(r);
                 }
@@ -418,6 +403,8 @@ fn print_pairs(stack: &Stack, when: &str) -> Result<()> {
                 } else {
                     "?".to_string()
                 }
+            } else {
+                ".".to_string()
             };
             print!(" {text:>8}");
         }
@@ -435,8 +422,57 @@ fn print_pairs(stack: &Stack, when: &str) -> Result<()> {
     Ok(())
 }
 
-/// The localizer's last analysis (`/report`: the `analyze` JSON of
-/// DESIGN.md) when it serves one, else its verdict from `/metrics`.
+/// Whether `src` probes `dst` (a pair of the traffic skeleton).
+fn is_skeleton(stack: &Stack, src: &str, dst: &str) -> bool {
+    stack.fabric.node(src).is_ok_and(|n| {
+        stack
+            .fabric
+            .skeleton_peers(n)
+            .iter()
+            .any(|p| p.identity.node == dst)
+    })
+}
+
+/// Per-pair UDP loss ratio and median RTT over the last 5 s.
+struct PairStats {
+    loss: Vec<Value>,
+    rtt: Vec<Value>,
+}
+
+impl PairStats {
+    /// Both matrices from Prometheus, as of now.
+    fn query(stack: &Stack) -> Result<PairStats> {
+        let loss = stack.prometheus.query(
+            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_lost_total{protocol=\"udp\"}[5s])) \
+             / sum by (src_node, dst_node) (increase(skeletonhunter_probe_sent_total{protocol=\"udp\"}[5s]))",
+        )?;
+        let rtt = stack.prometheus.query(
+            "histogram_quantile(0.5, sum by (src_node, dst_node, le) \
+             (rate(skeletonhunter_probe_rtt_seconds_bucket{protocol=\"udp\"}[5s])))",
+        )?;
+        Ok(PairStats { loss, rtt })
+    }
+
+    /// (loss ratio, median RTT in seconds) of `src -> dst`; NaN when unknown.
+    fn cell(&self, src: &str, dst: &str) -> (f64, f64) {
+        let find = |series: &[Value]| {
+            series
+                .iter()
+                .find(|v| {
+                    v["metric"]["src_node"].as_str().unwrap_or("?") == src
+                        && v["metric"]["dst_node"].as_str().unwrap_or("?") == dst
+                })
+                .and_then(|v| v["value"][1].as_str())
+                .and_then(|s| s.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        (find(&self.loss), find(&self.rtt))
+    }
+}
+
+/// The localizer's last analysis when it serves one (`/report`: the same
+/// JSON document `skeletonhunter-localizer analyze` prints, with its
+/// `faults` list), else its verdict read from `/metrics`.
 fn localization(stack: &Stack) -> Result<Value> {
     let addr = SocketAddr::from(([127, 0, 0, 1], ports::LOCALIZER));
     let get = move |path: &'static str| {

@@ -1,0 +1,106 @@
+//! Running the exporter binary in a namespace and reading its metrics: the
+//! pieces the exporter tests share (a two-namespace link, a config, start
+//! with a health wait, scrape, and sample lookup in the text exposition).
+
+use crate::exposition::sample;
+use crate::netns::{veth, Netns};
+use crate::process::{bin_path, http_get, wait_until, ChildGuard};
+use anyhow::{bail, Context, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where every test exporter serves `/metrics`: its namespace's loopback,
+/// so data-plane faults never hide the exporter itself.
+pub const METRICS: &str = "127.0.0.1:9465";
+/// The UDP responder port on the data plane.
+pub const UDP: u16 = 7477;
+/// The TCP dial port on the data plane.
+pub const TCP: u16 = 7478;
+
+/// Two namespaces `a` (198.18.1.1) and `b` (198.18.1.2) on one veth link.
+pub struct Pair {
+    /// The namespace at 198.18.1.1, interface `a0`.
+    pub a: Netns,
+    /// The namespace at 198.18.1.2, interface `b0`.
+    pub b: Netns,
+}
+
+/// Create the two namespaces of a [`Pair`], named after `tag`.
+pub fn pair(tag: &str) -> Result<Pair> {
+    let a = Netns::new(&format!("{tag}a"))?;
+    let b = Netns::new(&format!("{tag}b"))?;
+    veth(&a, "a0", "198.18.1.1/24", &b, "b0", "198.18.1.2/24")?;
+    Ok(Pair { a, b })
+}
+
+/// An exporter config: identity `node` (host `host-<node>`, ToR `tor1`,
+/// spine `s1`), responder on `ip`, the probe settings given, and the
+/// `discovery` lines after `ebpf: false` (e.g. [`static_peer`]).
+pub fn config(
+    node: &str,
+    ip: &str,
+    interval: &str,
+    timeout: &str,
+    protocols: &str,
+    discovery: &str,
+) -> String {
+    format!(
+        "listen: \"{METRICS}\"\n\
+         identity: {{node: \"{node}\", host: \"host-{node}\", tor: \"tor1\", spine: \"s1\"}}\n\
+         responder: {{udp: \"{ip}:{UDP}\", tcp: \"{ip}:{TCP}\"}}\n\
+         probe: {{interval: {interval}, timeout: {timeout}, protocols: [{protocols}], udp_port: {UDP}, tcp_port: {TCP}}}\n\
+         discovery:\n  ebpf: false\n{discovery}"
+    )
+}
+
+/// The `discovery:` lines for one static peer at `ip`.
+pub fn static_peer(ip: &str) -> String {
+    format!("  static:\n    - {{address: \"{ip}\"}}\n")
+}
+
+/// Write `cfg` to `dir/<name>.yaml`, start the exporter with it in `ns`,
+/// and return once `/healthz` answers.
+pub fn start(ns: &Netns, dir: &Path, name: &str, cfg: &str) -> Result<ChildGuard> {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, cfg)?;
+    let bin = bin_path("skeletonhunter-exporter");
+    let mut cmd = ns.command(bin.to_str().context("utf-8 binary path")?);
+    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
+    let mut child = ChildGuard::spawn(name, cmd)?;
+    wait_until(
+        &format!("{name} /healthz"),
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || {
+            let addr: SocketAddr = METRICS.parse().ok()?;
+            match ns.run_in(move || http_get(addr, "/healthz", Duration::from_secs(1))) {
+                Ok(Ok((200, _))) => Some(()),
+                _ => None,
+            }
+        },
+    )?;
+    child.check_running()?;
+    Ok(child)
+}
+
+/// The `/metrics` text of the exporter in `ns` (an error unless HTTP 200).
+pub fn scrape(ns: &Netns) -> Result<String> {
+    let addr: SocketAddr = METRICS.parse()?;
+    let (status, body) =
+        ns.run_in(move || http_get(addr, "/metrics", Duration::from_secs(2)))??;
+    if status != 200 {
+        bail!("/metrics returned {status}: {body}");
+    }
+    Ok(body)
+}
+
+/// (sent, lost, answered) of one pair and protocol.
+pub fn counts(body: &str, dst: &str, proto: &str) -> (f64, f64, f64) {
+    let l = [dst, proto];
+    (
+        sample(body, "skeletonhunter_probe_sent_total", &l).unwrap_or(0.0),
+        sample(body, "skeletonhunter_probe_lost_total", &l).unwrap_or(0.0),
+        sample(body, "skeletonhunter_probe_rtt_seconds_count", &l).unwrap_or(0.0),
+    )
+}

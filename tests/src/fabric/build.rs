@@ -1,0 +1,203 @@
+//! Wiring the namespaces into a routed fabric, and checking that it routes.
+
+use super::topology::{tenant_of_rail, Fabric, FabricSpec, Host, Node, Tor, POD};
+use crate::netns::{attach, bridge, veth, Netns};
+use anyhow::{bail, ensure, Context, Result};
+use skeletonhunter_common::Identity;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::time::Duration;
+
+impl Fabric {
+    /// Build the fabric and check that it routes: every container reaches a
+    /// container under the other ToR, and `mon` reaches every container's
+    /// management address.
+    pub fn new(spec: FabricSpec) -> Result<Fabric> {
+        ensure!(spec.tors >= 1 && spec.tors <= 50, "tors must be 1..=50");
+        ensure!(
+            spec.hosts_per_tor >= 1 && spec.hosts_per_tor <= 16,
+            "hosts_per_tor must be 1..=16"
+        );
+        ensure!(
+            spec.containers_per_host >= 1 && spec.containers_per_host <= 13,
+            "containers_per_host must be 1..=13"
+        );
+        ensure!(
+            spec.tors * spec.hosts_per_tor * spec.containers_per_host <= 240,
+            "at most 240 containers (one management /24)"
+        );
+        let spine_name = "spine0".to_string();
+        let spine = Netns::new("spine")?;
+        spine.enable_forwarding()?;
+        let mon = Netns::new("mon")?;
+        let mon_ip = Ipv4Addr::new(198, 19, 200, 1);
+        bridge(&mon, "mgmt", &format!("{mon_ip}/24"))?;
+
+        let mut fabric = Fabric {
+            spec,
+            nodes: Vec::new(),
+            hosts: Vec::new(),
+            tors: Vec::new(),
+            spine,
+            spine_name,
+            mon,
+            mon_ip,
+        };
+        for t in 0..spec.tors {
+            fabric.add_tor(t)?;
+            for h in 0..spec.hosts_per_tor {
+                fabric.add_host(t, h)?;
+                for c in 0..spec.containers_per_host {
+                    fabric.add_node(t, h, c)?;
+                }
+            }
+        }
+        fabric.check_connectivity()?;
+        Ok(fabric)
+    }
+
+    fn add_tor(&mut self, t: usize) -> Result<()> {
+        let ns = Netns::new(&format!("tor{t}"))?;
+        ns.enable_forwarding()?;
+        let (spine_ip, tor_ip) = (
+            Ipv4Addr::new(198, 19, 100, (t * 4 + 1) as u8),
+            Ipv4Addr::new(198, 19, 100, (t * 4 + 2) as u8),
+        );
+        veth(
+            &self.spine,
+            &format!("t{t}"),
+            &format!("{spine_ip}/30"),
+            &ns,
+            "sp",
+            &format!("{tor_ip}/30"),
+        )?;
+        self.spine.ip(&[
+            "route",
+            "add",
+            &format!("198.18.{t}.0/24"),
+            "via",
+            &tor_ip.to_string(),
+        ])?;
+        ns.ip(&["route", "add", "default", "via", &spine_ip.to_string()])?;
+        self.tors.push(Tor {
+            ns,
+            name: format!("tor{t}"),
+        });
+        Ok(())
+    }
+
+    fn add_host(&mut self, t: usize, h: usize) -> Result<()> {
+        let ns = Netns::new(&format!("t{t}h{h}"))?;
+        ns.enable_forwarding()?;
+        let tor = &self.tors[t];
+        let (tor_ip, nic_ip) = (
+            Ipv4Addr::new(198, 19, t as u8, (h * 4 + 1) as u8),
+            Ipv4Addr::new(198, 19, t as u8, (h * 4 + 2) as u8),
+        );
+        veth(
+            &tor.ns,
+            &format!("h{h}"),
+            &format!("{tor_ip}/30"),
+            &ns,
+            "up0",
+            &format!("{nic_ip}/30"),
+        )?;
+        tor.ns.ip(&[
+            "route",
+            "add",
+            &format!("198.18.{t}.{}/28", h * 16),
+            "via",
+            &nic_ip.to_string(),
+        ])?;
+        bridge(&ns, "br0", &format!("198.18.{t}.{}/28", h * 16 + 1))?;
+        ns.ip(&["route", "add", "default", "via", &tor_ip.to_string()])?;
+        self.hosts.push(Host {
+            ns,
+            name: format!("host-t{t}-h{h}"),
+            tor: t,
+            nic_ip,
+            gateway: tor_ip,
+        });
+        Ok(())
+    }
+
+    fn add_node(&mut self, t: usize, h: usize, c: usize) -> Result<()> {
+        let index = self.nodes.len();
+        let ns = Netns::new(&format!("t{t}h{h}c{c}"))?;
+        let host = self.hosts.last().context("add_node before add_host")?;
+        let gw = Ipv4Addr::new(198, 18, t as u8, (h * 16 + 1) as u8);
+        let data_ip = Ipv4Addr::new(198, 18, t as u8, (h * 16 + 2 + c) as u8);
+        let veth_host = format!("c{c}");
+        veth(
+            &ns,
+            "eth0",
+            &format!("{data_ip}/28"),
+            &host.ns,
+            &veth_host,
+            "",
+        )?;
+        attach(&host.ns, &veth_host, "br0")?;
+        ns.ip(&["route", "add", "default", "via", &gw.to_string()])?;
+
+        let mgmt_ip = Ipv4Addr::new(198, 19, 200, (10 + index) as u8);
+        let mon_if = format!("m{index}");
+        veth(&self.mon, &mon_if, "", &ns, "mg0", &format!("{mgmt_ip}/24"))?;
+        attach(&self.mon, &mon_if, "mgmt")?;
+
+        let identity = Identity {
+            node: format!("t{t}-h{h}-c{c}"),
+            nic: host.nic_ip.to_string(),
+            host: host.name.clone(),
+            tor: self.tors[t].name.clone(),
+            spine: self.spine_name.clone(),
+            pod: POD.to_string(),
+            tenant: tenant_of_rail(c),
+        };
+        self.nodes.push(Node {
+            ns,
+            identity,
+            tor: t,
+            host: h,
+            rail: c,
+            data_ip,
+            mgmt_ip,
+        });
+        Ok(())
+    }
+
+    /// Every container reaches the first container of the last ToR through
+    /// the spine, and `mon` reaches every management address.
+    pub fn check_connectivity(&self) -> Result<()> {
+        let far = self.nodes.last().context("empty fabric")?;
+        for n in &self.nodes {
+            if n.data_ip != far.data_ip && !reachable(&n.ns, far.data_ip)? {
+                bail!(
+                    "fabric does not route: {} cannot reach {} ({})",
+                    n.identity.node,
+                    far.identity.node,
+                    far.data_ip
+                );
+            }
+            if !reachable(&self.mon, n.mgmt_ip)? {
+                bail!(
+                    "management network broken: mon cannot reach {} ({})",
+                    n.identity.node,
+                    n.mgmt_ip
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `ns` can reach `ip` now: a TCP connect to a closed port that is
+/// answered (refused) proves the round trip without needing `ping` or a
+/// listener; a timeout or "unreachable" means no path.
+pub fn reachable(ns: &Netns, ip: Ipv4Addr) -> Result<bool> {
+    ns.run_in(move || {
+        let addr = SocketAddr::V4(SocketAddrV4::new(ip, 9));
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
+        }
+    })
+}

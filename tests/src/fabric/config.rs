@@ -1,0 +1,143 @@
+//! The configuration files of the stack: each exporter's YAML, Prometheus's
+//! scrape config, and the shipped `rules/` and `alertmanager/` files.
+
+use super::opts::StackOpts;
+use super::ports;
+use super::topology::{Fabric, Node};
+use crate::repo::repo_root;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A duration as config text: whole seconds (`2s`) or milliseconds (`200ms`).
+pub(super) fn secs(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The exporter's YAML configuration for `node`: its identity, its skeleton
+/// peers (static), short probe intervals, metrics on the management address.
+pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String {
+    let id = &node.identity;
+    let mut y = String::new();
+    y.push_str(&format!(
+        "listen: \"{}:{}\"\n",
+        node.mgmt_ip,
+        ports::EXPORTER_METRICS
+    ));
+    y.push_str("identity:\n");
+    for (k, v) in id.labels() {
+        y.push_str(&format!("  {k}: \"{v}\"\n"));
+    }
+    y.push_str(&format!(
+        "responder:\n  udp: \"{ip}:{u}\"\n  tcp: \"{ip}:{t}\"\n",
+        ip = node.data_ip,
+        u = ports::EXPORTER_UDP,
+        t = ports::EXPORTER_TCP
+    ));
+    let timeout = (opts.probe_interval * 2).min(Duration::from_secs(1));
+    y.push_str(&format!(
+        "probe:\n  interval: {}\n  timeout: {}\n  protocols: [udp, tcp]\n  udp_port: {}\n  tcp_port: {}\n",
+        secs(opts.probe_interval),
+        secs(timeout),
+        ports::EXPORTER_UDP,
+        ports::EXPORTER_TCP
+    ));
+    y.push_str("discovery:\n  ebpf: false\n  static:\n");
+    for p in fabric.skeleton_peers(node) {
+        y.push_str(&format!(
+            "    - {{address: \"{}\", name: \"{}\"}}\n",
+            p.data_ip, p.identity.node
+        ));
+    }
+    y
+}
+
+/// Prometheus configuration: every exporter by management address, the
+/// localizer, the shipped rule files, and
+/// Alertmanager.
+pub fn prometheus_config(fabric: &Fabric, opts: &StackOpts, rule_files: &[String]) -> String {
+    let iv = secs(opts.scrape_interval);
+    let mut y = format!(
+        "global:\n  scrape_interval: {iv}\n  evaluation_interval: {iv}\n  scrape_timeout: {iv}\n"
+    );
+    y.push_str("rule_files:\n");
+    for r in rule_files {
+        y.push_str(&format!("  - \"{r}\"\n"));
+    }
+    y.push_str(&format!(
+        "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"127.0.0.1:{}\"]\n",
+        ports::ALERTMANAGER
+    ));
+    y.push_str("scrape_configs:\n  - job_name: skeletonhunter-exporter\n    static_configs:\n");
+    // No target labels: the exporters publish their identity themselves
+    // (`skeletonhunter_node_info`), and a `node` target label would rename
+    // theirs to `exported_node`.
+    for n in &fabric.nodes {
+        y.push_str(&format!(
+            "      - targets: [\"{}:{}\"]\n",
+            n.mgmt_ip,
+            ports::EXPORTER_METRICS
+        ));
+    }
+    if opts.localizer_bin.is_some() {
+        y.push_str(&format!(
+            "  - job_name: skeletonhunter-localizer\n    static_configs:\n      - targets: [\"127.0.0.1:{}\"]\n",
+            ports::LOCALIZER
+        ));
+    }
+    y
+}
+
+/// Rule files shipped in `rules/` (`*.yml`/`*.yaml`, not the promtool unit
+/// tests `*_test.yml`/`*.test.yml`): (relative name, path).
+pub fn shipped_rule_files() -> Result<Vec<(String, PathBuf)>> {
+    let dir = repo_root().join("rules");
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
+    };
+    for e in entries {
+        let p = e?.path();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let is_yaml = name.ends_with(".yml") || name.ends_with(".yaml");
+        let is_test = name.contains("_test.") || name.contains(".test.");
+        if p.is_file() && is_yaml && !is_test {
+            out.push((format!("rules/{name}"), p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The shipped Alertmanager config and every other file of `alertmanager/`
+/// (templates), relative to the directory.
+pub(super) fn shipped_alertmanager_files() -> Result<(String, Vec<(String, PathBuf)>)> {
+    let dir = repo_root().join("alertmanager");
+    let config = dir.join("alertmanager.yml");
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("read the shipped {}", config.display()))?;
+    let mut files = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p != config {
+                let rel = p.strip_prefix(&dir)?.to_string_lossy().into_owned();
+                files.push((rel, p));
+            }
+        }
+    }
+    Ok((text, files))
+}

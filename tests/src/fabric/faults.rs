@@ -1,0 +1,75 @@
+//! Fault injection: loss at a ToR, a host's NIC link down, a container cut
+//! off the data plane. The management network is never touched, so the
+//! monitoring keeps seeing every exporter.
+
+use super::build::reachable;
+use super::topology::{Fabric, Host, Node};
+use anyhow::{ensure, Context, Result};
+use std::time::Duration;
+
+impl Fabric {
+    /// Drop `percent`% of every packet the ToR forwards or receives (0
+    /// clears). A probe round trip crosses it twice, so round-trip loss is
+    /// `1 - (1 - p)²` (51% for 30%).
+    pub fn tor_loss(&self, tor: usize, percent: u32) -> Result<()> {
+        self.tors
+            .get(tor)
+            .with_context(|| format!("no ToR {tor}"))?
+            .ns
+            .set_loss(percent, "")
+    }
+
+    /// Take a host's NIC port (its uplink to the ToR) down or up. Taking a
+    /// link down flushes the routes through it, so bringing it up restores
+    /// the default route too.
+    pub fn host_link(&self, host: &Host, up: bool) -> Result<()> {
+        host.ns.link_set("up0", up)?;
+        if up {
+            let gw = host.gateway.to_string();
+            host.ns
+                .ip(&["route", "replace", "default", "via", &gw, "dev", "up0"])?;
+            // The kernel propagates a veth's carrier change asynchronously
+            // (link watch, up to about a second); until then the link drops
+            // packets. Return once the ToR answers across it.
+            let t0 = std::time::Instant::now();
+            while !reachable(&host.ns, host.gateway)? {
+                ensure!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{}: uplink up0 still carries nothing 10 s after it was set up",
+                    host.name
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// Make a container unreachable on the data plane (drop everything
+    /// arriving on `eth0`, as when its network never came up) or undo it.
+    /// The management interface keeps working, so its exporter is still
+    /// scraped and reports the loss it sees.
+    pub fn isolate_node(&self, node: &Node, isolated: bool) -> Result<()> {
+        // Its own table (not `set_loss`, whose numgen rule cannot say 100%).
+        let mut script = String::from("table inet shisolate {}\ndelete table inet shisolate\n");
+        if isolated {
+            script.push_str(
+                "table inet shisolate {\n chain input { type filter hook input priority -20; iifname \"eth0\" drop; }\n chain output { type filter hook output priority -20; oifname \"eth0\" drop; }\n}\n",
+            );
+        }
+        node.ns.nft(&script)
+    }
+
+    /// Undo every fault this module can inject.
+    pub fn clear_faults(&self) -> Result<()> {
+        for t in 0..self.tors.len() {
+            self.tor_loss(t, 0)?;
+        }
+        for h in &self.hosts {
+            self.host_link(h, true)?;
+        }
+        for n in &self.nodes {
+            self.isolate_node(n, false)?;
+        }
+        Ok(())
+    }
+}

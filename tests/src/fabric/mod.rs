@@ -1,0 +1,55 @@
+//! A routed data-centre fabric of network namespaces, for end-to-end tests
+//! and the demo.
+//!
+//! ```text
+//!                      spine0 (routes between ToRs)
+//!                  ┌──────┴──────┐
+//!                tor0           tor1          routed ToRs: nftables loss in
+//!             ┌───┼───┐      ┌───┼───┐        their forward hook hits every
+//!            h0  h1  h2     h0  h1  h2        packet that crosses them
+//!           ┌┴┐ ┌┴┐ ┌┴┐    ┌┴┐ ┌┴┐ ┌┴┐      hosts: a bridge (the virtual
+//!           c0 c1 ...                         switch) and an uplink (the NIC)
+//!                                             containers: one exporter each
+//!   mon ── mgmt bridge ── one management veth per container (never faulted)
+//! ```
+//!
+//! Why containers separate from hosts: with one endpoint per host, a dead
+//! container and a dead host port are crossed by exactly the same probes and
+//! no localizer can tell them apart. Two containers per host (one per rail,
+//! as in rail-optimised GPU clusters) make the node, the host and the ToR
+//! separately identifiable, which is what the end-to-end test checks.
+//!
+//! Why a separate management network: Prometheus must keep scraping every
+//! exporter while the data plane is faulted, exactly as a real out-of-band
+//! management network allows; otherwise a ToR fault would also look like
+//! "exporter down" and the scenarios would not test the localizer.
+//!
+//! Nothing links to the machine's own namespace: every veth is created
+//! directly inside the fabric's namespaces, and addresses come from
+//! 198.18.0.0/15 (data plane 198.18.<tor>.0/24, links 198.19.x.y/30,
+//! management 198.19.200.0/24).
+//!
+//! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
+//! their lookups; `build` wires the namespaces and checks they route;
+//! `faults` injects and clears faults; `stack` starts the monitoring stack
+//! on top (`opts` says how), from the configs `config` writes; `alerts`
+//! reads Alertmanager's view back; `cleanup` removes what a killed process
+//! left behind.
+
+mod alerts;
+mod build;
+mod cleanup;
+mod config;
+mod faults;
+mod opts;
+pub mod ports;
+mod stack;
+mod topology;
+
+pub use alerts::AlertView;
+pub use build::reachable;
+pub use cleanup::remove_namespaces_of;
+pub use config::{exporter_config, prometheus_config, shipped_rule_files};
+pub use opts::StackOpts;
+pub use stack::Stack;
+pub use topology::{tenant_of_rail, Fabric, FabricSpec, Host, Node, Tor, POD};

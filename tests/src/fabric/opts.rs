@@ -1,0 +1,58 @@
+//! How to run the stack: binaries, fabric size and the short intervals that
+//! keep the end-to-end tests within minutes.
+
+use super::topology::FabricSpec;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to run the stack.
+#[derive(Debug, Clone)]
+pub struct StackOpts {
+    /// Fabric size.
+    pub spec: FabricSpec,
+    /// The exporter binary to run in every container.
+    pub exporter_bin: PathBuf,
+    /// `None`: no localizer (the demo's fallback, or a test of the rules alone).
+    pub localizer_bin: Option<PathBuf>,
+    /// Probe interval per peer.
+    pub probe_interval: Duration,
+    /// Prometheus scrape and rule evaluation interval.
+    pub scrape_interval: Duration,
+    /// Localizer cycle.
+    pub localizer_interval: Duration,
+    /// Localizer analysis window (PromQL `increase()` range): short, so a
+    /// fault shows and clears within seconds.
+    pub localizer_window: Duration,
+    /// The localizer's `--min-latency-excess`. Veth RTTs of 25–60 µs on a
+    /// shared machine wander by tens of µs when the CPUs are busy (the
+    /// default, 2 µs, is for RoCE NIC timestamps), so only a delay of this
+    /// size is a latency fault on this fabric.
+    pub min_latency_excess: String,
+    /// Extra localizer flags (after ours).
+    pub localizer_args: Vec<String>,
+}
+
+impl StackOpts {
+    /// Short intervals so a fault shows within seconds and tests stay short.
+    pub fn new(exporter_bin: PathBuf, localizer_bin: Option<PathBuf>) -> StackOpts {
+        StackOpts {
+            spec: FabricSpec::default(),
+            exporter_bin,
+            localizer_bin,
+            probe_interval: Duration::from_millis(200),
+            scrape_interval: Duration::from_secs(1),
+            localizer_interval: Duration::from_secs(2),
+            localizer_window: Duration::from_secs(10),
+            min_latency_excess: "250us".into(),
+            localizer_args: Vec::new(),
+        }
+    }
+
+    /// How long after an alert resolved the localizer may still hold back
+    /// a new finding on the same pairs as possible leftovers (window +
+    /// scrape interval, see `run --scrape-interval`), plus a cycle. Tests
+    /// wait this long between independent faults.
+    pub fn settle_time(&self) -> Duration {
+        self.localizer_window + self.scrape_interval + self.localizer_interval
+    }
+}

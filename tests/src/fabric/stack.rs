@@ -1,0 +1,216 @@
+//! The monitoring stack on top of the fabric: an exporter per container,
+//! Prometheus, Alertmanager and the localizer, started and health-checked.
+
+use super::alerts::AlertView;
+use super::config::{
+    exporter_config, prometheus_config, secs, shipped_alertmanager_files, shipped_rule_files,
+};
+use super::opts::StackOpts;
+use super::ports;
+use super::topology::Fabric;
+use crate::process::ChildGuard;
+use crate::servers::{self, Server, ServerOpts, TempDir};
+use anyhow::{bail, Context, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// The fabric with an exporter per container, and Prometheus (shipped
+/// `rules/` loaded), Alertmanager (shipped `alertmanager/` config) and the
+/// localizer in the monitoring namespace. Dropping it stops everything and
+/// deletes every namespace.
+pub struct Stack {
+    // Field order is drop order: processes first, then servers, then the
+    // namespaces, then the config files.
+    /// The localizer, when the options name a binary.
+    pub localizer: Option<ChildGuard>,
+    /// One exporter per node, in `fabric.nodes` order.
+    pub exporters: Vec<ChildGuard>,
+    /// Prometheus in the monitoring namespace.
+    pub prometheus: Server,
+    /// Alertmanager in the monitoring namespace.
+    pub alertmanager: Server,
+    /// The namespaces everything runs in.
+    pub fabric: Fabric,
+    dir: TempDir,
+}
+
+impl Stack {
+    /// Build the fabric, start an exporter in every container, Prometheus,
+    /// Alertmanager and (if given) the localizer in the monitoring
+    /// namespace. Returns once every server is ready; call
+    /// [`Stack::wait_healthy`] before injecting faults.
+    pub fn start(opts: &StackOpts) -> Result<Stack> {
+        let fabric = Fabric::new(opts.spec)?;
+        let dir = TempDir::new("stack")?;
+
+        let mut exporters = Vec::new();
+        for node in &fabric.nodes {
+            let path = dir
+                .path()
+                .join(format!("exporter-{}.yaml", node.identity.node));
+            std::fs::write(&path, exporter_config(&fabric, node, opts))
+                .with_context(|| format!("write {}", path.display()))?;
+            let mut cmd = node.ns.command(&opts.exporter_bin.to_string_lossy());
+            cmd.arg("--config").arg(&path);
+            exporters.push(ChildGuard::spawn(
+                &format!("exporter-{}", node.identity.node),
+                cmd,
+            )?);
+        }
+
+        let (am_config, am_files) = shipped_alertmanager_files()?;
+        let mut am_opts = ServerOpts::new(
+            SocketAddr::from(([127, 0, 0, 1], ports::ALERTMANAGER)),
+            &am_config,
+        )
+        .in_netns(&fabric.mon);
+        for (rel, p) in &am_files {
+            am_opts = am_opts.copy_file(rel, p)?;
+        }
+        let alertmanager = servers::start_alertmanager(am_opts)?;
+
+        let rules = shipped_rule_files()?;
+        let names: Vec<String> = rules.iter().map(|(n, _)| n.clone()).collect();
+        let mut prom_opts = ServerOpts::new(
+            SocketAddr::from(([127, 0, 0, 1], ports::PROMETHEUS)),
+            &prometheus_config(&fabric, opts, &names),
+        )
+        .in_netns(&fabric.mon);
+        for (name, p) in &rules {
+            prom_opts = prom_opts.copy_file(name, p)?;
+        }
+        let prometheus = servers::start_prometheus(prom_opts)?;
+
+        let localizer = match &opts.localizer_bin {
+            None => None,
+            Some(bin) => {
+                let mut cmd = fabric.mon.command(&bin.to_string_lossy());
+                cmd.args([
+                    "run",
+                    "--prometheus",
+                    &prometheus.url(),
+                    "--alertmanager",
+                    &alertmanager.url(),
+                    "--interval",
+                    &secs(opts.localizer_interval),
+                    "--window",
+                    &secs(opts.localizer_window),
+                    "--scrape-interval",
+                    &secs(opts.scrape_interval),
+                    "--min-latency-excess",
+                    &opts.min_latency_excess,
+                    "--listen",
+                    &format!("127.0.0.1:{}", ports::LOCALIZER),
+                ]);
+                cmd.args(&opts.localizer_args);
+                Some(ChildGuard::spawn("localizer", cmd)?)
+            }
+        };
+        Ok(Stack {
+            localizer,
+            exporters,
+            prometheus,
+            alertmanager,
+            fabric,
+            dir,
+        })
+    }
+
+    /// Where the stack's generated config files are.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fail (with its log) if any process of the stack has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        for e in &mut self.exporters {
+            e.check_running()?;
+        }
+        if let Some(l) = &mut self.localizer {
+            l.check_running()?;
+        }
+        self.prometheus.check_running()?;
+        self.alertmanager.check_running()
+    }
+
+    /// Number of directed skeleton pairs (each probed by its source).
+    pub fn skeleton_pairs(&self) -> usize {
+        self.fabric
+            .nodes
+            .iter()
+            .map(|n| self.fabric.skeleton_peers(n).len())
+            .sum()
+    }
+
+    /// Wait until Prometheus scrapes every exporter (and the localizer),
+    /// every skeleton pair has UDP probe results, and no pair lost a probe
+    /// over the last few seconds.
+    pub fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {
+        let targets = self.fabric.nodes.len() + usize::from(self.localizer.is_some());
+        let pairs = self.skeleton_pairs();
+        let deadline = std::time::Instant::now() + timeout;
+        let mut last: String;
+        loop {
+            self.check_running()?;
+            match self.health_status(targets, pairs) {
+                Ok(None) => return Ok(()),
+                Ok(Some(why)) => last = why,
+                Err(e) => last = format!("{e:#}"),
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("stack not healthy within {timeout:?}: {last}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `None` when healthy, else what is missing.
+    fn health_status(&self, targets: usize, pairs: usize) -> Result<Option<String>> {
+        let up = self.prometheus.targets_up()?;
+        if up < targets {
+            return Ok(Some(format!("{up}/{targets} scrape targets up")));
+        }
+        // Probes counted over the last 5 s for every pair: the window the
+        // loss check below looks at has data for all of them.
+        let sent = self.prometheus.query(
+            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_sent_total{protocol=\"udp\"}[5s])) > 0",
+        )?;
+        if sent.len() < pairs {
+            return Ok(Some(format!(
+                "{}/{pairs} skeleton pairs have UDP probe results",
+                sent.len()
+            )));
+        }
+        let lost = self.prometheus.query(
+            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_lost_total[5s])) > 0 \
+             or sum by (src_node, dst_node) (increase(skeletonhunter_probe_dial_failures_total[5s])) > 0",
+        )?;
+        if !lost.is_empty() {
+            return Ok(Some(format!("{} pairs still losing probes", lost.len())));
+        }
+        Ok(None)
+    }
+
+    /// Alerts Alertmanager holds (resolved ones excluded) that carry
+    /// `kind` and `component` labels: the localizer's verdicts, the rules'
+    /// pair alerts and the monitoring alerts alike.
+    pub fn labelled_alerts(&self) -> Result<Vec<AlertView>> {
+        Ok(self
+            .alertmanager
+            .alerts()?
+            .iter()
+            .filter_map(AlertView::from_json)
+            .collect())
+    }
+
+    /// Alerts that blame a fabric component (kind node, nic, host, tor,
+    /// spine or pod), as the localizer posts them.
+    pub fn component_alerts(&self) -> Result<Vec<AlertView>> {
+        Ok(self
+            .labelled_alerts()?
+            .into_iter()
+            .filter(AlertView::is_component)
+            .collect())
+    }
+}

@@ -1,0 +1,14 @@
+//! The localizer's online loop against real stores, without namespaces:
+//! `synthetic` is the scrape target standing in for exporters, `run` starts
+//! the stores, Alertmanager and the localizer, `alerts` reads the verdicts
+//! back.
+
+mod alerts;
+mod run;
+mod synthetic;
+
+pub use alerts::{
+    describe, is_component, sh_alerts, tor, wait_for_alerts_among, wait_for_only_alert, ALERT,
+};
+pub use run::{start_alertmanager, start_store, Localizer, Store};
+pub use synthetic::{FakeFabric, PROBE_RATE};

@@ -1,0 +1,34 @@
+//! Where the shipped files are: the repository root and its YAML config
+//! directories, found at compile time so tests run from any directory.
+
+use std::path::{Path, PathBuf};
+
+/// Root of the source tree (where `rules/`, `alertmanager/`, `dashboards/`
+/// live), found from this crate's manifest directory at compile time.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Absolute path (as text, for command lines) of `rel` in the repository.
+pub fn repo_file(rel: &str) -> String {
+    repo_root().join(rel).display().to_string()
+}
+
+/// Every YAML file of `dir` (relative to the repository root), sorted, as
+/// absolute paths. Panics when there is none: a test reading an empty
+/// directory would check nothing.
+pub fn yaml_files(dir: &str) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(repo_root().join(dir))
+        .unwrap_or_else(|e| panic!("read {dir}: {e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml"))
+        .map(|p| p.display().to_string())
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no YAML files in {dir}");
+    out
+}

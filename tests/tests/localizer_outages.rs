@@ -1,0 +1,183 @@
+//! The localizer's online loop when its neighbours fail: an unreachable
+//! Prometheus is logged and alerts nothing, a Prometheus outage holds the
+//! alerts as they were, an Alertmanager outage loses no alert. Real Debian
+//! servers on loopback, probe data from the synthetic scrape target
+//! (`skeletonhunter_tests::localizer::FakeFabric`).
+
+use anyhow::{Context, Result};
+use skeletonhunter_tests::exposition::metric_value;
+use skeletonhunter_tests::localizer::{
+    describe, is_component, sh_alerts, start_alertmanager, start_store, tor, wait_for_only_alert,
+    FakeFabric, Localizer, Store,
+};
+use skeletonhunter_tests::servers::free_loopback_addr;
+use skeletonhunter_tests::wait_until;
+use std::time::Duration;
+
+#[test]
+fn unreachable_prometheus_is_logged_and_alerts_nothing() -> Result<()> {
+    let am = start_alertmanager(free_loopback_addr()?)?;
+    // Nothing listens on 127.0.0.2 (our servers bind 127.0.0.1), so a free
+    // port there cannot be taken by a server of a test running in parallel.
+    let dead = format!("http://127.0.0.2:{}", free_loopback_addr()?.port());
+    let mut loc = Localizer::start(&dead, Some(&am.url()))?;
+    wait_until(
+        "three failed cycles",
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        || {
+            (loc.metric("skeletonhunter_localizer_cycles_total{result=\"query_failed\"}")? >= 3.0)
+                .then_some(())
+        },
+    )?;
+    loc.child.check_running()?;
+    let log = loc.child.log();
+    assert!(
+        log.contains(&format!("cannot reach {dead}/api/v1/query")),
+        "log does not name the unreachable URL:\n{log}"
+    );
+    let m = loc.metrics();
+    assert!(
+        metric_value(
+            &m,
+            "skeletonhunter_localizer_query_errors_total{query=\"sent\",reason=\"unreachable\"}"
+        )
+        .unwrap_or(0.0)
+            >= 3.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "skeletonhunter_localizer_last_success_timestamp_seconds"
+        ),
+        Some(0.0)
+    );
+    assert!(sh_alerts(&am)?.is_empty());
+    let (_, am_metrics) = am.get("/metrics")?;
+    assert_eq!(
+        metric_value(
+            &am_metrics,
+            "alertmanager_alerts_received_total{status=\"firing\",version=\"v2\"}"
+        ),
+        Some(0.0),
+        "the localizer posted alerts without data"
+    );
+    Ok(())
+}
+
+#[test]
+fn prometheus_outage_holds_alerts_without_raising_or_clearing() -> Result<()> {
+    let fabric = FakeFabric::start()?;
+    let mut prom = start_store(Store::Prometheus, &fabric)?;
+    let am = start_alertmanager(free_loopback_addr()?)?;
+    let mut loc = Localizer::start(&prom.url(), Some(&am.url()))?;
+    fabric.set_fault(Some((tor("t2"), 0.3)));
+    wait_for_only_alert(&am, "tor", "t2", Duration::from_secs(30))
+        .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    // Prometheus goes away; the fault clears where nobody can see it.
+    prom.stop()?;
+    fabric.set_fault(None);
+    let failed_before = loc
+        .metric("skeletonhunter_localizer_cycles_total{result=\"query_failed\"}")
+        .unwrap_or(0.0);
+    wait_until(
+        "four failed cycles",
+        Duration::from_secs(20),
+        Duration::from_millis(250),
+        || {
+            (loc.metric("skeletonhunter_localizer_cycles_total{result=\"query_failed\"}")?
+                >= failed_before + 4.0)
+                .then_some(())
+        },
+    )?;
+    loc.child.check_running()?;
+    // The last known alert is kept alive, nothing else appears.
+    let alerts = sh_alerts(&am)?;
+    assert_eq!(alerts.len(), 1, "{}", describe(&alerts));
+    assert!(is_component(&alerts[0], "tor", "t2"));
+    assert!(loc.child.log().contains("raises and clears no alert"));
+    Ok(())
+}
+
+#[test]
+fn alertmanager_outage_loses_no_alert() -> Result<()> {
+    let fabric = FakeFabric::start()?;
+    let prom = start_store(Store::Prometheus, &fabric)?;
+    // An HA pair: one Alertmanager up throughout, the other down at first.
+    let am_up = start_alertmanager(free_loopback_addr()?)?;
+    let am_addr = free_loopback_addr()?;
+    let am_url = format!("http://{am_addr}");
+    let loc = Localizer::start(&prom.url(), Some(&format!("{},{am_url}", am_up.url())))?;
+    let queue = format!("skeletonhunter_localizer_alert_queue_length{{alertmanager=\"{am_url}\"}}");
+    let faulty = |id: &str| {
+        loc.metric(&format!(
+            "skeletonhunter_component_faulty{{kind=\"tor\",id=\"{id}\"}}"
+        ))
+    };
+
+    // While Alertmanager is down: t1 fails and recovers, then t2 fails.
+    fabric.set_fault(Some((tor("t1"), 0.3)));
+    wait_until(
+        "t1 blamed",
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || (faulty("t1") == Some(1.0)).then_some(()),
+    )
+    .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    // The healthy member is not held back by the dead one.
+    wait_for_only_alert(&am_up, "tor", "t1", Duration::from_secs(10))?;
+    fabric.set_fault(None);
+    wait_until(
+        "t1 resolution queued",
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || {
+            (loc.metric(&queue)? >= 1.0
+                && loc.metric("skeletonhunter_localizer_alerts_firing")? == 0.0)
+                .then_some(())
+        },
+    )
+    .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    fabric.set_fault(Some((tor("t2"), 0.3)));
+    wait_until(
+        "t2 blamed",
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || (faulty("t2") == Some(1.0)).then_some(()),
+    )?;
+    assert!(
+        loc.metric(&format!(
+            "skeletonhunter_localizer_alert_post_errors_total{{alertmanager=\"{am_url}\"}}"
+        ))
+        .unwrap_or(0.0)
+            >= 1.0
+    );
+    assert!(loc
+        .child
+        .log()
+        .contains(&format!("cannot reach {am_url}/api/v2/alerts")));
+
+    // Alertmanager comes up: the firing t2 alert and the t1 resolution arrive.
+    let am = start_alertmanager(am_addr)?;
+    let alert = wait_for_only_alert(&am, "tor", "t2", Duration::from_secs(15))?;
+    assert_eq!(alert["labels"]["symptom"], "loss");
+    let (_, am_metrics) = am.get("/metrics")?;
+    assert!(
+        metric_value(
+            &am_metrics,
+            "alertmanager_alerts_received_total{status=\"resolved\",version=\"v2\"}"
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "the t1 resolution was lost"
+    );
+    wait_until(
+        "the queue to drain",
+        Duration::from_secs(5),
+        Duration::from_millis(200),
+        || (loc.metric(&queue)? == 0.0).then_some(()),
+    )?;
+    wait_for_only_alert(&am_up, "tor", "t2", Duration::from_secs(5))?;
+    Ok(())
+}
