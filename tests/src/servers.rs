@@ -207,6 +207,20 @@ impl Server {
         self.guard.check_running()
     }
 
+    /// SIGSTOP: the server hangs (connections are accepted by the kernel
+    /// and never answered) until [`Server::resume`]; a stopped server is
+    /// still killed on drop.
+    pub fn pause(&self) -> Result<()> {
+        crate::sys::kill(self.pid() as i32, libc::SIGSTOP)?;
+        Ok(())
+    }
+
+    /// SIGCONT after [`Server::pause`].
+    pub fn resume(&self) -> Result<()> {
+        crate::sys::kill(self.pid() as i32, libc::SIGCONT)?;
+        Ok(())
+    }
+
     /// SIGTERM and wait for exit (e.g. to simulate an outage); the directory
     /// stays until drop.
     pub fn stop(&mut self) -> Result<()> {

@@ -64,6 +64,21 @@ impl Sink {
     pub fn posts(&self) -> Vec<(String, String)> {
         self.got.lock().unwrap().clone()
     }
+
+    /// Alertmanager webhook notifications received so far (parsed JSON,
+    /// with the receiver's path under `"path"`), leaving out the chat copies
+    /// the shipped receivers also send (`/slack`).
+    pub fn webhooks(&self) -> Vec<serde_json::Value> {
+        self.posts()
+            .into_iter()
+            .filter(|(path, _)| !path.ends_with("/slack"))
+            .filter_map(|(path, body)| {
+                let mut v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                v.as_object_mut()?.insert("path".into(), path.into());
+                Some(v)
+            })
+            .collect()
+    }
 }
 
 /// Every string inside a JSON body, joined by newlines (Go escapes `>` and

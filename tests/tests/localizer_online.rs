@@ -217,10 +217,12 @@ fn isolated_container_is_alerted_unreachable() -> Result<()> {
     let alerts = wait_for_alerts_among(
         &am,
         &allowed,
+        // The current symptom is the annotation; the `symptom` label is the
+        // one the alert fired with (partial onset evidence may say loss).
         |alerts| {
             alerts
                 .iter()
-                .any(|a| a["labels"]["symptom"] == "unreachable")
+                .any(|a| a["annotations"]["symptom"] == "unreachable")
         },
         Duration::from_secs(30),
     )
@@ -232,7 +234,7 @@ fn isolated_container_is_alerted_unreachable() -> Result<()> {
     );
     let a = alerts
         .iter()
-        .find(|a| a["labels"]["symptom"] == "unreachable")
+        .find(|a| a["annotations"]["symptom"] == "unreachable")
         .context("unreachable alert")?;
     assert_eq!(a["labels"]["severity"], "critical");
     assert_eq!(a["labels"]["tor"], "t2", "{}", a["labels"]);

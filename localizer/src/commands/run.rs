@@ -1,6 +1,6 @@
 //! `skeletonhunter-localizer run`: the online localizer's flags.
 
-use super::flags::{positive_duration, EngineArgs};
+use super::flags::{parse_ratio, positive_duration, EngineArgs};
 use crate::online::{self, Settings};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -65,6 +65,14 @@ pub struct RunArgs {
     /// (1: at once). Partial evidence at the start of a fault lasts about a scrape interval.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100), value_name = "N")]
     pub confirm_cycles: u32,
+    /// An alerting component resolves only after this many consecutive cycles in which it was
+    /// covered (see --min-coverage) and not reported; cycles without enough data do not count.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100), value_name = "N")]
+    pub resolve_cycles: u32,
+    /// Fraction (0.01-1) of a component's expected pairs that need fresh data in a cycle for
+    /// its alert to fire or resolve; below it the component is unknown and keeps its state.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_ratio, value_name = "RATIO")]
+    pub min_coverage: f64,
     /// Prometheus' scrape interval of the exporters: the margin for staggered scrapes. A new
     /// finding whose evidence lies mostly on pairs of a component that cleared less than
     /// --window + this ago is held until then (it may be that fault's leftovers).
@@ -106,6 +114,8 @@ fn settings(args: RunArgs) -> Settings {
         queue_capacity: args.queue_capacity,
         confirm_cycles: args.confirm_cycles,
         scrape_interval: args.scrape_interval,
+        resolve_cycles: args.resolve_cycles,
+        min_coverage: args.min_coverage,
         once: args.once,
     }
 }
@@ -114,6 +124,12 @@ fn settings(args: RunArgs) -> Settings {
 fn check_args(args: &RunArgs) -> anyhow::Result<()> {
     if args.window < Duration::from_secs(1) {
         anyhow::bail!("--window {:?}: must be at least 1s", args.window);
+    }
+    if !(0.01..=1.0).contains(&args.min_coverage) {
+        anyhow::bail!(
+            "--min-coverage {}: must be between 0.01 and 1",
+            args.min_coverage
+        );
     }
     if args.protocols.is_empty() {
         anyhow::bail!("--protocol: give at least one of udp, icmp, rdma");

@@ -42,16 +42,19 @@ pub struct Finding {
     pub hit_pairs: Vec<(Identity, Identity)>,
 }
 
-/// Alertmanager identifies an alert by its label set; these are the labels
-/// that can change between findings of one component.
+/// Alertmanager identifies an alert by its label set. One incident of a
+/// component is one alert per severity it reached: the symptom is not part
+/// of the identity (a ToR whose loss turns into an outage stays one alert),
+/// the severity is (a container whose loss becomes unreachable is paged, on
+/// top of the ticket it already has). See docs/localizer-online.md.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AlertKey {
     /// The component's kind.
     pub kind: Kind,
     /// The component's id.
     pub id: String,
-    /// The alert's symptom.
-    pub symptom: Symptom,
+    /// The alert's severity.
+    pub severity: Severity,
 }
 
 impl Finding {
@@ -60,13 +63,22 @@ impl Finding {
         AlertKey {
             kind: self.component.kind,
             id: self.component.id.clone(),
-            symptom: self.symptom,
+            severity: severity(self.component.kind, self.symptom),
         }
     }
 }
 
+/// How bad a symptom is, to pick one when a component shows several.
+fn symptom_rank(s: Symptom) -> u8 {
+    match s {
+        Symptom::Latency => 0,
+        Symptom::Loss => 1,
+        Symptom::Unreachable => 2,
+    }
+}
+
 /// The `severity` label, for routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
     /// Stalls whole jobs.
     Critical,
@@ -144,9 +156,13 @@ pub fn context_labels<'a>(
     out
 }
 
-/// Build the alert for a finding.
+/// Build the alert for a finding, in the incident `opened` with that
+/// symptom: the `symptom` and `severity` labels are the opening symptom's
+/// (they are the alert's identity), the annotations describe `f` as it is
+/// now, its current symptom in the `symptom` annotation.
 pub fn alert_for(
     f: &Finding,
+    opened: Symptom,
     starts_at: SystemTime,
     ends_at: SystemTime,
     generator_url: &str,
@@ -162,11 +178,12 @@ pub fn alert_for(
     labels.insert("component".into(), f.component.id.clone());
     labels.insert(
         "severity".into(),
-        severity(f.component.kind, f.symptom).as_str().into(),
+        severity(f.component.kind, opened).as_str().into(),
     );
-    labels.insert("symptom".into(), f.symptom.as_str().into());
+    labels.insert("symptom".into(), opened.as_str().into());
 
     let mut annotations = BTreeMap::new();
+    annotations.insert("symptom".into(), f.symptom.as_str().into());
     let what = match f.symptom {
         Symptom::Unreachable => "is unreachable",
         Symptom::Latency => "adds latency",
@@ -215,6 +232,8 @@ pub fn alert_for(
 #[derive(Debug, Clone)]
 struct Active {
     starts_at: SystemTime,
+    /// The symptom the alert fired with (its `symptom` label).
+    opened: Symptom,
     finding: Finding,
 }
 
@@ -248,45 +267,78 @@ impl AlertBook {
         self.active.keys()
     }
 
+    /// The firing alerts as (key, symptom label), for the metrics.
+    pub fn active_alerts(&self) -> impl Iterator<Item = (&AlertKey, Symptom)> {
+        self.active.iter().map(|(k, a)| (k, a.opened))
+    }
+
     /// Apply the findings of a trusted cycle at `now`: new findings start
-    /// alerts, known ones are refreshed (keeping their start), and alerts with
-    /// no finding any more resolve with `endsAt = now`. Returns everything to
-    /// post: all firing alerts plus the ones that just resolved.
+    /// alerts, known ones are refreshed (keeping their start and opening
+    /// symptom), an alert of a severity the component no longer shows stays
+    /// while the component alerts at all (an incident ends as a whole), and
+    /// alerts of components with no finding any more resolve with
+    /// `endsAt = now`. Returns everything to post: all firing alerts plus the
+    /// ones that just resolved.
     pub fn update(&mut self, findings: Vec<Finding>, now: SystemTime) -> Vec<PostableAlert> {
         let mut next: BTreeMap<AlertKey, Active> = BTreeMap::new();
+        let mut worst: BTreeMap<(Kind, String), Finding> = BTreeMap::new();
         for f in findings {
+            let comp = (f.component.kind, f.component.id.clone());
+            if worst
+                .get(&comp)
+                .is_none_or(|w| symptom_rank(f.symptom) > symptom_rank(w.symptom))
+            {
+                worst.insert(comp, f.clone());
+            }
             let key = f.key();
-            let starts_at = self
-                .active
-                .get(&key)
-                .map(|a| a.starts_at)
-                .or_else(|| next.get(&key).map(|a| a.starts_at))
-                .unwrap_or(now);
+            if let Some(a) = next.get_mut(&key) {
+                if symptom_rank(f.symptom) > symptom_rank(a.finding.symptom) {
+                    if !self.active.contains_key(&key) {
+                        a.opened = f.symptom;
+                    }
+                    a.finding = f;
+                }
+                continue;
+            }
+            let old = self.active.get(&key);
             next.insert(
                 key,
                 Active {
-                    starts_at,
+                    starts_at: old.map_or(now, |a| a.starts_at),
+                    opened: old.map_or(f.symptom, |a| a.opened),
                     finding: f,
                 },
             );
         }
         let mut out = Vec::new();
         for (key, old) in &self.active {
-            if !next.contains_key(key) {
-                // endsAt must not precede startsAt, even with clock steps.
-                let ends = now.max(old.starts_at);
-                out.push(alert_for(
-                    &old.finding,
-                    old.starts_at,
-                    ends,
-                    &self.generator_url,
-                    true,
-                ));
+            if next.contains_key(key) {
+                continue;
             }
+            if let Some(w) = worst.get(&(key.kind, key.id.clone())) {
+                let mut kept = old.clone();
+                kept.finding = w.clone();
+                next.insert(key.clone(), kept);
+                continue;
+            }
+            // endsAt must not precede startsAt, even with clock steps.
+            let ends = now.max(old.starts_at);
+            out.push(self.post(old, ends, true));
         }
         self.active = next;
         out.extend(self.firing(now));
         out
+    }
+
+    fn post(&self, a: &Active, ends_at: SystemTime, resolved: bool) -> PostableAlert {
+        alert_for(
+            &a.finding,
+            a.opened,
+            a.starts_at,
+            ends_at,
+            &self.generator_url,
+            resolved,
+        )
     }
 
     /// The firing alerts, re-posted with `endsAt = now + ttl`. Used on its own
@@ -295,15 +347,7 @@ impl AlertBook {
     pub fn firing(&self, now: SystemTime) -> Vec<PostableAlert> {
         self.active
             .values()
-            .map(|a| {
-                alert_for(
-                    &a.finding,
-                    a.starts_at,
-                    now + self.ttl,
-                    &self.generator_url,
-                    false,
-                )
-            })
+            .map(|a| self.post(a, now + self.ttl, false))
             .collect()
     }
 }

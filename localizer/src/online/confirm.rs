@@ -32,7 +32,15 @@
 //!    alert and start a new one, paging for the leftovers. Escalation (loss
 //!    to unreachable) is news and changes the alert.
 //!
-//! Resolution is not gated: a finding that disappears resolves at once.
+//! 4. **Resolution needs covered, clean cycles**: an alerting component
+//!    that is no longer reported keeps its alert (its last finding is
+//!    re-admitted) until it has been *covered* and clean in
+//!    `resolve_cycles` cycles since it was last reported (see
+//!    `coverage.rs`). A cycle in which it is not covered — too few of its
+//!    pairs have fresh data — is *unknown*: it neither counts towards the
+//!    resolution nor resets it, and the alert stays as it was. A data gap
+//!    therefore never resolves an alert.
+//!
 //! Untrusted cycles (failed queries) do not call [`Confirmer::admit`], so
 //! they neither advance nor break a streak.
 
@@ -58,10 +66,23 @@ pub enum Held {
     },
 }
 
+/// Why an alerting component that was not reported keeps its alert.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// Too few of its pairs had fresh data: its state is unknown.
+    Unknown,
+    /// Covered and clean in `clean` cycles, fewer than required.
+    Clearing {
+        /// Covered, clean cycles since it was last reported.
+        clean: u32,
+    },
+}
+
 /// The confirmation state machine (see the module docs).
 #[derive(Debug)]
 pub struct Confirmer {
     confirm_cycles: u32,
+    resolve_cycles: u32,
     hold: Duration,
     /// Components alerting after the last trusted cycle, with the time they
     /// were last reported.
@@ -73,14 +94,27 @@ pub struct Confirmer {
     unreachable: std::collections::BTreeSet<Component>,
     /// Consecutive trusted cycles each non-alerting component was reported in.
     streak: BTreeMap<Component, u32>,
+    /// The last admitted findings of each alerting component, re-admitted
+    /// while its resolution is pending.
+    last: BTreeMap<Component, Vec<Finding>>,
+    /// Covered, clean cycles of alerting components not reported any more.
+    clean: BTreeMap<Component, u32>,
+    /// What the last [`Confirmer::admit`] kept without a report, and why.
+    kept: Vec<(Component, Kept)>,
 }
 
 impl Confirmer {
     /// `confirm_cycles` (at least 1; 1 disables confirmation) and the hold
-    /// after a clear (the analysis window plus one scrape interval).
+    /// after a clear (the analysis window plus one scrape interval); an
+    /// alert resolves after one clean cycle unless [`Confirmer::resolve_after`]
+    /// says otherwise.
     pub fn new(confirm_cycles: u32, hold: Duration) -> Confirmer {
         Confirmer {
             confirm_cycles: confirm_cycles.max(1),
+            resolve_cycles: 1,
+            last: BTreeMap::new(),
+            clean: BTreeMap::new(),
+            kept: Vec::new(),
             hold,
             alerting: BTreeMap::new(),
             unreachable: Default::default(),
@@ -89,27 +123,40 @@ impl Confirmer {
         }
     }
 
-    /// Apply one trusted cycle's findings at `now`; returns the findings that
-    /// may alert, and those held back with the reason.
+    /// An alert resolves only after `cycles` (at least 1) covered, clean
+    /// cycles.
+    pub fn resolve_after(mut self, cycles: u32) -> Confirmer {
+        self.resolve_cycles = cycles.max(1);
+        self
+    }
+
+    /// What the last [`Confirmer::admit`] kept alerting without a report.
+    pub fn kept(&self) -> &[(Component, Kept)] {
+        &self.kept
+    }
+
+    /// [`Confirmer::admit_covered`] for a cycle that covers every component.
     pub fn admit(
         &mut self,
         findings: Vec<Finding>,
         now: SystemTime,
     ) -> (Vec<Finding>, Vec<(Finding, Held)>) {
+        self.admit_covered(findings, &|_| true, now)
+    }
+
+    /// Apply one trusted cycle's findings at `now`, with `covered` telling
+    /// which components had enough fresh pairs; returns the findings that
+    /// may alert (including those kept while their resolution is pending),
+    /// and those held back with the reason.
+    pub fn admit_covered(
+        &mut self,
+        mut findings: Vec<Finding>,
+        covered: &dyn Fn(&Component) -> bool,
+        now: SystemTime,
+    ) -> (Vec<Finding>, Vec<(Finding, Held)>) {
         let reported: std::collections::BTreeSet<Component> =
             findings.iter().map(|f| f.component.clone()).collect();
-        // Alerting components not reported any more have cleared.
-        let gone: Vec<Component> = self
-            .alerting
-            .keys()
-            .filter(|c| !reported.contains(*c))
-            .cloned()
-            .collect();
-        for c in gone {
-            if let Some(last) = self.alerting.remove(&c) {
-                self.cleared.insert(c, last);
-            }
-        }
+        findings.extend(self.pending_resolution(&reported, covered));
         let hold = self.hold;
         self.cleared.retain(|_, last| within(*last, now, hold));
         self.streak.retain(|c, _| reported.contains(c));
@@ -148,8 +195,16 @@ impl Confirmer {
             if self.alerting.contains_key(&c) || newly.contains(&c) {
                 self.streak.remove(&c);
                 self.cleared.remove(&c);
+                self.clean.remove(&c);
                 self.alerting.insert(c, now);
             }
+        }
+        self.last.clear();
+        for f in &admitted {
+            self.last
+                .entry(f.component.clone())
+                .or_default()
+                .push(f.clone());
         }
         self.unreachable = admitted
             .iter()
@@ -157,6 +212,44 @@ impl Confirmer {
             .map(|f| f.component.clone())
             .collect();
         (admitted, held)
+    }
+
+    /// Alerting components not reported this cycle: those covered and clean
+    /// long enough clear (into the hold); the others keep their last
+    /// findings, returned to be admitted again.
+    fn pending_resolution(
+        &mut self,
+        reported: &std::collections::BTreeSet<Component>,
+        covered: &dyn Fn(&Component) -> bool,
+    ) -> Vec<Finding> {
+        self.kept.clear();
+        let quiet: Vec<Component> = self
+            .alerting
+            .keys()
+            .filter(|c| !reported.contains(*c))
+            .cloned()
+            .collect();
+        let mut again = Vec::new();
+        for c in quiet {
+            let why = if covered(&c) {
+                let clean = self.clean.entry(c.clone()).or_insert(0);
+                *clean += 1;
+                if *clean >= self.resolve_cycles {
+                    self.clean.remove(&c);
+                    self.last.remove(&c);
+                    if let Some(last) = self.alerting.remove(&c) {
+                        self.cleared.insert(c, last);
+                    }
+                    continue;
+                }
+                Kept::Clearing { clean: *clean }
+            } else {
+                Kept::Unknown
+            };
+            again.extend(self.last.get(&c).cloned().unwrap_or_default());
+            self.kept.push((c, why));
+        }
+        again
     }
 
     /// A recently cleared component that every one of `f`'s anomalous
@@ -429,5 +522,53 @@ mod tests {
         c.admit(vec![], at(4));
         assert!(c.admit(vec![tor()], at(6)).0.is_empty());
         assert_eq!(names(&c.admit(vec![tor()], at(8)).0), ["tor/tor1"]);
+    }
+
+    #[test]
+    fn resolution_needs_several_covered_clean_cycles() {
+        let mut c = confirmer().resolve_after(3);
+        let tor = || finding(Kind::Tor, "tor1", "loss");
+        c.admit(vec![tor()], at(0));
+        assert_eq!(names(&c.admit(vec![tor()], at(2)).0), ["tor/tor1"]);
+        assert_eq!(names(&c.admit(vec![], at(4)).0), ["tor/tor1"]);
+        assert_eq!(c.kept(), [(tor().component, Kept::Clearing { clean: 1 })]);
+        assert_eq!(names(&c.admit(vec![], at(6)).0), ["tor/tor1"]);
+        assert!(c.admit(vec![], at(8)).0.is_empty());
+        assert!(c.kept().is_empty());
+    }
+
+    #[test]
+    fn a_report_during_clearing_starts_the_count_again() {
+        let mut c = confirmer().resolve_after(2);
+        let tor = || finding(Kind::Tor, "tor1", "unreachable");
+        c.admit(vec![tor()], at(0));
+        c.admit(vec![tor()], at(2));
+        assert_eq!(names(&c.admit(vec![], at(4)).0), ["tor/tor1"]);
+        // Back again: no new confirmation, the alert just stays.
+        assert_eq!(names(&c.admit(vec![tor()], at(6)).0), ["tor/tor1"]);
+        assert_eq!(names(&c.admit(vec![], at(8)).0), ["tor/tor1"]);
+        assert!(c.admit(vec![], at(10)).0.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_component_keeps_its_alert_and_symptom() {
+        let mut c = confirmer().resolve_after(2);
+        let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+        let blind = |_: &Component| false;
+        c.admit(vec![host()], at(0));
+        c.admit(vec![host()], at(2));
+        // A data gap: five cycles without fresh pairs for the host.
+        for t in (4..=12).step_by(2) {
+            let (a, _) = c.admit_covered(vec![], &blind, at(t));
+            assert_eq!(names(&a), ["host/host-t0-h1"], "at {t}");
+            assert_eq!(a[0].symptom, Symptom::Unreachable);
+            assert_eq!(c.kept(), [(host().component, Kept::Unknown)]);
+        }
+        // Data again, still faulty: the same alert, no confirmation needed.
+        assert_eq!(names(&c.admit(vec![host()], at(14)).0), ["host/host-t0-h1"]);
+        // Unknown cycles neither count nor reset: clean, unknown, clean.
+        assert_eq!(names(&c.admit(vec![], at(16)).0), ["host/host-t0-h1"]);
+        assert_eq!(names(&c.admit_covered(vec![], &blind, at(18)).0).len(), 1);
+        assert!(c.admit(vec![], at(20)).0.is_empty());
     }
 }

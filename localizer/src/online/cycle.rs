@@ -4,20 +4,23 @@
 //! A cycle whose data cannot be trusted — a failed query, a partial answer,
 //! no topology — changes nothing: no new alert, no resolution, only the
 //! alerts already firing are kept alive. It is logged and counted in
-//! `skeletonhunter_localizer_query_errors_total` and the loop goes on.
+//! `skeletonhunter_localizer_query_errors_total` and the loop goes on. A
+//! trusted cycle knows which pairs it has fresh data for (`coverage.rs`):
+//! an alerting component without enough of them keeps its alert.
 
-use super::alerts::AlertBook;
-use super::confirm::{Confirmer, Held};
+use super::alerts::{AlertBook, AlertKey, Finding};
+use super::confirm::{Confirmer, Held, Kept};
+use super::coverage::{Coverage, CycleCoverage};
 use super::delivery::{unix_now, Delivery};
 use super::findings::{blame_map, findings};
-use super::metrics::{CycleResult, Metrics, QueryLabels, ResultLabels};
+use super::metrics::{AlertLabels, CycleResult, Metrics, QueryLabels, ResultLabels};
 use super::settings::{ServiceError, Settings};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::prometheus::{self, QueryError, Sample};
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
 use crate::input::promql::{assemble, topology_from, Assembled, Queries, QueryKind, QueryResults};
-use skeletonhunter_common::topology::Identity;
+use skeletonhunter_common::topology::{Component, Identity};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -65,6 +68,8 @@ pub(super) struct Localizer {
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).
     confirmer: Confirmer,
+    /// Which pairs are expected, and which each cycle covers.
+    coverage: Coverage,
     metrics: Arc<Metrics>,
     config: Config,
     failed_cycles: u64,
@@ -91,7 +96,9 @@ impl Localizer {
             protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), &s.external_url),
-            confirmer: Confirmer::new(s.confirm_cycles, s.window + s.scrape_interval),
+            confirmer: Confirmer::new(s.confirm_cycles, s.window + s.scrape_interval)
+                .resolve_after(s.resolve_cycles),
+            coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
             config: s.engine.clone(),
             failed_cycles: 0,
@@ -118,6 +125,13 @@ impl Localizer {
         self.metrics
             .alerts_firing
             .set(self.book.active_len() as i64);
+        self.metrics
+            .set_alerting(self.book.active_alerts().map(|(k, symptom)| AlertLabels {
+                kind: k.kind.as_str().to_string(),
+                id: k.id.clone(),
+                symptom: symptom.as_str().to_string(),
+                severity: k.severity.as_str().to_string(),
+            }));
         let (result, report) = self.record(outcome);
         self.metrics
             .cycles
@@ -175,6 +189,8 @@ impl Localizer {
             Ok(r) => r,
             Err(errors) => {
                 self.count_query_errors(&errors);
+                let blind = self.coverage.blind(now);
+                self.record_coverage(&blind);
                 return (Outcome::QueryFailed, self.book.firing(now));
             }
         };
@@ -189,16 +205,28 @@ impl Localizer {
             } else {
                 NoData::NoCompletePair
             };
+            let blind = self.coverage.blind(now);
+            self.record_coverage(&blind);
             return (Outcome::NoData(why), self.book.firing(now));
         }
+        let coverage = self.coverage.observe(&assembled.pairs, now);
+        self.record_coverage(&coverage);
         let Some((report, pairs)) = self.analyze(assembled.pairs).await else {
             return (
                 Outcome::NoData(NoData::AnalysisFailed),
                 self.book.firing(now),
             );
         };
-        let alerts = self.decide(&report, &pairs, &topology, now);
+        let found = findings(&report, &pairs, &topology);
+        let alerts = self.decide(found, &coverage, now);
         (Outcome::Ok(Box::new(report)), alerts)
+    }
+
+    /// Export a cycle's coverage.
+    fn record_coverage(&self, c: &CycleCoverage) {
+        self.metrics.pairs_covered.set(c.pairs_covered as i64);
+        self.metrics.pairs_expected.set(c.pairs_expected as i64);
+        self.metrics.components_unknown.set(c.unknown() as i64);
     }
 
     async fn query_all(&self, time: f64) -> Result<QueryResults, Vec<(QueryKind, QueryError)>> {
@@ -344,47 +372,65 @@ impl Localizer {
     /// Confirmation, then the alert book; logs what fires and resolves.
     fn decide(
         &mut self,
-        report: &Report,
-        pairs: &[PairStats],
-        topology: &HashMap<String, Identity>,
+        found: Vec<Finding>,
+        coverage: &CycleCoverage,
         now: SystemTime,
     ) -> Vec<PostableAlert> {
-        let (found, held) = self.confirmer.admit(findings(report, pairs, topology), now);
-        for (f, why) in &held {
+        let covered = |c: &Component| coverage.is_covered(c);
+        let (found, held) = self.confirmer.admit_covered(found, &covered, now);
+        log_held(&held);
+        for (c, why) in self.confirmer.kept() {
             match why {
-                Held::Unconfirmed { seen } => tracing::debug!(
-                    "unconfirmed: {} ({}) seen in {seen} consecutive cycle(s)",
-                    f.component,
-                    f.symptom
+                Kept::Unknown => tracing::info!(
+                    "unknown: {c} has too few pairs with fresh data; its alert stays as it was"
                 ),
-                Held::AfterClear { cleared } => tracing::info!(
-                    "held: {} ({}) until leftovers of the cleared {cleared} are out of the window",
-                    f.component,
-                    f.symptom
-                ),
+                Kept::Clearing { clean } => {
+                    tracing::debug!("clearing: {c} clean in {clean} covered cycle(s)");
+                }
             }
         }
-        let before: Vec<_> = self.book.active_keys().cloned().collect();
+        let before: BTreeSet<AlertKey> = self.book.active_keys().cloned().collect();
+        let after: HashMap<AlertKey, Finding> =
+            found.iter().map(|f| (f.key(), f.clone())).collect();
         let alerts = self.book.update(found, now);
-        for a in &alerts {
-            let key = (
-                a.labels.get("kind").cloned().unwrap_or_default(),
-                a.labels.get("component").cloned().unwrap_or_default(),
-                a.labels.get("symptom").cloned().unwrap_or_default(),
-            );
-            let was_active = before.iter().any(|k| {
-                (k.kind.as_str(), k.id.as_str(), k.symptom.as_str())
-                    == (key.0.as_str(), key.1.as_str(), key.2.as_str())
-            });
-            if a.resolved {
-                tracing::info!("resolved: {} {} ({})", key.0, key.1, key.2);
-            } else if !was_active {
+        for key in self.book.active_keys().filter(|k| !before.contains(k)) {
+            if let Some(f) = after.get(key) {
                 tracing::warn!(
-                    "fault: {}",
-                    a.annotations.get("summary").cloned().unwrap_or_default()
+                    "fault: {} {} ({}, {})",
+                    f.component.kind,
+                    f.component.id,
+                    f.symptom,
+                    key.severity.as_str()
                 );
             }
         }
+        for a in alerts.iter().filter(|a| a.resolved) {
+            let label = |k: &str| a.labels.get(k).cloned().unwrap_or_default();
+            tracing::info!(
+                "resolved: {} {} ({})",
+                label("kind"),
+                label("component"),
+                label("severity")
+            );
+        }
         alerts
+    }
+}
+
+/// Log why findings did not alert.
+fn log_held(held: &[(Finding, Held)]) {
+    for (f, why) in held {
+        match why {
+            Held::Unconfirmed { seen } => tracing::debug!(
+                "unconfirmed: {} ({}) seen in {seen} consecutive cycle(s)",
+                f.component,
+                f.symptom
+            ),
+            Held::AfterClear { cleared } => tracing::info!(
+                "held: {} ({}) until leftovers of the cleared {cleared} are out of the window",
+                f.component,
+                f.symptom
+            ),
+        }
     }
 }

@@ -68,6 +68,20 @@ pub struct ComponentLabels {
     pub id: String,
 }
 
+/// Labels of `skeletonhunter_component_alerting`: one series per alert the
+/// localizer holds firing, with its identity.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertLabels {
+    /// The component's kind.
+    pub kind: String,
+    /// The component's id.
+    pub id: String,
+    /// The symptom the alert fired with.
+    pub symptom: String,
+    /// `critical` or `warning`.
+    pub severity: String,
+}
+
 /// Labels of `skeletonhunter_localizer_query_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueryLabels {
@@ -133,6 +147,14 @@ pub struct Metrics {
     pub pairs_dropped: Gauge,
     /// `skeletonhunter_localizer_nodes`.
     pub nodes_known: Gauge,
+    /// `skeletonhunter_localizer_pairs_covered`.
+    pub pairs_covered: Gauge,
+    /// `skeletonhunter_localizer_pairs_expected`.
+    pub pairs_expected: Gauge,
+    /// `skeletonhunter_localizer_components_unknown`.
+    pub components_unknown: Gauge,
+    /// `skeletonhunter_component_alerting`.
+    pub alerting: Family<AlertLabels, Gauge>,
     /// `skeletonhunter_localizer_analysis_duration_seconds`.
     pub analysis_duration: FloatGauge,
     /// The last report as JSON, for `/report`.
@@ -177,13 +199,31 @@ impl Metrics {
             pairs_anomalous: Gauge::default(),
             pairs_dropped: Gauge::default(),
             nodes_known: Gauge::default(),
+            pairs_covered: Gauge::default(),
+            pairs_expected: Gauge::default(),
+            components_unknown: Gauge::default(),
+            alerting: Family::default(),
             analysis_duration: FloatGauge::default(),
             report: Mutex::new("{}".to_string()),
         };
         register_verdicts(&mut r, &m);
         register_alerting(&mut r, &m);
         register_pairs(&mut r, &m);
+        register_coverage(&mut r, &m);
         Metrics { registry: r, ..m }
+    }
+
+    /// Replace the `skeletonhunter_component_alerting` series with the
+    /// alerts held firing now.
+    pub fn set_alerting(&self, alerts: impl IntoIterator<Item = AlertLabels>) {
+        let _g = self
+            .update
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.alerting.clear();
+        for l in alerts {
+            self.alerting.get_or_create(&l).set(1);
+        }
     }
 
     /// Replace the blame series with this cycle's verdicts: `blamed` maps a
@@ -336,6 +376,30 @@ fn register_pairs(r: &mut Registry, m: &Metrics) {
         "skeletonhunter_localizer_build_info",
         "Version of the running localizer",
         build,
+    );
+}
+
+/// Coverage of the last cycle and the alerts held firing.
+fn register_coverage(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_pairs_covered",
+        "Expected probe pairs with fresh data in the last cycle (0 when its queries failed)",
+        m.pairs_covered.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_expected",
+        "Probe pairs the localizer expects data for (seen within the topology window)",
+        m.pairs_expected.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_components_unknown",
+        "Components with too few covered pairs in the last cycle: their alerts neither fire nor resolve",
+        m.components_unknown.clone(),
+    );
+    r.register(
+        "skeletonhunter_component_alerting",
+        "1 for each component alert the localizer holds firing (labels: its identity as posted to Alertmanager)",
+        m.alerting.clone(),
     );
 }
 

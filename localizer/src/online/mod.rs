@@ -4,12 +4,14 @@
 //!
 //! One file per job: [`settings`] (what the loop is told), [`cycle`] (one
 //! cycle), [`findings`] (report to findings and blame), [`confirm`] (which
-//! findings may page), [`alerts`] (alert content and life cycle),
+//! findings may page and when they resolve), [`coverage`] (which pairs and
+//! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
 //! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
 //! `/metrics` and `/report`), [`service`] (runtime, ticker, shutdown).
 
 pub mod alerts;
 pub mod confirm;
+pub mod coverage;
 mod cycle;
 mod delivery;
 pub mod findings;

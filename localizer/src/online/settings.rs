@@ -37,6 +37,11 @@ pub struct Settings {
     pub queue_capacity: usize,
     /// Consecutive cycles a new finding needs before it fires.
     pub confirm_cycles: u32,
+    /// Covered, clean cycles an alerting component needs before it resolves.
+    pub resolve_cycles: u32,
+    /// Fraction of a component's expected pairs that must have fresh data
+    /// for its state to change.
+    pub min_coverage: f64,
     /// Exporter scrape interval (margin of the hold after a clear).
     pub scrape_interval: Duration,
     /// Engine tuning.

@@ -10,5 +10,8 @@ mod synthetic;
 pub use alerts::{
     describe, is_component, sh_alerts, tor, wait_for_alerts_among, wait_for_only_alert, ALERT,
 };
-pub use run::{start_alertmanager, start_store, Localizer, Store};
+pub use run::{
+    start_alertmanager, start_prometheus_per_node, start_shipped_alertmanager, start_store,
+    Localizer, Store,
+};
 pub use synthetic::{FakeFabric, PROBE_RATE};

@@ -4,8 +4,10 @@
 use super::synthetic::FakeFabric;
 use crate::exposition::metric_value;
 use crate::process::{bin_path, http_get, wait_until, ChildGuard};
+use crate::repo::repo_root;
 use crate::servers::{self, free_loopback_addr, Server, ServerOpts};
-use anyhow::Result;
+use crate::sink::Sink;
+use anyhow::{bail, Result};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -27,6 +29,44 @@ pub fn start_store(store: Store, fabric: &FakeFabric) -> Result<Server> {
         Store::Prometheus => servers::start_prometheus(opts),
         Store::VictoriaMetrics => servers::start_victoria_metrics(opts),
     }
+}
+
+/// Prometheus scraping every node of `fabric` as its own target (see
+/// [`FakeFabric::scrape_config_per_node`]).
+pub fn start_prometheus_per_node(fabric: &FakeFabric) -> Result<Server> {
+    servers::start_prometheus(ServerOpts::new(
+        free_loopback_addr()?,
+        &fabric.scrape_config_per_node(),
+    ))
+}
+
+/// Alertmanager with the shipped configuration (routes, grouping,
+/// inhibition, templates), its receivers pointed at `sink`; group waits
+/// shortened to 1 s and, when given, the group interval to `group_interval`.
+pub fn start_shipped_alertmanager(sink: &Sink, group_interval: Option<&str>) -> Result<Server> {
+    let root = repo_root();
+    let mut config = std::fs::read_to_string(root.join("alertmanager/alertmanager.yml"))?
+        .replace("127.0.0.1:9095", &sink.addr.to_string())
+        .replace("group_wait: 10s", "group_wait: 1s")
+        .replace("group_wait: 30s", "group_wait: 1s");
+    if let Some(gi) = group_interval {
+        config = config
+            .replace("group_interval: 1m", &format!("group_interval: {gi}"))
+            .replace("group_interval: 5m", &format!("group_interval: {gi}"));
+    }
+    if !config.contains(&sink.addr.to_string()) {
+        bail!("the shipped alertmanager.yml no longer has the 127.0.0.1:9095 placeholder");
+    }
+    let mut opts = ServerOpts::new(free_loopback_addr()?, &config);
+    for entry in std::fs::read_dir(root.join("alertmanager/templates"))? {
+        let p = entry?.path();
+        let name = format!(
+            "templates/{}",
+            p.file_name().unwrap_or_default().to_string_lossy()
+        );
+        opts = opts.copy_file(&name, &p)?;
+    }
+    servers::start_alertmanager(opts)
 }
 
 /// An Alertmanager config that groups at once and notifies nobody.

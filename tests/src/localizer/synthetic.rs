@@ -78,11 +78,14 @@ impl FabricState {
     }
 
     /// The exposition a real exporter fleet would give: node_info, then the
-    /// probe counters, then the RTT histogram.
-    fn render(&self) -> String {
+    /// probe counters, then the RTT histogram; with `only`, just what that
+    /// node's own exporter would serve (its identity and the pairs it probes).
+    fn render(&self, only: Option<&str>) -> String {
+        let mine = |node: &str| only.is_none_or(|n| n == node);
+        let pairs: Vec<&PairCounters> = self.pairs.iter().filter(|p| mine(&p.src.node)).collect();
         let mut o = String::new();
         o.push_str("# HELP skeletonhunter_node_info Identity of this exporter.\n# TYPE skeletonhunter_node_info gauge\n");
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| mine(&n.node)) {
             let labels: Vec<String> = n
                 .labels()
                 .iter()
@@ -90,94 +93,94 @@ impl FabricState {
                 .collect();
             let _ = writeln!(o, "skeletonhunter_node_info{{{}}} 1", labels.join(","));
         }
-        self.render_counters(&mut o);
-        self.render_rtt(&mut o);
+        render_counters(&pairs, &mut o);
+        render_rtt(&pairs, &mut o);
         o
     }
+}
 
-    /// Sent, lost, dial failures and last dial success of every pair.
-    fn render_counters(&self, o: &mut String) {
-        o.push_str("# HELP skeletonhunter_probe_sent_total Probes sent.\n# TYPE skeletonhunter_probe_sent_total counter\n");
-        for p in &self.pairs {
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_sent_total{{{}}} {}",
-                p.labels("udp"),
-                p.sent
-            );
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_sent_total{{{}}} {}",
-                p.labels("tcp"),
-                p.dials
-            );
-        }
-        o.push_str("# HELP skeletonhunter_probe_lost_total Probes lost.\n# TYPE skeletonhunter_probe_lost_total counter\n");
-        for p in &self.pairs {
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_lost_total{{{}}} {}",
-                p.labels("udp"),
-                p.lost
-            );
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_lost_total{{{}}} {}",
-                p.labels("tcp"),
-                p.dial_failures
-            );
-        }
-        o.push_str("# HELP skeletonhunter_probe_dial_failures_total Failed TCP dials.\n# TYPE skeletonhunter_probe_dial_failures_total counter\n");
-        for p in &self.pairs {
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_dial_failures_total{{{}}} {}",
-                p.labels("tcp"),
-                p.dial_failures
-            );
-        }
-        o.push_str("# HELP skeletonhunter_probe_dial_success Last TCP dial succeeded.\n# TYPE skeletonhunter_probe_dial_success gauge\n");
-        for p in &self.pairs {
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_dial_success{{{}}} {}",
-                p.labels("tcp"),
-                u8::from(p.last_dial_ok)
-            );
-        }
+/// Sent, lost, dial failures and last dial success of `pairs`.
+fn render_counters(pairs: &[&PairCounters], o: &mut String) {
+    o.push_str("# HELP skeletonhunter_probe_sent_total Probes sent.\n# TYPE skeletonhunter_probe_sent_total counter\n");
+    for p in pairs {
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_sent_total{{{}}} {}",
+            p.labels("udp"),
+            p.sent
+        );
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_sent_total{{{}}} {}",
+            p.labels("tcp"),
+            p.dials
+        );
     }
+    o.push_str("# HELP skeletonhunter_probe_lost_total Probes lost.\n# TYPE skeletonhunter_probe_lost_total counter\n");
+    for p in pairs {
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_lost_total{{{}}} {}",
+            p.labels("udp"),
+            p.lost
+        );
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_lost_total{{{}}} {}",
+            p.labels("tcp"),
+            p.dial_failures
+        );
+    }
+    o.push_str("# HELP skeletonhunter_probe_dial_failures_total Failed TCP dials.\n# TYPE skeletonhunter_probe_dial_failures_total counter\n");
+    for p in pairs {
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_dial_failures_total{{{}}} {}",
+            p.labels("tcp"),
+            p.dial_failures
+        );
+    }
+    o.push_str("# HELP skeletonhunter_probe_dial_success Last TCP dial succeeded.\n# TYPE skeletonhunter_probe_dial_success gauge\n");
+    for p in pairs {
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_dial_success{{{}}} {}",
+            p.labels("tcp"),
+            u8::from(p.last_dial_ok)
+        );
+    }
+}
 
-    /// The UDP RTT histogram: every answered probe in the bucket of the
-    /// pair's fixed RTT.
-    fn render_rtt(&self, o: &mut String) {
-        o.push_str("# HELP skeletonhunter_probe_rtt_seconds Probe RTT.\n# TYPE skeletonhunter_probe_rtt_seconds histogram\n");
-        for p in &self.pairs {
-            let pl = p.labels("udp");
-            let mut le = 1e-6;
-            for _ in 0..24 {
-                let c = if p.rtt_seconds <= le { p.received } else { 0.0 };
-                let _ = writeln!(
-                    o,
-                    "skeletonhunter_probe_rtt_seconds_bucket{{{pl},le=\"{le:e}\"}} {c}"
-                );
-                le *= 2.0;
-            }
+/// The UDP RTT histogram: every answered probe in the bucket of the
+/// pair's fixed RTT.
+fn render_rtt(pairs: &[&PairCounters], o: &mut String) {
+    o.push_str("# HELP skeletonhunter_probe_rtt_seconds Probe RTT.\n# TYPE skeletonhunter_probe_rtt_seconds histogram\n");
+    for p in pairs {
+        let pl = p.labels("udp");
+        let mut le = 1e-6;
+        for _ in 0..24 {
+            let c = if p.rtt_seconds <= le { p.received } else { 0.0 };
             let _ = writeln!(
                 o,
-                "skeletonhunter_probe_rtt_seconds_bucket{{{pl},le=\"+Inf\"}} {}",
-                p.received
+                "skeletonhunter_probe_rtt_seconds_bucket{{{pl},le=\"{le:e}\"}} {c}"
             );
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_rtt_seconds_sum{{{pl}}} {}",
-                p.received * p.rtt_seconds
-            );
-            let _ = writeln!(
-                o,
-                "skeletonhunter_probe_rtt_seconds_count{{{pl}}} {}",
-                p.received
-            );
+            le *= 2.0;
         }
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_rtt_seconds_bucket{{{pl},le=\"+Inf\"}} {}",
+            p.received
+        );
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_rtt_seconds_sum{{{pl}}} {}",
+            p.received * p.rtt_seconds
+        );
+        let _ = writeln!(
+            o,
+            "skeletonhunter_probe_rtt_seconds_count{{{pl}}} {}",
+            p.received
+        );
     }
 }
 
@@ -258,6 +261,22 @@ impl FakeFabric {
         g.fault = fault;
     }
 
+    /// A scrape config with one job per node, each scraping only what that
+    /// node's exporter would serve (`?node=`), as Prometheus scrapes a real
+    /// fleet: the targets' scrapes are staggered, so after a gap some
+    /// nodes' series are back before others'.
+    pub fn scrape_config_per_node(&self) -> String {
+        let mut out = "global:\n  scrape_interval: 1s\nscrape_configs:\n".to_string();
+        for n in &self.state.lock().unwrap().nodes {
+            let _ = write!(
+                out,
+                "  - job_name: skeletonhunter-{0}\n    scrape_interval: 1s\n    params:\n      node: ['{0}']\n    static_configs:\n      - targets: ['{1}']\n",
+                n.node, self.addr
+            );
+        }
+        out
+    }
+
     /// A scrape config for this target (VictoriaMetrics rejects unknown
     /// keys such as `evaluation_interval`, so that is left to the caller).
     pub fn scrape_config(&self) -> String {
@@ -314,10 +333,16 @@ fn serve(listener: &TcpListener, state: &Mutex<FabricState>, stop: &AtomicBool) 
                         Ok(n) => req.extend_from_slice(&buf[..n]),
                     }
                 }
+                let head = String::from_utf8_lossy(&req);
+                let only = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|target| target.split_once("?node="))
+                    .map(|(_, n)| n.to_string());
                 let body = {
                     let mut g = state.lock().unwrap();
                     g.advance();
-                    g.render()
+                    g.render(only.as_deref())
                 };
                 let _ = write!(
                     s,

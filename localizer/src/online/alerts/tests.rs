@@ -30,7 +30,7 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
 fn alert_carries_design_labels_and_evidence() {
     let mut f = finding(Kind::Tor, "asw-1", "loss");
     f.equivalent = vec![Component::new(Kind::Nic, "10.0.0.1")];
-    let a = alert_for(&f, t(100), t(140), "", false);
+    let a = alert_for(&f, f.symptom, t(100), t(140), "", false);
     assert_eq!(a.labels["alertname"], ALERT_NAME);
     assert!(a.labels["alertname"].starts_with("SkeletonHunter"));
     assert_eq!(a.labels["kind"], "tor");
@@ -128,14 +128,55 @@ fn life_cycle_fires_reposts_and_resolves() {
 }
 
 #[test]
-fn symptom_change_resolves_the_old_alert_and_fires_a_new_one() {
+fn escalation_within_a_severity_keeps_one_alert() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
+    let out = book.update(vec![finding(Kind::Tor, "t1", "unreachable")], t(10));
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(!out[0].resolved);
+    // The identity is the one it fired with; the news is in annotations.
+    assert_eq!(out[0].labels["symptom"], "loss");
+    assert_eq!(out[0].labels["severity"], "critical");
+    assert_eq!(out[0].annotations["symptom"], "unreachable");
+    assert!(out[0].annotations["summary"].contains("is unreachable"));
+    assert_eq!(out[0].starts_at, rfc3339(t(0)));
+}
+
+#[test]
+fn a_severity_raise_adds_an_alert_and_the_incident_ends_as_a_whole() {
     let mut book = AlertBook::new(Duration::from_secs(40), "");
     book.update(vec![finding(Kind::Node, "n1", "loss")], t(0));
     let out = book.update(vec![finding(Kind::Node, "n1", "unreachable")], t(10));
+    // The warning is not resolved (that would be a false all-clear); a
+    // critical alert joins it.
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(out.iter().all(|a| !a.resolved));
+    let crit: Vec<_> = out
+        .iter()
+        .filter(|a| a.labels["severity"] == "critical")
+        .collect();
+    assert_eq!(crit.len(), 1);
+    assert_eq!(crit[0].labels["symptom"], "unreachable");
+    assert_eq!(crit[0].starts_at, rfc3339(t(10)));
+    // Both end together.
+    let out = book.update(vec![], t(20));
     assert_eq!(out.len(), 2);
-    assert!(out[0].resolved && out[0].labels["symptom"] == "loss");
-    assert!(!out[1].resolved && out[1].labels["symptom"] == "unreachable");
-    assert_eq!(out[1].starts_at, rfc3339(t(10)));
+    assert!(out.iter().all(|a| a.resolved));
+}
+
+#[test]
+fn two_symptoms_of_one_severity_are_one_alert_showing_the_worse() {
+    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let out = book.update(
+        vec![
+            finding(Kind::Node, "n1", "latency"),
+            finding(Kind::Node, "n1", "loss"),
+        ],
+        t(0),
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].annotations["symptom"], "loss");
+    assert_eq!(out[0].labels["symptom"], "loss");
 }
 
 #[test]

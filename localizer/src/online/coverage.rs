@@ -1,0 +1,259 @@
+//! Which pairs — and so which components — a cycle has fresh data for.
+//!
+//! A store that is paused, restarted or scraping late answers with fewer
+//! pairs than the fabric has: a pair whose series have fewer than two
+//! samples in the window has no `increase()` at all. Without a notion of
+//! coverage such a cycle looks *clean* for every component whose pairs are
+//! missing, and a firing alert resolves falsely (then fires again on the
+//! next full cycle: two pages and a false all-clear).
+//!
+//! The localizer therefore remembers every pair it has seen (for the
+//! topology window, bounded in number) as *expected*, and each cycle a pair
+//! is *covered* when the cycle assembled data for it. A component is covered
+//! when at least `min_ratio` of the expected pairs crossing it are; one that
+//! is not is *unknown* this cycle: its alert keeps its state (see
+//! `confirm.rs`). A cycle whose queries failed covers nothing.
+//!
+//! Pure bookkeeping, tested without servers.
+
+use crate::engine::model::PairStats;
+use skeletonhunter_common::topology::{path, Component, Identity, Kind};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+/// Most pairs remembered as expected; beyond it the oldest are forgotten.
+pub const MAX_EXPECTED_PAIRS: usize = 2_000_000;
+
+/// A pair the localizer has seen, and where it runs.
+#[derive(Debug, Clone)]
+struct Expected {
+    src: Identity,
+    dst: Identity,
+    hops: Vec<String>,
+    last_seen: SystemTime,
+}
+
+/// The memory of expected pairs across cycles.
+#[derive(Debug)]
+pub struct Coverage {
+    min_ratio: f64,
+    memory: Duration,
+    expected: HashMap<(String, String), Expected>,
+}
+
+/// One cycle's coverage: per component, (covered, expected) pairs.
+#[derive(Debug, Clone, Default)]
+pub struct CycleCoverage {
+    min_ratio: f64,
+    per_component: HashMap<Component, (u32, u32)>,
+    /// Expected pairs with fresh data this cycle.
+    pub pairs_covered: usize,
+    /// Pairs expected this cycle (seen within the memory).
+    pub pairs_expected: usize,
+}
+
+impl CycleCoverage {
+    /// Whether `c` has enough fresh pairs for its state to change. A
+    /// component no expected pair crosses (never seen, or forgotten after
+    /// the memory) is covered: there is nothing left to wait for.
+    pub fn is_covered(&self, c: &Component) -> bool {
+        match self.per_component.get(c) {
+            None | Some((_, 0)) => true,
+            Some(&(covered, expected)) => {
+                covered > 0 && f64::from(covered) >= self.min_ratio * f64::from(expected)
+            }
+        }
+    }
+
+    /// Components expected but not covered this cycle.
+    pub fn unknown(&self) -> usize {
+        self.per_component
+            .keys()
+            .filter(|c| !self.is_covered(c))
+            .count()
+    }
+}
+
+impl Coverage {
+    /// A component is covered with at least `min_ratio` (clamped to
+    /// [0.01, 1]) of its expected pairs fresh; pairs not seen for `memory`
+    /// are no longer expected.
+    pub fn new(min_ratio: f64, memory: Duration) -> Coverage {
+        let min_ratio = if min_ratio.is_finite() {
+            min_ratio.clamp(0.01, 1.0)
+        } else {
+            0.5
+        };
+        Coverage {
+            min_ratio,
+            memory,
+            expected: HashMap::new(),
+        }
+    }
+
+    /// A cycle that assembled `pairs` at `now`: they become (or stay)
+    /// expected and are the covered ones.
+    pub fn observe(&mut self, pairs: &[PairStats], now: SystemTime) -> CycleCoverage {
+        for p in pairs {
+            let e = Expected {
+                src: p.src.clone(),
+                dst: p.dst.clone(),
+                hops: p.hops.clone(),
+                last_seen: now,
+            };
+            self.expected
+                .insert((p.src.node.clone(), p.dst.node.clone()), e);
+        }
+        self.forget(now);
+        self.tally(|e| e.last_seen == now)
+    }
+
+    /// A cycle with no usable data at `now`: nothing is covered.
+    pub fn blind(&mut self, now: SystemTime) -> CycleCoverage {
+        self.forget(now);
+        self.tally(|_| false)
+    }
+
+    /// Drop pairs older than the memory, then the oldest beyond the bound.
+    fn forget(&mut self, now: SystemTime) {
+        let memory = self.memory;
+        self.expected.retain(|_, e| {
+            now.duration_since(e.last_seen)
+                .map_or(true, |age| age <= memory)
+        });
+        if self.expected.len() > MAX_EXPECTED_PAIRS {
+            let mut ages: Vec<SystemTime> = self.expected.values().map(|e| e.last_seen).collect();
+            ages.sort_unstable();
+            let cut = ages[self.expected.len() - MAX_EXPECTED_PAIRS];
+            self.expected.retain(|_, e| e.last_seen >= cut);
+        }
+    }
+
+    fn tally(&self, fresh: impl Fn(&Expected) -> bool) -> CycleCoverage {
+        let mut out = CycleCoverage {
+            min_ratio: self.min_ratio,
+            pairs_expected: self.expected.len(),
+            ..CycleCoverage::default()
+        };
+        for e in self.expected.values() {
+            let f = fresh(e);
+            out.pairs_covered += usize::from(f);
+            let hops = e.hops.iter().map(|h| Component::new(Kind::Hop, h.clone()));
+            for c in path(&e.src, &e.dst).into_iter().chain(hops) {
+                let n = out.per_component.entry(c).or_insert((0, 0));
+                n.0 += u32::from(f);
+                n.1 += 1;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(node: &str, tor: &str) -> Identity {
+        Identity {
+            node: node.into(),
+            nic: format!("nic-{node}"),
+            host: format!("host-{node}"),
+            tor: tor.into(),
+            spine: "s1".into(),
+            ..Default::default()
+        }
+    }
+
+    fn pair(a: &str, ta: &str, b: &str, tb: &str) -> PairStats {
+        PairStats {
+            src: id(a, ta),
+            dst: id(b, tb),
+            rounds: 10.0,
+            sent: 10.0,
+            ..Default::default()
+        }
+    }
+
+    fn at(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
+    }
+
+    /// a, b under t1; c, d under t2; all directed pairs.
+    fn full() -> Vec<PairStats> {
+        let nodes = [("a", "t1"), ("b", "t1"), ("c", "t2"), ("d", "t2")];
+        let mut out = Vec::new();
+        for (x, tx) in nodes {
+            for (y, ty) in nodes {
+                if x != y {
+                    out.push(pair(x, tx, y, ty));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_full_cycle_covers_everything() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        let c = cov.observe(&full(), at(0));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (12, 12));
+        assert_eq!(c.unknown(), 0);
+        assert!(c.is_covered(&Component::new(Kind::Tor, "t1")));
+    }
+
+    #[test]
+    fn a_partial_cycle_leaves_the_missing_components_unknown() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        cov.observe(&full(), at(0));
+        // Only the pairs inside t2 answered.
+        let part: Vec<PairStats> = full()
+            .into_iter()
+            .filter(|p| p.src.tor == "t2" && p.dst.tor == "t2")
+            .collect();
+        let c = cov.observe(&part, at(10));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (2, 12));
+        // t1: 0 of 10 pairs; node a: 0 of 6; t2: 2 of 10 (< half).
+        for (k, i) in [(Kind::Tor, "t1"), (Kind::Node, "a"), (Kind::Tor, "t2")] {
+            assert!(!c.is_covered(&Component::new(k, i)), "{k} {i}");
+        }
+        // The spine: every cross-ToR pair is missing.
+        assert!(!c.is_covered(&Component::new(Kind::Spine, "s1")));
+        // c and d: 2 of their 6 pairs each, below half.
+        assert!(!c.is_covered(&Component::new(Kind::Node, "c")));
+        // Never seen: nothing to wait for.
+        assert!(c.is_covered(&Component::new(Kind::Tor, "t9")));
+        assert!(c.unknown() > 0);
+    }
+
+    #[test]
+    fn half_of_a_components_pairs_is_enough_at_the_default() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        cov.observe(&full(), at(0));
+        // Node a's own exporter is gone: only the pairs towards it remain.
+        let part: Vec<PairStats> = full().into_iter().filter(|p| p.src.node != "a").collect();
+        let c = cov.observe(&part, at(10));
+        assert!(c.is_covered(&Component::new(Kind::Node, "a")));
+    }
+
+    #[test]
+    fn a_failed_cycle_covers_nothing_and_old_pairs_are_forgotten() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(60));
+        cov.observe(&full(), at(0));
+        let c = cov.blind(at(10));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (0, 12));
+        assert!(!c.is_covered(&Component::new(Kind::Tor, "t1")));
+        let c = cov.blind(at(100));
+        assert_eq!(c.pairs_expected, 0);
+        assert!(c.is_covered(&Component::new(Kind::Tor, "t1")));
+    }
+
+    #[test]
+    fn traced_hops_are_components_too() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        let mut p = pair("a", "t1", "c", "t2");
+        p.hops = vec!["10.0.0.1".into()];
+        cov.observe(&[p], at(0));
+        let c = cov.blind(at(1));
+        assert!(!c.is_covered(&Component::new(Kind::Hop, "10.0.0.1")));
+    }
+}
