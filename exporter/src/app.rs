@@ -10,6 +10,7 @@ use crate::pathtrace::{self, TraceConfig, Tracer};
 use crate::probe::registry::{self as probers, Probers};
 use crate::probe::{Ports, ScheduleConfig, Scheduler};
 use crate::responder;
+use crate::sys;
 use crate::telemetry::Metrics;
 use anyhow::{Context as _, Result};
 use std::future::Future;
@@ -154,6 +155,39 @@ fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metric
     }
 }
 
+/// The share of the open-file limit the HTTP server may hold: a quarter.
+/// The rest is the reserve for probing (TCP dials, sockets), discovery and
+/// path tracing, so no number of HTTP clients can make a probe fail here.
+pub fn http_connection_cap(nofile: u64) -> usize {
+    usize::try_from(nofile / 4).unwrap_or(usize::MAX).max(1)
+}
+
+/// Raise the soft open-file limit to the hard one and fit the HTTP
+/// server's connection limit inside its share.
+fn http_limits(cfg: &Config) -> skeletonhunter_common::http::Limits {
+    let mut limits = cfg.http;
+    match sys::host::raise_nofile() {
+        Ok(nofile) => {
+            let cap = http_connection_cap(nofile);
+            if limits.max_connections > cap {
+                tracing::warn!(
+                    nofile,
+                    "HTTP connection limit lowered from {} to {cap} (a quarter of the open-file limit)",
+                    limits.max_connections
+                );
+                limits.max_connections = cap;
+            }
+            tracing::info!(
+                nofile,
+                http_max_connections = limits.max_connections,
+                "descriptor budget"
+            );
+        }
+        Err(e) => tracing::warn!("cannot read RLIMIT_NOFILE: {e}"),
+    }
+    limits
+}
+
 /// Run the exporter until SIGTERM or SIGINT.
 pub async fn run(cfg: Config) -> Result<()> {
     let metrics = Arc::new(Metrics::new(&cfg.identity));
@@ -180,9 +214,10 @@ pub async fn run(cfg: Config) -> Result<()> {
         health: health.clone(),
         tracing: tracing_ctx,
     };
-    tasks.spawn(skeletonhunter_common::http::serve(
+    tasks.spawn(skeletonhunter_common::http::serve_with(
         bound.http,
         http::handler(state),
+        http_limits(&cfg),
         shutdown.stopped(),
     ));
     discovery::registry::start(&cfg, &peers, &metrics, &mut tasks, || shutdown.stopped())?;
