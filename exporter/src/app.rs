@@ -3,12 +3,13 @@
 //! sources, then run the scheduler until SIGTERM/SIGINT. The top layer: it
 //! may use every module, and none uses it.
 
-use crate::config::Config;
+use crate::config::{Args, Config};
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
 use crate::pathtrace::{self, TraceConfig, Tracer};
 use crate::probe::registry::{self as probers, Probers};
 use crate::probe::{Ports, ScheduleConfig, Scheduler};
+use crate::reload::Reloader;
 use crate::responder;
 use crate::sys;
 use crate::telemetry::Metrics;
@@ -188,8 +189,9 @@ fn http_limits(cfg: &Config) -> skeletonhunter_common::http::Limits {
     limits
 }
 
-/// Run the exporter until SIGTERM or SIGINT.
-pub async fn run(cfg: Config) -> Result<()> {
+/// Run the exporter until SIGTERM or SIGINT; SIGHUP reloads the
+/// configuration from `args` (see [`crate::reload`]).
+pub async fn run(args: Args, cfg: Config) -> Result<()> {
     let metrics = Arc::new(Metrics::new(&cfg.identity));
     let peers = PeerSet::new(Some(metrics.clone()));
     let shutdown = Shutdown::default();
@@ -209,10 +211,18 @@ pub async fn run(cfg: Config) -> Result<()> {
         .clone()
         .watch(Duration::from_secs(2), 10, 0.2, shutdown.stopped());
     tasks.spawn(watch);
+    discovery::registry::start_traffic(&cfg, &peers, &metrics)?;
+    let reloader = Arc::new(Reloader::start(
+        args,
+        cfg.clone(),
+        peers.clone(),
+        metrics.clone(),
+    ));
     let state = State {
         metrics: metrics.clone(),
         health: health.clone(),
         tracing: tracing_ctx,
+        reload: Some(reloader.clone()),
     };
     tasks.spawn(skeletonhunter_common::http::serve_with(
         bound.http,
@@ -220,11 +230,11 @@ pub async fn run(cfg: Config) -> Result<()> {
         http_limits(&cfg),
         shutdown.stopped(),
     ));
-    discovery::registry::start(&cfg, &peers, &metrics, &mut tasks, || shutdown.stopped())?;
     let scheduler = scheduler(&cfg, probers, peers, metrics);
     health.set_ready(true);
     tasks.spawn(scheduler.run(shutdown.stopped()));
-    wait_for_signal().await;
+    wait_for_signal(&reloader).await;
+    reloader.stop();
     stop(&health, &shutdown, tasks).await;
     Ok(())
 }
@@ -241,19 +251,25 @@ async fn stop(health: &Health, shutdown: &Shutdown, mut tasks: JoinSet<()>) {
     tracing::info!("stopped");
 }
 
-/// SIGTERM (Kubernetes) or SIGINT (a terminal).
-async fn wait_for_signal() {
+/// Until SIGTERM (Kubernetes) or SIGINT (a terminal); each SIGHUP reloads.
+async fn wait_for_signal(reloader: &Reloader) {
     use tokio::signal::unix::{signal, SignalKind};
     match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) {
-        (Ok(mut term), Ok(mut int)) => {
+        (Ok(mut term), Ok(mut int), Ok(mut hup)) => loop {
             tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    // The outcome is logged and exported by the reloader.
+                    let _ = reloader.reload_now();
+                }
             }
-        }
+        },
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }

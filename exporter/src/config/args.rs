@@ -5,7 +5,7 @@ use clap::Parser;
 use std::path::PathBuf;
 
 /// Command line; every flag also reads an environment variable.
-#[derive(Debug, Parser, Default)]
+#[derive(Debug, Clone, Parser, Default)]
 #[command(
     name = "skeletonhunter-exporter",
     version,
