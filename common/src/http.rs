@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// Content type of the OpenMetrics text exposition that prometheus-client writes.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -75,59 +76,142 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
 }
 
-/// Serve `handler` on `listener` until `shutdown` completes. Each connection
-/// gets its own task; a slow or broken client cannot stall the others, and
-/// request headers must arrive within 10 s.
+/// Resource bounds of [`serve_with`]. Every connection holds a file
+/// descriptor and a task, so an unbounded server lets idle clients exhaust
+/// the process (and, in the exporter, make probes fail for local reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most connections open at once. At the limit the server stops
+    /// accepting: new connections wait in the kernel's backlog (holding no
+    /// descriptor of ours) until an open one ends.
+    pub max_connections: usize,
+    /// Most requests being answered at once, over all connections.
+    pub max_in_flight: usize,
+    /// Time a client has to send complete request headers, counted from
+    /// the connection's start and again whenever a kept-alive connection
+    /// waits for its next request: a silent or idle connection is closed
+    /// after it.
+    pub header_timeout: Duration,
+}
+
+/// Default of [`Limits::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Default of [`Limits::max_in_flight`].
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
+/// Default of [`Limits::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+        }
+    }
+}
+
+/// Serve `handler` on `listener` with the default [`Limits`] until
+/// `shutdown` completes.
 pub async fn serve<H, S>(listener: TcpListener, handler: H, shutdown: S)
 where
     H: Fn(Request) -> Reply + Send + Sync + 'static,
     S: Future<Output = ()>,
 {
+    serve_with(listener, handler, Limits::default(), shutdown).await;
+}
+
+/// Serve `handler` on `listener` until `shutdown` completes. Each connection
+/// gets its own task, so a slow or broken client cannot stall the others;
+/// `limits` bounds connections, requests in flight and header/idle time.
+pub async fn serve_with<H, S>(listener: TcpListener, handler: H, limits: Limits, shutdown: S)
+where
+    H: Fn(Request) -> Reply + Send + Sync + 'static,
+    S: Future<Output = ()>,
+{
     let handler = Arc::new(handler);
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
     tokio::pin!(shutdown);
     loop {
+        // Take a connection slot before accepting, so at the limit the
+        // backlog (not our descriptor table) holds the waiting clients.
+        let permit = tokio::select! {
+            _ = &mut shutdown => return,
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
                 Ok(x) => x,
                 Err(e) => {
+                    // EMFILE and the like: back off instead of spinning.
                     tracing::warn!("http accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
         };
-        let handler = handler.clone();
+        let svc = service(handler.clone(), in_flight.clone());
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
-            let svc = service_fn(move |req: hyper::Request<Incoming>| {
-                let handler = handler.clone();
-                async move {
-                    let r = Request {
-                        method: req.method().clone(),
-                        path: req.uri().path().to_string(),
-                        query: req.uri().query().map(str::to_string),
-                        accept: req
-                            .headers()
-                            .get(hyper::header::ACCEPT)
-                            .and_then(|v| v.to_str().ok())
-                            .map(str::to_string),
-                    };
-                    let reply = handler(r);
-                    let resp = Response::builder()
-                        .status(reply.status)
-                        .header(hyper::header::CONTENT_TYPE, reply.content_type)
-                        .body(Full::new(reply.body))
-                        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
-                    Ok::<_, std::convert::Infallible>(resp)
-                }
-            });
+            let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10));
+                .header_read_timeout(header_timeout);
             if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
                 tracing::debug!("http connection from {peer} ended with error: {e}");
             }
         });
+    }
+}
+
+/// The hyper service of one connection: summarise the request, wait for an
+/// in-flight slot, run the handler.
+fn service<H>(
+    handler: Arc<H>,
+    in_flight: Arc<Semaphore>,
+) -> impl hyper::service::Service<
+    hyper::Request<Incoming>,
+    Response = Response<Full<Bytes>>,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<Response<Full<Bytes>>, std::convert::Infallible>> + Send,
+> + Clone
+where
+    H: Fn(Request) -> Reply + Send + Sync + 'static,
+{
+    service_fn(move |req: hyper::Request<Incoming>| {
+        let handler = handler.clone();
+        let in_flight = in_flight.clone();
+        async move {
+            let r = summary(&req);
+            let reply = match in_flight.acquire_owned().await {
+                Ok(_slot) => handler(r),
+                Err(_) => Reply::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+            };
+            let resp = Response::builder()
+                .status(reply.status)
+                .header(hyper::header::CONTENT_TYPE, reply.content_type)
+                .body(Full::new(reply.body))
+                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    })
+}
+
+fn summary(req: &hyper::Request<Incoming>) -> Request {
+    Request {
+        method: req.method().clone(),
+        path: req.uri().path().to_string(),
+        query: req.uri().query().map(str::to_string),
+        accept: req
+            .headers()
+            .get(hyper::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
     }
 }

@@ -3,13 +3,15 @@
 //! sources, then run the scheduler until SIGTERM/SIGINT. The top layer: it
 //! may use every module, and none uses it.
 
-use crate::config::Config;
+use crate::config::{Args, Config};
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
 use crate::pathtrace::{self, TraceConfig, Tracer};
 use crate::probe::registry::{self as probers, Probers};
 use crate::probe::{Ports, ScheduleConfig, Scheduler};
+use crate::reload::Reloader;
 use crate::responder;
+use crate::sys;
 use crate::telemetry::Metrics;
 use anyhow::{Context as _, Result};
 use std::future::Future;
@@ -154,8 +156,42 @@ fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metric
     }
 }
 
-/// Run the exporter until SIGTERM or SIGINT.
-pub async fn run(cfg: Config) -> Result<()> {
+/// The share of the open-file limit the HTTP server may hold: a quarter.
+/// The rest is the reserve for probing (TCP dials, sockets), discovery and
+/// path tracing, so no number of HTTP clients can make a probe fail here.
+pub fn http_connection_cap(nofile: u64) -> usize {
+    usize::try_from(nofile / 4).unwrap_or(usize::MAX).max(1)
+}
+
+/// Raise the soft open-file limit to the hard one and fit the HTTP
+/// server's connection limit inside its share.
+fn http_limits(cfg: &Config) -> skeletonhunter_common::http::Limits {
+    let mut limits = cfg.http;
+    match sys::host::raise_nofile() {
+        Ok(nofile) => {
+            let cap = http_connection_cap(nofile);
+            if limits.max_connections > cap {
+                tracing::warn!(
+                    nofile,
+                    "HTTP connection limit lowered from {} to {cap} (a quarter of the open-file limit)",
+                    limits.max_connections
+                );
+                limits.max_connections = cap;
+            }
+            tracing::info!(
+                nofile,
+                http_max_connections = limits.max_connections,
+                "descriptor budget"
+            );
+        }
+        Err(e) => tracing::warn!("cannot read RLIMIT_NOFILE: {e}"),
+    }
+    limits
+}
+
+/// Run the exporter until SIGTERM or SIGINT; SIGHUP reloads the
+/// configuration from `args` (see [`crate::reload`]).
+pub async fn run(args: Args, cfg: Config) -> Result<()> {
     let metrics = Arc::new(Metrics::new(&cfg.identity));
     let peers = PeerSet::new(Some(metrics.clone()));
     let shutdown = Shutdown::default();
@@ -175,21 +211,30 @@ pub async fn run(cfg: Config) -> Result<()> {
         .clone()
         .watch(Duration::from_secs(2), 10, 0.2, shutdown.stopped());
     tasks.spawn(watch);
+    discovery::registry::start_traffic(&cfg, &peers, &metrics)?;
+    let reloader = Arc::new(Reloader::start(
+        args,
+        cfg.clone(),
+        peers.clone(),
+        metrics.clone(),
+    ));
     let state = State {
         metrics: metrics.clone(),
         health: health.clone(),
         tracing: tracing_ctx,
+        reload: Some(reloader.clone()),
     };
-    tasks.spawn(skeletonhunter_common::http::serve(
+    tasks.spawn(skeletonhunter_common::http::serve_with(
         bound.http,
         http::handler(state),
+        http_limits(&cfg),
         shutdown.stopped(),
     ));
-    discovery::registry::start(&cfg, &peers, &metrics, &mut tasks, || shutdown.stopped())?;
     let scheduler = scheduler(&cfg, probers, peers, metrics);
     health.set_ready(true);
     tasks.spawn(scheduler.run(shutdown.stopped()));
-    wait_for_signal().await;
+    wait_for_signal(&reloader).await;
+    reloader.stop();
     stop(&health, &shutdown, tasks).await;
     Ok(())
 }
@@ -206,19 +251,25 @@ async fn stop(health: &Health, shutdown: &Shutdown, mut tasks: JoinSet<()>) {
     tracing::info!("stopped");
 }
 
-/// SIGTERM (Kubernetes) or SIGINT (a terminal).
-async fn wait_for_signal() {
+/// Until SIGTERM (Kubernetes) or SIGINT (a terminal); each SIGHUP reloads.
+async fn wait_for_signal(reloader: &Reloader) {
     use tokio::signal::unix::{signal, SignalKind};
     match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) {
-        (Ok(mut term), Ok(mut int)) => {
+        (Ok(mut term), Ok(mut int), Ok(mut hup)) => loop {
             tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    // The outcome is logged and exported by the reloader.
+                    let _ = reloader.reload_now();
+                }
             }
-        }
+        },
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }

@@ -9,7 +9,8 @@
 //! 3. [`config`], [`telemetry`].
 //! 4. [`probe`], [`responder`], [`discovery`], [`pathtrace`].
 //! 5. [`http`].
-//! 6. [`app`].
+//! 6. [`reload`].
+//! 7. [`app`].
 
 pub mod model;
 
@@ -26,5 +27,7 @@ pub mod probe;
 pub mod responder;
 
 pub mod http;
+
+pub mod reload;
 
 pub mod app;

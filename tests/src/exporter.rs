@@ -62,11 +62,25 @@ pub fn static_peer(ip: &str) -> String {
 /// Write `cfg` to `dir/<name>.yaml`, start the exporter with it in `ns`,
 /// and return once `/healthz` answers.
 pub fn start(ns: &Netns, dir: &Path, name: &str, cfg: &str) -> Result<ChildGuard> {
+    start_with(ns, dir, name, cfg, &[])
+}
+
+/// [`start`] with extra command-line flags.
+pub fn start_with(
+    ns: &Netns,
+    dir: &Path,
+    name: &str,
+    cfg: &str,
+    flags: &[&str],
+) -> Result<ChildGuard> {
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, cfg)?;
     let bin = bin_path("skeletonhunter-exporter");
     let mut cmd = ns.command(bin.to_str().context("utf-8 binary path")?);
-    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
+    cmd.arg("--config")
+        .arg(&path)
+        .args(flags)
+        .env("RUST_LOG", "info");
     let mut child = ChildGuard::spawn(name, cmd)?;
     wait_until(
         &format!("{name} /healthz"),

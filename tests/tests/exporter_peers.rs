@@ -29,7 +29,7 @@ fn exporter_drops_series_of_removed_peers_and_stops_cleanly() {
     };
     write_list(true);
     let mesh = format!(
-        "  tor_mesh: {{file: \"{}\", refresh: 200ms}}\n",
+        "  tor_mesh: {{file: \"{}\", refresh: 1s}}\n",
         list.display()
     );
     let _b = start(
@@ -48,7 +48,7 @@ fn exporter_drops_series_of_removed_peers_and_stops_cleanly() {
     .unwrap();
     let body = wait_until(
         "both mesh peers probed",
-        Duration::from_secs(5),
+        Duration::from_secs(15),
         Duration::from_millis(100),
         || {
             let body = scrape(&p.a).ok()?;
@@ -78,7 +78,7 @@ fn exporter_drops_series_of_removed_peers_and_stops_cleanly() {
     write_list(false);
     let body = wait_until(
         "ghost series removed",
-        Duration::from_secs(5),
+        Duration::from_secs(15),
         Duration::from_millis(100),
         || {
             let body = scrape(&p.a).ok()?;
@@ -178,7 +178,7 @@ fn exporter_follows_dns_peers() {
     ]));
     let stop = Arc::new(AtomicBool::new(false));
     let server = dns_server(&p.a, "127.0.0.1:5353", records.clone(), stop.clone());
-    let dns = "  dns:\n    - {name: peers.test., record: a, refresh: 300ms, nameserver: \"127.0.0.1:5353\"}\n";
+    let dns = "  dns:\n    - {name: peers.test., record: a, refresh: 1s, nameserver: \"127.0.0.1:5353\"}\n";
     let _b = start(
         &p.b,
         dir.path(),
@@ -195,7 +195,7 @@ fn exporter_follows_dns_peers() {
     .unwrap();
     let body = wait_until(
         "DNS peers probed",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         Duration::from_millis(100),
         || {
             let body = scrape(&p.a).ok()?;
@@ -221,7 +221,7 @@ fn exporter_follows_dns_peers() {
         .retain(|ip| *ip != Ipv4Addr::new(198, 18, 1, 3));
     let body = wait_until(
         "removed DNS peer's series gone",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         Duration::from_millis(100),
         || {
             let body = scrape(&p.a).ok()?;

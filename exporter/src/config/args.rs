@@ -5,7 +5,7 @@ use clap::Parser;
 use std::path::PathBuf;
 
 /// Command line; every flag also reads an environment variable.
-#[derive(Debug, Parser, Default)]
+#[derive(Debug, Clone, Parser, Default)]
 #[command(
     name = "skeletonhunter-exporter",
     version,
@@ -68,6 +68,17 @@ pub struct Args {
     /// Peer list file for ToR-mesh mode.
     #[arg(long, env = "SKELETONHUNTER_TOR_MESH_FILE")]
     pub tor_mesh_file: Option<PathBuf>,
+    /// Most HTTP connections open at once (`/metrics`, `/healthz`, ...);
+    /// lowered to a quarter of the open-file limit. Default 256.
+    #[arg(long, env = "SKELETONHUNTER_HTTP_MAX_CONNECTIONS")]
+    pub http_max_connections: Option<usize>,
+    /// Most HTTP requests answered at once. Default 16.
+    #[arg(long, env = "SKELETONHUNTER_HTTP_MAX_IN_FLIGHT")]
+    pub http_max_in_flight: Option<usize>,
+    /// Time a client has to send its request headers; a connection idle
+    /// that long is closed. Default 10s.
+    #[arg(long, env = "SKELETONHUNTER_HTTP_HEADER_TIMEOUT")]
+    pub http_header_timeout: Option<String>,
     /// Log level when RUST_LOG is unset.
     #[arg(long, env = "SKELETONHUNTER_LOG_LEVEL", default_value = "info")]
     pub log_level: String,

@@ -7,6 +7,7 @@ use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe
 use super::settings::{
     Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
+use super::validate;
 use crate::model::{Peer, PeerSource, Protocol};
 use crate::sys::host::hostname;
 use crate::sys::sock::route_source;
@@ -22,12 +23,14 @@ fn duration_key(key: &str, v: &str) -> Result<Duration> {
 }
 
 fn addr_key(key: &str, v: &str) -> Result<SocketAddr> {
-    v.trim().parse().map_err(|_| {
+    let a: SocketAddr = v.trim().parse().map_err(|_| {
         ConfigError::invalid(
             key,
             format!("{v:?} is not an address:port (e.g. 0.0.0.0:9465)"),
         )
-    })
+    })?;
+    validate::port(key, Some(a.port()))?;
+    Ok(a)
 }
 
 fn optional_listen(key: &str, v: Option<&str>, default_port: u16) -> Result<Option<SocketAddr>> {
@@ -51,8 +54,8 @@ fn parse_flag_peer(key: &str, s: &str) -> Result<Peer> {
         None => (s.trim(), None),
     };
     let mut peer = if let Ok(sa) = addr.parse::<SocketAddr>() {
-        let mut p = Peer::new(sa.ip(), PeerSource::Static);
-        p.udp_port = Some(sa.port());
+        let mut p = Peer::new(validate::peer_address(key, sa.ip())?, PeerSource::Static);
+        p.udp_port = validate::port(key, Some(sa.port()))?;
         p
     } else {
         let ip = addr.trim_matches(['[', ']']).parse().map_err(|_| {
@@ -61,7 +64,7 @@ fn parse_flag_peer(key: &str, s: &str) -> Result<Peer> {
                 format!("{addr:?} is not an IP address or IP:PORT (e.g. 10.0.0.2 or 10.0.0.2:9466=node-b)"),
             )
         })?;
-        Peer::new(ip, PeerSource::Static)
+        Peer::new(validate::peer_address(key, ip)?, PeerSource::Static)
     };
     peer.name = name.filter(|n| !n.is_empty());
     Ok(peer)
@@ -124,6 +127,7 @@ impl Config {
         let tor_mesh = tor_mesh(file.discovery, args, &identity)?;
         Ok(Config {
             listen,
+            http: super::server::http_limits(args)?,
             udp_listen: udp,
             tcp_listen: tcp,
             identity,
@@ -223,11 +227,9 @@ fn probe_section(
 ) -> Result<ProbeSection> {
     let (interval, timeout) = probe_timing(fp, args)?;
     let protocols = protocols(fp, args)?;
-    let udp_port = fp
-        .udp_port
+    let udp_port = validate::port("probe.udp_port", fp.udp_port)?
         .unwrap_or(udp_listen.map_or(DEFAULT_UDP_PORT, |a| a.port()));
-    let tcp_port = fp
-        .tcp_port
+    let tcp_port = validate::port("probe.tcp_port", fp.tcp_port)?
         .unwrap_or(tcp_listen.map_or(DEFAULT_TCP_PORT, |a| a.port()));
     let udp_size = fp.udp_size.unwrap_or(256);
     if !(HEADER_LEN..=1472).contains(&udp_size) {
@@ -289,28 +291,43 @@ fn protocols(fp: &FileProbe, args: &Args) -> Result<Vec<Protocol>> {
             protocols.push(p);
         }
     }
+    if protocols.is_empty() {
+        let key = if args.protocols.is_some() {
+            "--protocols"
+        } else {
+            "probe.protocols"
+        };
+        return Err(ConfigError::invalid(
+            key,
+            "is empty: name at least one of udp, tcp, icmp, rdma",
+        ));
+    }
     Ok(protocols)
 }
 
 /// `discovery.static` plus `--peers`.
 fn static_peers(fd: &FileDiscovery, args: &Args) -> Result<Vec<Peer>> {
     let mut peers = Vec::new();
+    let mut keys = Vec::new();
     for (i, p) in fd.static_peers.iter().enumerate() {
         let key = format!("discovery.static[{i}]");
-        let mut peer = Peer::new(
-            ip_key(&format!("{key}.address"), &p.address)?,
-            PeerSource::Static,
-        );
+        let addr_key = format!("{key}.address");
+        let ip = validate::peer_address(&addr_key, ip_key(&addr_key, &p.address)?)?;
+        let mut peer = Peer::new(ip, PeerSource::Static);
         peer.name = p.name.clone().filter(|n| !n.is_empty());
-        peer.udp_port = p.udp_port;
-        peer.tcp_port = p.tcp_port;
+        peer.udp_port = validate::port(&format!("{key}.udp_port"), p.udp_port)?;
+        peer.tcp_port = validate::port(&format!("{key}.tcp_port"), p.tcp_port)?;
         peers.push(peer);
+        keys.push(key);
     }
     if let Some(list) = &args.peers {
         for (i, s) in list.split(',').filter(|s| !s.trim().is_empty()).enumerate() {
-            peers.push(parse_flag_peer(&format!("--peers entry {}", i + 1), s)?);
+            let key = format!("--peers entry {}", i + 1);
+            peers.push(parse_flag_peer(&key, s)?);
+            keys.push(key);
         }
     }
+    validate::unique_peers(&peers, &keys)?;
     Ok(peers)
 }
 
@@ -339,7 +356,10 @@ fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
             name: d.name.trim().to_string(),
             srv,
             refresh: match &d.refresh {
-                Some(r) => duration_key(&format!("{key}.refresh"), r)?,
+                Some(r) => {
+                    let k = format!("{key}.refresh");
+                    validate::refresh(&k, duration_key(&k, r)?)?
+                }
                 None => Duration::from_secs(30),
             },
             nameserver: match &d.nameserver {
@@ -367,17 +387,15 @@ fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
 fn tor_mesh(fd: FileDiscovery, args: &Args, identity: &Identity) -> Result<Option<TorMesh>> {
     let mut tor_mesh = match fd.tor_mesh {
         Some(t) => {
-            for (i, e) in t.peers.iter().enumerate() {
-                ip_key(
-                    &format!("discovery.tor_mesh.peers[{i}].address"),
-                    &e.address,
-                )?;
-            }
+            mesh_entries(&t.peers)?;
             Some(TorMesh {
                 file: t.file,
                 peers: t.peers,
                 refresh: match &t.refresh {
-                    Some(r) => duration_key("discovery.tor_mesh.refresh", r)?,
+                    Some(r) => {
+                        let k = "discovery.tor_mesh.refresh";
+                        validate::refresh(k, duration_key(k, r)?)?
+                    }
                     None => Duration::from_secs(30),
                 },
             })
@@ -399,4 +417,21 @@ fn tor_mesh(fd: FileDiscovery, args: &Args, identity: &Identity) -> Result<Optio
         ));
     }
     Ok(tor_mesh)
+}
+
+/// Inline `discovery.tor_mesh.peers`: unicast addresses, no port 0, no
+/// address twice.
+fn mesh_entries(entries: &[super::MeshEntry]) -> Result<()> {
+    let mut peers = Vec::new();
+    let mut keys = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let key = format!("discovery.tor_mesh.peers[{i}]");
+        let addr_key = format!("{key}.address");
+        let ip = validate::peer_address(&addr_key, ip_key(&addr_key, &e.address)?)?;
+        validate::port(&format!("{key}.udp_port"), e.udp_port)?;
+        validate::port(&format!("{key}.tcp_port"), e.tcp_port)?;
+        peers.push(Peer::new(ip, PeerSource::TorMesh));
+        keys.push(key);
+    }
+    validate::unique_peers(&peers, &keys)
 }

@@ -13,10 +13,12 @@ pub mod args;
 pub mod error;
 pub mod file;
 mod merge;
+mod server;
 pub mod settings;
 #[cfg(test)]
 mod tests;
 pub mod traffic;
+pub mod validate;
 
 pub use args::Args;
 pub use error::ConfigError;

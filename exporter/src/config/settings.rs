@@ -3,6 +3,7 @@
 use super::file::MeshEntry;
 use super::traffic::TrafficSettings;
 use crate::model::{Peer, Protocol};
+use skeletonhunter_common::http::Limits;
 use skeletonhunter_common::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -44,6 +45,8 @@ pub struct TorMesh {
 pub struct Config {
     /// `/metrics` address.
     pub listen: SocketAddr,
+    /// Bounds of the HTTP server.
+    pub http: Limits,
     /// UDP echo responder address (`None`: off).
     pub udp_listen: Option<SocketAddr>,
     /// TCP dial acceptor address (`None`: off).

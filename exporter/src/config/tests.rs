@@ -68,3 +68,83 @@ fn duration_errors_name_the_key_and_the_unit() {
         "{e}"
     );
 }
+
+#[test]
+fn configs_that_must_not_run_are_refused_with_the_key() {
+    let e = |yaml: &str| {
+        let r = parse_file(yaml).and_then(|f| Config::merge(f, &args()));
+        format!("{:#}", r.expect_err(yaml))
+    };
+    let cases = [
+        (
+            "discovery: {dns: [{name: x, refresh: 0s}]}",
+            "discovery.dns[0].refresh",
+        ),
+        (
+            "discovery: {dns: [{name: x, refresh: 500ms}]}",
+            "discovery.dns[0].refresh",
+        ),
+        (
+            "identity: {tor: t}\ndiscovery: {tor_mesh: {refresh: 0s}}",
+            "discovery.tor_mesh.refresh",
+        ),
+        (
+            "discovery: {static: [{address: 255.255.255.255}]}",
+            "discovery.static[0].address",
+        ),
+        (
+            "discovery: {static: [{address: 0.0.0.0}]}",
+            "discovery.static[0].address",
+        ),
+        (
+            "discovery: {static: [{address: \"::\"}]}",
+            "discovery.static[0].address",
+        ),
+        (
+            "discovery: {static: [{address: 239.1.1.1}]}",
+            "discovery.static[0].address",
+        ),
+        (
+            "discovery: {static: [{address: 10.0.0.2, udp_port: 0}]}",
+            "discovery.static[0].udp_port",
+        ),
+        (
+            "discovery: {static: [{address: 10.0.0.2, tcp_port: 0}]}",
+            "discovery.static[0].tcp_port",
+        ),
+        ("probe: {udp_port: 0}", "probe.udp_port"),
+        ("probe: {tcp_port: 0}", "probe.tcp_port"),
+        ("listen: 0.0.0.0:0", "listen"),
+        ("responder: {udp: \"0.0.0.0:0\"}", "responder.udp"),
+        ("probe: {protocols: []}", "probe.protocols"),
+        (
+            "discovery: {static: [{address: 10.0.0.2}, {address: 10.0.0.3}, {address: 10.0.0.2}]}",
+            "discovery.static[2]: 10.0.0.2 duplicates discovery.static[0]",
+        ),
+        (
+            "identity: {tor: t}\ndiscovery: {tor_mesh: {peers: [{address: 224.0.0.5, tor: t}]}}",
+            "discovery.tor_mesh.peers[0].address",
+        ),
+    ];
+    for (yaml, key) in cases {
+        let msg = e(yaml);
+        assert!(msg.starts_with(key), "{yaml}: {msg}");
+    }
+    let flag = |f: fn(&mut Args)| {
+        let mut a = args();
+        f(&mut a);
+        Config::merge(FileConfig::default(), &a)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(flag(|a| a.protocols = Some(" , ".into())).starts_with("--protocols"));
+    assert!(flag(|a| a.peers = Some("10.0.0.2:0".into())).starts_with("--peers entry 1"));
+    assert!(flag(|a| a.peers = Some("ff02::1".into())).starts_with("--peers entry 1"));
+    assert!(
+        flag(|a| a.peers = Some("10.0.0.2,10.0.0.2:7000".into())).starts_with("--peers entry 2")
+    );
+    assert!(flag(|a| a.http_max_connections = Some(0)).starts_with("--http-max-connections"));
+    assert!(
+        flag(|a| a.http_header_timeout = Some("0s".into())).starts_with("--http-header-timeout")
+    );
+}

@@ -1,9 +1,12 @@
 //! Which discovery sources run: the static list always, DNS and the ToR
-//! mesh when configured, traffic discovery unless turned off.
+//! mesh when configured, traffic discovery unless turned off. The first
+//! three come from the configuration and are restarted by a reload
+//! ([`start_configured`]); traffic discovery runs once.
 
 use super::peer_set::PeerSet;
 use super::{dns, static_list, tor_mesh, traffic_source};
 use crate::config::Config;
+use crate::model::PeerSource;
 use crate::sys::sock::local_addresses;
 use crate::telemetry::Metrics;
 use std::future::Future;
@@ -11,24 +14,37 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
-/// Start every configured source: async ones as tasks in `tasks` (ending
-/// when `stopped()` resolves), traffic discovery on its own thread. An
-/// error is a traffic discovery that was required (`mode: ebpf`) and
-/// failed.
-pub fn start<F, S>(
+/// Start traffic discovery on its own thread, unless turned off. An error
+/// is a traffic discovery that was required (`mode: ebpf`) and failed.
+pub fn start_traffic(cfg: &Config, peers: &PeerSet, metrics: &Arc<Metrics>) -> anyhow::Result<()> {
+    match traffic_source::spawn(cfg.ebpf.clone(), peers.clone(), Some(metrics.clone()))? {
+        Some(active) => {
+            tracing::info!(source = active.source.as_str(), reason = %active.reason, "traffic discovery active");
+        }
+        None => tracing::info!("traffic discovery off"),
+    }
+    Ok(())
+}
+
+/// Publish the static peers and start the DNS and ToR-mesh sources of
+/// `cfg` in `tasks`; a source `cfg` does not configure has its slot
+/// emptied (on a reload its peers leave). A running source's slot is kept
+/// until the restarted source publishes, so unchanged peers never flap.
+pub fn start_configured<F, S>(
     cfg: &Config,
     peers: &PeerSet,
     metrics: &Arc<Metrics>,
     tasks: &mut JoinSet<()>,
     stopped: S,
-) -> anyhow::Result<()>
-where
+) where
     S: Fn() -> F,
     F: Future<Output = ()> + Send + 'static,
 {
     let own = own_addresses(&cfg.identity.nic);
     static_list::publish(peers, metrics, cfg.static_peers.clone());
-    if !cfg.dns.is_empty() {
+    if cfg.dns.is_empty() {
+        peers.replace(PeerSource::Dns, Vec::new());
+    } else {
         tasks.spawn(dns::run(
             cfg.dns.clone(),
             own.clone(),
@@ -46,14 +62,9 @@ where
             metrics.clone(),
             stopped(),
         ));
+    } else {
+        peers.replace(PeerSource::TorMesh, Vec::new());
     }
-    match traffic_source::spawn(cfg.ebpf.clone(), peers.clone(), Some(metrics.clone()))? {
-        Some(active) => {
-            tracing::info!(source = active.source.as_str(), reason = %active.reason, "traffic discovery active");
-        }
-        None => tracing::info!("traffic discovery off"),
-    }
-    Ok(())
 }
 
 /// This host's addresses plus the `nic` identity: never peers of ourselves.

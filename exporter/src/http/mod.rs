@@ -1,8 +1,9 @@
-//! The HTTP endpoints: `/metrics`, `/healthz`, `/` and path tracing's
-//! `/trace` and `/traces`. Every route is GET (or HEAD) only. Handlers get
+//! The HTTP endpoints: `/metrics`, `/-/healthy`, `/-/ready` (`/healthz`),
+//! `/` and path tracing's `/trace` and `/traces`, GET (or HEAD) only; and
+//! `POST /-/reload`. Handlers get
 //! their state explicitly ([`routes::State`]). May use every behaviour
 //! layer below it.
 
 pub mod routes;
 
-pub use routes::{handler, Health, State};
+pub use routes::{handler, Health, Reload, State};

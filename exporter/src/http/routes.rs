@@ -1,4 +1,6 @@
-//! Routing and the readiness flag.
+//! Routing, the readiness flag and the reload hook. `/-/healthy`: the
+//! process is up; `/-/ready` (and the older `/healthz`): probing and
+//! discovery have started and the exporter is not stopping.
 
 use crate::pathtrace;
 use crate::telemetry::Metrics;
@@ -22,6 +24,14 @@ impl Health {
     }
 }
 
+/// A configuration reload, triggered by `POST /-/reload` (the app
+/// implements it; the HTTP layer only calls it). `Ok` and `Err` carry the
+/// text answered to the client.
+pub trait Reload: Send + Sync {
+    /// Load and apply the configuration again.
+    fn reload(&self) -> Result<String, String>;
+}
+
 /// What the handlers read.
 #[derive(Clone)]
 pub struct State {
@@ -31,6 +41,8 @@ pub struct State {
     pub health: Health,
     /// Serves `/trace` and `/traces`.
     pub tracing: Arc<pathtrace::Context>,
+    /// Serves `POST /-/reload`; `None`: 503.
+    pub reload: Option<Arc<dyn Reload>>,
 }
 
 /// The exporter's request handler.
@@ -39,6 +51,9 @@ pub fn handler(state: State) -> impl Fn(Request) -> Reply + Send + Sync + 'stati
 }
 
 fn route(state: &State, req: &Request) -> Reply {
+    if req.path == "/-/reload" {
+        return reload(state, req);
+    }
     if req.method != Method::GET && req.method != Method::HEAD {
         return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is supported\n");
     }
@@ -47,7 +62,8 @@ fn route(state: &State, req: &Request) -> Reply {
     }
     match req.path.as_str() {
         "/metrics" => state.metrics.render(req.accept.as_deref()),
-        "/healthz" => {
+        "/-/healthy" => Reply::text(StatusCode::OK, "healthy\n"),
+        "/healthz" | "/-/ready" => {
             if state.health.is_ready() {
                 Reply::text(StatusCode::OK, "ok\n")
             } else {
@@ -56,9 +72,24 @@ fn route(state: &State, req: &Request) -> Reply {
         }
         "/" => Reply::text(
             StatusCode::OK,
-            "skeletonhunter-exporter: see /metrics and /healthz\n",
+            "skeletonhunter-exporter: see /metrics, /-/healthy, /-/ready (/healthz), POST /-/reload\n",
         ),
         p => Reply::not_found(p),
+    }
+}
+
+/// `POST` (or `PUT`) `/-/reload`, as Prometheus: 200 when the new
+/// configuration was applied, 500 with the reason when it was refused.
+fn reload(state: &State, req: &Request) -> Reply {
+    if req.method != Method::POST && req.method != Method::PUT {
+        return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "use POST to reload\n");
+    }
+    match &state.reload {
+        None => Reply::text(StatusCode::SERVICE_UNAVAILABLE, "not started\n"),
+        Some(r) => match r.reload() {
+            Ok(msg) => Reply::text(StatusCode::OK, msg),
+            Err(msg) => Reply::text(StatusCode::INTERNAL_SERVER_ERROR, msg),
+        },
     }
 }
 
@@ -84,6 +115,7 @@ mod tests {
                 udp_port: 7477,
                 src_port: None,
             }),
+            reload: None,
         }
     }
 
@@ -110,6 +142,22 @@ mod tests {
         );
         assert_eq!(
             route(&s, &req(Method::GET, "/healthz")).status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn health_endpoints_tell_up_from_ready() {
+        let s = state();
+        let get = |p: &str| route(&s, &req(Method::GET, p)).status;
+        assert_eq!(get("/-/healthy"), StatusCode::OK);
+        assert_eq!(get("/-/ready"), StatusCode::SERVICE_UNAVAILABLE);
+        s.health.set_ready(true);
+        assert_eq!(get("/-/ready"), StatusCode::OK);
+        assert_eq!(get("/healthz"), StatusCode::OK);
+        assert_eq!(get("/-/reload"), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(
+            route(&s, &req(Method::POST, "/-/reload")).status,
             StatusCode::SERVICE_UNAVAILABLE
         );
     }

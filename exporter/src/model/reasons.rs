@@ -83,6 +83,10 @@ pub enum ProbeErrorReason {
     ConnectUnreachable,
     /// TCP dial failed otherwise.
     ConnectError,
+    /// This host ran out of descriptors or local ports (EMFILE, ENFILE,
+    /// EADDRNOTAVAIL) before the dial started: a local problem, never
+    /// counted as sent or lost.
+    LocalResources,
     /// Kernel transmit timestamps went out of step.
     TxTimestampMismatch,
     /// A reply of another prober session.
@@ -117,6 +121,7 @@ impl ProbeErrorReason {
             ProbeErrorReason::ConnectTimeout => "connect_timeout",
             ProbeErrorReason::ConnectUnreachable => "connect_unreachable",
             ProbeErrorReason::ConnectError => "connect_error",
+            ProbeErrorReason::LocalResources => "local_resources",
             ProbeErrorReason::TxTimestampMismatch => "tx_timestamp_mismatch",
             ProbeErrorReason::ForeignReply => "foreign_reply",
             ProbeErrorReason::IcmpError => "icmp_error",

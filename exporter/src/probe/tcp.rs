@@ -4,6 +4,13 @@
 //! connects with a timeout and closes with RST (linger 0) so neither side
 //! accumulates TIME_WAIT sockets. Concurrency is capped; the scheduler's
 //! even spread keeps it far below the cap in practice.
+//!
+//! A dial is counted in `sent` when its outcome is known (so `sent =
+//! answered + lost` at every scrape). A dial this host could not start —
+//! no descriptor (EMFILE, ENFILE), no local port (EADDRNOTAVAIL), no
+//! memory — is neither sent nor lost: it is a `probe_errors` with reason
+//! `local_resources`, so the exporter never reports its own exhaustion as
+//! network loss.
 
 use super::{Prober, Target};
 use crate::model::{ProbeErrorReason, Protocol};
@@ -46,12 +53,24 @@ fn failure_reason(e: &std::io::Error) -> ProbeErrorReason {
     }
 }
 
-async fn dial(addr: std::net::SocketAddr) -> std::io::Result<()> {
-    let s = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
+/// Whether a socket error is this host's own shortage (descriptors, local
+/// ports, memory) rather than anything the network did.
+pub fn is_local_shortage(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+    )
+}
+
+fn socket_for(addr: std::net::SocketAddr) -> std::io::Result<TcpSocket> {
+    if addr.is_ipv4() {
+        TcpSocket::new_v4()
     } else {
-        TcpSocket::new_v6()?
-    };
+        TcpSocket::new_v6()
+    }
+}
+
+async fn dial(s: TcpSocket, addr: std::net::SocketAddr) -> std::io::Result<()> {
     let stream = s.connect(addr).await?;
     let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
     drop(stream);
@@ -74,34 +93,56 @@ impl Prober for TcpProber {
                 .probe_error(Protocol::Tcp, ProbeErrorReason::TooManyDials.as_str());
             return;
         }
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        series.sent.inc();
         let addr = target.tcp_addr;
+        // The socket first: without a descriptor nothing was sent, and the
+        // shortage is ours, not the network's.
+        let socket = match socket_for(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let reason = if is_local_shortage(&e) {
+                    ProbeErrorReason::LocalResources
+                } else {
+                    ProbeErrorReason::SendFailed
+                };
+                tracing::debug!("TCP dial to {addr}: no socket: {e}");
+                self.metrics.probe_error(Protocol::Tcp, reason.as_str());
+                return;
+            }
+        };
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         let timeout = self.timeout;
         let metrics = self.metrics.clone();
         let in_flight = self.in_flight.clone();
         let target = target.clone();
         tokio::spawn(async move {
             let start = Instant::now();
-            let r = tokio::time::timeout(timeout, dial(addr)).await;
+            let r = tokio::time::timeout(timeout, dial(socket, addr)).await;
             in_flight.fetch_sub(1, Ordering::Relaxed);
             if target.is_retired() {
                 return;
             }
             match r {
                 Ok(Ok(())) => {
+                    series.sent.inc();
                     series.rtt.observe(start.elapsed().as_secs_f64());
                     dial_series.success.set(1);
+                }
+                Ok(Err(e)) if is_local_shortage(&e) => {
+                    // EADDRNOTAVAIL at connect: out of local ports; nothing
+                    // left this host, so it is neither sent nor lost.
+                    metrics.probe_error(Protocol::Tcp, ProbeErrorReason::LocalResources.as_str());
                 }
                 Ok(Err(e)) => {
                     tracing::debug!("TCP dial to {addr} failed: {e}");
                     metrics.probe_error(Protocol::Tcp, failure_reason(&e).as_str());
+                    series.sent.inc();
                     series.lost.inc();
                     dial_series.success.set(0);
                     dial_series.failures.inc();
                 }
                 Err(_) => {
                     metrics.probe_error(Protocol::Tcp, ProbeErrorReason::ConnectTimeout.as_str());
+                    series.sent.inc();
                     series.lost.inc();
                     dial_series.success.set(0);
                     dial_series.failures.inc();
@@ -112,5 +153,27 @@ impl Prober for TcpProber {
 
     fn expire(&self, _now: Instant) {
         // Each dial carries its own timeout.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_or_ports_is_ours_not_the_networks() {
+        for errno in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::EADDRNOTAVAIL,
+            libc::ENOBUFS,
+        ] {
+            assert!(is_local_shortage(&std::io::Error::from_raw_os_error(errno)));
+        }
+        for errno in [libc::ECONNREFUSED, libc::ETIMEDOUT, libc::EHOSTUNREACH] {
+            assert!(!is_local_shortage(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
     }
 }

@@ -39,6 +39,30 @@ pub fn raise_memlock() {
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
 
+/// Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit
+/// in force afterwards (the old one when raising failed).
+pub fn raise_nofile() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit with a valid struct, soft = hard is always allowed.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(raised.rlim_cur);
+        }
+    }
+    Ok(lim.rlim_cur)
+}
+
 /// `mount -t tracefs nodev /sys/kernel/tracing`.
 pub fn mount_tracefs() -> io::Result<()> {
     let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");

@@ -65,6 +65,10 @@ pub struct Families {
     pub render_seconds: Gauge<f64, AtomicU64>,
     /// `skeletonhunter_path_hop_info`: Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop).
     pub hop_info: Family<HopLabels, Gauge>,
+    /// `skeletonhunter_config_last_reload_successful`: 1 if the last configuration reload succeeded (Prometheus' convention).
+    pub reload_ok: Gauge,
+    /// `skeletonhunter_config_last_reload_success_timestamp_seconds`: Unix time of the last successful configuration load.
+    pub reload_time: Gauge<f64, AtomicU64>,
 }
 
 fn hist<L: Clone + std::hash::Hash + Eq>() -> HistFamily<L> {
@@ -92,6 +96,8 @@ impl Families {
             responder_replies: Default::default(),
             render_seconds: Default::default(),
             hop_info: Default::default(),
+            reload_ok: Default::default(),
+            reload_time: Default::default(),
         };
         f.register_pairs(r);
         f.register_exporter(r);
@@ -194,6 +200,16 @@ impl Families {
             "skeletonhunter_path_hop_info",
             "Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop)",
             self.hop_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_config_last_reload_successful",
+            "1 if the last configuration reload succeeded (Prometheus' convention)",
+            self.reload_ok.clone(),
+        );
+        r.register(
+            "skeletonhunter_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful configuration load",
+            self.reload_time.clone(),
         );
     }
 }

@@ -273,6 +273,18 @@ impl Metrics {
             .inc();
     }
 
+    /// Record the outcome of a configuration load or reload (the start-up
+    /// load counts as a success, as in Prometheus).
+    pub fn config_loaded(&self, ok: bool) {
+        self.f.reload_ok.set(i64::from(ok));
+        if ok {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.f.reload_time.set(now);
+        }
+    }
+
     /// Render `/metrics`: OpenMetrics when the scraper asks for it (as
     /// Prometheus does), the classic text format otherwise, which is what
     /// `promtool check metrics` and curl users expect. The classic form is

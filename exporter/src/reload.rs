@@ -1,0 +1,140 @@
+//! Reloading the configuration on SIGHUP or `POST /-/reload` without a
+//! restart and without losing the series of peers that stay.
+//!
+//! What a reload applies: the peers (`discovery.static`, `--peers`,
+//! `discovery.dns`, `discovery.tor_mesh`): the static list is republished
+//! and the DNS and ToR-mesh sources are restarted; a peer present before
+//! and after keeps its counters and histograms, since the scheduler only
+//! forgets peers that leave. What needs a restart (the running value is
+//! kept and the reload logs the keys): listen and responder addresses, the
+//! HTTP limits, identity, probe timing, protocols, ports and size, and
+//! traffic discovery. A new configuration that does not load is refused
+//! whole: the old one stays, the reason is logged, and
+//! `skeletonhunter_config_last_reload_successful` drops to 0.
+
+use crate::config::{Args, Config, ConfigError};
+use crate::discovery::{registry, PeerSet};
+use crate::http::Reload;
+use crate::telemetry::Metrics;
+use std::sync::{Arc, Mutex};
+use tokio::task::JoinSet;
+
+/// The running configuration and the tasks of its reloadable sources.
+struct Running {
+    cfg: Config,
+    sources: JoinSet<()>,
+}
+
+/// Loads the configuration again from the same arguments and applies it.
+pub struct Reloader {
+    args: Args,
+    peers: PeerSet,
+    metrics: Arc<Metrics>,
+    running: Mutex<Running>,
+}
+
+impl Reloader {
+    /// Start the reloadable sources of `cfg` (loaded from `args`); must be
+    /// called inside the runtime.
+    pub fn start(args: Args, cfg: Config, peers: PeerSet, metrics: Arc<Metrics>) -> Reloader {
+        let mut sources = JoinSet::new();
+        registry::start_configured(&cfg, &peers, &metrics, &mut sources, std::future::pending);
+        metrics.config_loaded(true);
+        Reloader {
+            args,
+            peers,
+            metrics,
+            running: Mutex::new(Running { cfg, sources }),
+        }
+    }
+
+    /// Stop the reloadable sources (at shutdown).
+    pub fn stop(&self) {
+        if let Ok(mut r) = self.running.lock() {
+            r.sources.abort_all();
+        }
+    }
+
+    /// Load and apply the configuration; on error the running one stays.
+    pub fn reload_now(&self) -> Result<Vec<&'static str>, ConfigError> {
+        let loaded = Config::load(&self.args);
+        let Ok(mut running) = self.running.lock() else {
+            return Err(ConfigError::invalid("reload", "state poisoned"));
+        };
+        let new = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("configuration reload failed, keeping the running one: {e:#}");
+                self.metrics.config_loaded(false);
+                return Err(e);
+            }
+        };
+        let restart = needs_restart(&running.cfg, &new);
+        if !restart.is_empty() {
+            tracing::warn!(keys = ?restart, "changed in the configuration but applied only by a restart");
+        }
+        let mut applied = running.cfg.clone();
+        applied.static_peers = new.static_peers;
+        applied.dns = new.dns;
+        applied.tor_mesh = new.tor_mesh;
+        let mut sources = JoinSet::new();
+        registry::start_configured(
+            &applied,
+            &self.peers,
+            &self.metrics,
+            &mut sources,
+            std::future::pending,
+        );
+        // Dropping the old set aborts the old sources; their slots stay
+        // until the new ones publish.
+        running.sources = sources;
+        running.cfg = applied;
+        self.metrics.config_loaded(true);
+        tracing::info!(
+            static_peers = running.cfg.static_peers.len(),
+            dns = running.cfg.dns.len(),
+            tor_mesh = running.cfg.tor_mesh.is_some(),
+            "configuration reloaded"
+        );
+        Ok(restart)
+    }
+}
+
+impl Reload for Reloader {
+    fn reload(&self) -> Result<String, String> {
+        match self.reload_now() {
+            Ok(keys) if keys.is_empty() => Ok("configuration reloaded\n".into()),
+            Ok(keys) => Ok(format!(
+                "configuration reloaded; changes to {} need a restart\n",
+                keys.join(", ")
+            )),
+            Err(e) => Err(format!("{e:#}\n")),
+        }
+    }
+}
+
+/// Keys that differ between `old` and `new` but a reload does not apply.
+pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    let checks: [(&'static str, bool); 12] = [
+        ("listen", old.listen != new.listen),
+        ("--http-*", old.http != new.http),
+        ("responder.udp", old.udp_listen != new.udp_listen),
+        ("responder.tcp", old.tcp_listen != new.tcp_listen),
+        ("identity", old.identity != new.identity),
+        ("probe.interval", old.interval != new.interval),
+        ("probe.timeout", old.timeout != new.timeout),
+        ("probe.protocols", old.protocols != new.protocols),
+        ("probe.udp_port", old.udp_port != new.udp_port),
+        ("probe.tcp_port", old.tcp_port != new.tcp_port),
+        ("probe.udp_size", old.udp_size != new.udp_size),
+        (
+            "discovery.ebpf",
+            format!("{:?}", old.ebpf) != format!("{:?}", new.ebpf),
+        ),
+    ];
+    checks
+        .into_iter()
+        .filter(|(_, d)| *d)
+        .map(|(k, _)| k)
+        .collect()
+}

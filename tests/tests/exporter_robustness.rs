@@ -1,0 +1,216 @@
+//! The exporter under abuse of its own resources and its operators: idle
+//! HTTP connections beyond the server's limit must neither stall
+//! `/metrics` nor turn into false loss on the TCP dial probes; SIGHUP and
+//! `POST /-/reload` reload the peers without losing counters, and a bad
+//! new configuration keeps the old one. See docs/reliability.md.
+
+use skeletonhunter_tests::exporter::{
+    config, counts, pair, scrape, start, start_with, static_peer, METRICS,
+};
+use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::http::http_request;
+use skeletonhunter_tests::process::http_get;
+use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tests::sys::kill;
+use skeletonhunter_tests::{require_privileges, wait_until};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const IDLE: usize = 400;
+
+#[test]
+fn idle_connections_beyond_the_limit_keep_metrics_and_tcp_probes_honest() {
+    if !require_privileges("idle_connections_beyond_the_limit_keep_metrics_and_tcp_probes_honest") {
+        return;
+    }
+    let p = pair("exidle").unwrap();
+    let dir = TempDir::new("exidle").unwrap();
+    let cfg = |node: &str, ip: &str, peer: &str| {
+        config(node, ip, "50ms", "500ms", "udp, tcp", &static_peer(peer))
+    };
+    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "198.18.1.1")).unwrap();
+    let a = start_with(
+        &p.a,
+        dir.path(),
+        "a",
+        &cfg("a", "198.18.1.1", "198.18.1.2"),
+        &[
+            "--http-max-connections",
+            "32",
+            "--http-header-timeout",
+            "1s",
+        ],
+    )
+    .unwrap();
+    let tcp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"tcp\"");
+    wait_until(
+        "a to dial b",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || (tcp(&scrape(&p.a).ok()?).2 > 5.0).then_some(()),
+    )
+    .unwrap();
+    let before = tcp(&scrape(&p.a).unwrap());
+    let pid = a.pid();
+
+    // Inside a's namespace: open IDLE silent connections (12x the limit),
+    // then scrape while they are held, and count the exporter's descriptors.
+    let (answered_after, max_fds, opened) =
+        p.a.run_in(move || {
+            let addr: SocketAddr = METRICS.parse().unwrap();
+            let mut idle = Vec::new();
+            let mut max_fds = 0;
+            for _ in 0..IDLE {
+                if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                    idle.push(s);
+                }
+                max_fds = max_fds.max(fd_count(pid));
+            }
+            let started = Instant::now();
+            let deadline = started + Duration::from_secs(30);
+            let status = loop {
+                match http_get(addr, "/metrics", Duration::from_secs(5)) {
+                    Ok((200, _)) => break 200,
+                    _ if Instant::now() < deadline => {}
+                    Ok((s, _)) => break s,
+                    Err(_) => break 0,
+                }
+            };
+            max_fds = max_fds.max(fd_count(pid));
+            (
+                (status == 200).then(|| started.elapsed()),
+                max_fds,
+                idle.len(),
+            )
+        })
+        .unwrap();
+    let waited = answered_after.expect("/metrics did not answer while flooded");
+    eprintln!("{opened} idle connections: /metrics answered after {waited:?}; exporter held at most {max_fds} descriptors");
+    assert!(opened >= 32, "only {opened} connections opened");
+    // The limit (32) plus the exporter's own sockets, nowhere near IDLE.
+    assert!(max_fds < 32 + 64, "{max_fds} descriptors");
+
+    // Probes kept running and none was reported lost.
+    wait_until(
+        "more dials after the flood",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || (tcp(&scrape(&p.a).ok()?).2 > before.2 + 20.0).then_some(()),
+    )
+    .unwrap();
+    let after = tcp(&scrape(&p.a).unwrap());
+    assert_eq!(
+        after.1, before.1,
+        "false TCP loss: before {before:?} after {after:?}"
+    );
+}
+
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+fn reload_ok(body: &str) -> Option<f64> {
+    sample(body, "skeletonhunter_config_last_reload_successful", &[])
+}
+
+fn post_reload(p: &skeletonhunter_tests::exporter::Pair) -> (u16, String) {
+    let addr: SocketAddr = METRICS.parse().unwrap();
+    p.a.run_in(move || http_request(addr, "POST", "/-/reload", None, Duration::from_secs(5)))
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn sighup_and_post_reload_apply_peers_and_keep_counters() {
+    if !require_privileges("sighup_and_post_reload_apply_peers_and_keep_counters") {
+        return;
+    }
+    let p = pair("exrld").unwrap();
+    let dir = TempDir::new("exrld").unwrap();
+    let cfg = |node: &str, ip: &str, disc: &str| config(node, ip, "20ms", "200ms", "udp", disc);
+    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "")).unwrap();
+    let mut a = start(
+        &p.a,
+        dir.path(),
+        "a",
+        &cfg("a", "198.18.1.1", &static_peer("198.18.1.2")),
+    )
+    .unwrap();
+    let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
+    wait_until(
+        "a to probe b",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || (udp(&scrape(&p.a).ok()?).2 > 20.0).then_some(()),
+    )
+    .unwrap();
+    let first = scrape(&p.a).unwrap();
+    assert_eq!(reload_ok(&first), Some(1.0));
+
+    // SIGHUP with a second (silent) peer added: the process lives on, the
+    // new peer appears, b's counters continue from where they were.
+    let two = "  static:\n    - {address: \"198.18.1.2\"}\n    - {address: \"198.18.1.9\"}\n";
+    std::fs::write(dir.path().join("a.yaml"), cfg("a", "198.18.1.1", two)).unwrap();
+    let before = udp(&scrape(&p.a).unwrap());
+    kill(a.pid() as i32, libc::SIGHUP).unwrap();
+    let body = wait_until(
+        "the new peer after SIGHUP",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (counts(&body, "dst_node=\"198.18.1.9\"", "protocol=\"udp\"").0 > 0.0).then_some(body)
+        },
+    )
+    .unwrap();
+    a.check_running().unwrap();
+    let after = udp(&body);
+    assert!(
+        after.0 >= before.0 && after.2 >= before.2,
+        "b's counters reset: {before:?} -> {after:?}"
+    );
+    assert_eq!(reload_ok(&body), Some(1.0));
+
+    // A bad configuration: refused over HTTP with the key, old peers kept,
+    // reload_successful 0, probing goes on.
+    std::fs::write(dir.path().join("a.yaml"), "probe: {udp_port: 0}\n").unwrap();
+    let (status, text) = post_reload(&p);
+    assert_eq!(status, 500, "{text}");
+    assert!(text.contains("probe.udp_port"), "{text}");
+    let mid = udp(&scrape(&p.a).unwrap());
+    let body = wait_until(
+        "probing after a refused reload",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (udp(&body).2 > mid.2 + 20.0).then_some(body)
+        },
+    )
+    .unwrap();
+    assert_eq!(reload_ok(&body), Some(0.0));
+    assert!(
+        counts(&body, "dst_node=\"198.18.1.9\"", "protocol=\"udp\"").0 > 0.0,
+        "peers of the running config lost"
+    );
+
+    // Back to one peer over POST: 200, the silent peer's series go.
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        cfg("a", "198.18.1.1", &static_peer("198.18.1.2")),
+    )
+    .unwrap();
+    let (status, text) = post_reload(&p);
+    assert_eq!(status, 200, "{text}");
+    wait_until(
+        "the removed peer to leave",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (reload_ok(&body) == Some(1.0) && !body.contains("198.18.1.9")).then_some(())
+        },
+    )
+    .unwrap();
+    a.check_running().unwrap();
+}
