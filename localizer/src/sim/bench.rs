@@ -55,7 +55,6 @@ pub fn accuracy_fabrics() -> Vec<FabricSpec> {
             tors_per_spine: 2,
             rounds: 20,
             packets_per_round: 10,
-            ..base.clone()
         },
         FabricSpec {
             hosts: 64,
@@ -81,7 +80,6 @@ pub fn accuracy_fabrics() -> Vec<FabricSpec> {
             tors_per_spine: 3,
             rounds: 10,
             packets_per_round: 10,
-            ..base
         },
     ]
 }
