@@ -15,8 +15,10 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub pings: PathBuf,
     /// Packets per probe round (a row's `loss_rate` is a share of them).
-    #[arg(long, default_value_t = csv::DEFAULT_PACKETS_PER_ROUND)]
-    pub packets_per_round: f64,
+    /// Default: a count column when the log has one, else inferred from the
+    /// lattice of the `loss_rate` values (see `probes_per_row` in the JSON).
+    #[arg(long)]
+    pub packets_per_round: Option<f64>,
     /// Pretty-print the JSON.
     #[arg(long)]
     pub pretty: bool,
@@ -27,22 +29,36 @@ pub struct AnalyzeArgs {
 
 /// Read, analyze, print.
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
-    let packets_per_round = args.packets_per_round;
-    anyhow::ensure!(
-        packets_per_round.is_finite() && packets_per_round >= 1.0,
-        "--packets-per-round must be at least 1, got {packets_per_round}"
-    );
-    let opts = CsvOptions { packets_per_round };
-    let pairs = if args.pings.as_os_str() == "-" {
-        csv::read_pings(std::io::stdin().lock(), &opts).context("reading standard input")?
-    } else {
-        csv::read_pings_file(&args.pings, &opts)?
+    if let Some(n) = args.packets_per_round {
+        anyhow::ensure!(
+            n.is_finite() && n >= 1.0,
+            "--packets-per-round must be at least 1, got {n}"
+        );
+    }
+    let opts = CsvOptions {
+        packets_per_round: args.packets_per_round,
     };
-    let report = analyze(&pairs, &args.engine.config());
-    let out = if args.pretty {
-        serde_json::to_string_pretty(&report)?
+    let (pairs, probes) = if args.pings.as_os_str() == "-" {
+        csv::read_pings_counted(std::io::stdin().lock(), &opts).context("reading standard input")?
     } else {
-        serde_json::to_string(&report)?
+        csv::read_pings_file_counted(&args.pings, &opts)?
+    };
+    if !probes.confident && probes.matters {
+        eprintln!(
+            "skeletonhunter-localizer: warning: cannot tell the probes per CSV row from {} distinct \
+             loss_rate value(s); assuming {} (set it with --packets-per-round)",
+            probes.distinct_rates, probes.value
+        );
+    }
+    let report = analyze(&pairs, &args.engine.config());
+    let mut json = serde_json::to_value(&report)?;
+    if let serde_json::Value::Object(map) = &mut json {
+        map.insert("probes_per_row".into(), serde_json::to_value(&probes)?);
+    }
+    let out = if args.pretty {
+        serde_json::to_string_pretty(&json)?
+    } else {
+        serde_json::to_string(&json)?
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{out}")?;

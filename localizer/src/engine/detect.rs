@@ -7,7 +7,13 @@
 //!   same way;
 //! - latency: a pair's typical RTT against the healthy baseline of its path
 //!   class (same host / same ToR / cross ToR), read robustly from the lower
-//!   quantiles because faults only add delay.
+//!   quantiles because faults only add delay. A large component can slow
+//!   most pairs of a class (one spine of two carries half the cross-ToR
+//!   pairs, one of one all of them), so the baseline is also read from its
+//!   peers: the cross-ToR class per spine, the same-ToR class per ToR; the
+//!   pairs of the peers whose median RTT is at or below the lower quartile
+//!   of the peers' medians give a second estimate, and the lower of the two
+//!   is the baseline ([`peer_reference`]).
 //!
 //! Pair-level calls use a Bonferroni-corrected level (`pair_alpha / pairs`),
 //! so on a healthy fabric of any size the expected number of anomalous pairs
@@ -15,10 +21,12 @@
 
 use crate::engine::model::{Config, PairStats, Symptom};
 use crate::engine::stats::{
-    binomial_upper_tail, lower_robust_location_scale, normal_upper_quantile,
+    binomial_upper_tail, lower_robust_location_scale, median, normal_upper_quantile,
+    quantile_sorted,
 };
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::PathClass;
+use std::collections::HashMap;
 
 /// Counts for a binomial symptom (loss: packets; unreachable: dials).
 #[derive(Debug, Clone, Default)]
@@ -182,6 +190,60 @@ pub fn min_excess(baseline: f64, config: &Config) -> f64 {
         .max(config.min_latency_excess_ratio.max(0.0) * baseline.max(0.0))
 }
 
+/// Peers need at least this many pairs with an RTT to count.
+const MIN_PEER_PAIRS: usize = 5;
+
+/// RTTs per peer group of each path class: none for same-host pairs, per
+/// ToR for same-ToR pairs, per spine (each of the pair's spines) for
+/// cross-ToR pairs.
+fn peer_groups<'p>(
+    pairs: &[&'p PairStats],
+    class: &[PathClass],
+    rtt: &[Option<f64>],
+) -> [HashMap<&'p str, Vec<f64>>; 3] {
+    let mut groups: [HashMap<&str, Vec<f64>>; 3] = Default::default();
+    for ((p, c), r) in pairs.iter().zip(class).zip(rtt) {
+        let Some(r) = *r else { continue };
+        let keys: [&str; 2] = match c {
+            PathClass::SameHost => continue,
+            PathClass::SameTor => [p.src.tor.as_str(), ""],
+            PathClass::CrossTor => [p.src.spine.as_str(), p.dst.spine.as_str()],
+        };
+        let g = &mut groups[class_index(*c)];
+        for (k, key) in keys.iter().enumerate() {
+            if !key.is_empty() && (k == 0 || *key != keys[0]) {
+                g.entry(key).or_default().push(r);
+            }
+        }
+    }
+    groups
+}
+
+/// The RTTs of the peers whose median is at or below the lower quartile
+/// of the peers' medians; `None` with fewer than two peers of
+/// [`MIN_PEER_PAIRS`] pairs.
+fn peer_reference(groups: HashMap<&str, Vec<f64>>) -> Option<Vec<f64>> {
+    let mut peers: Vec<(f64, Vec<f64>)> = groups
+        .into_values()
+        .filter(|v| v.len() >= MIN_PEER_PAIRS)
+        .map(|mut v| (median(&mut v), v))
+        .collect();
+    if peers.len() < 2 {
+        return None;
+    }
+    let mut medians: Vec<f64> = peers.iter().map(|p| p.0).collect();
+    medians.sort_by(f64::total_cmp);
+    let cut = quantile_sorted(&medians, 0.25);
+    peers.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Some(
+        peers
+            .into_iter()
+            .filter(|p| p.0 <= cut)
+            .flat_map(|p| p.1)
+            .collect(),
+    )
+}
+
 fn latency_obs(
     pairs: &[&PairStats],
     class: &[PathClass],
@@ -202,15 +264,22 @@ fn latency_obs(
             per_class[class_index(*c)].push(*r);
         }
     }
+    let peers = peer_groups(pairs, class, &rtt);
     let base: Vec<(f64, f64)> = per_class
         .iter_mut()
-        .map(|v| {
+        .zip(peers)
+        .map(|(v, peer)| {
             if v.is_empty() {
-                (0.0, config.min_latency_scale_seconds)
-            } else {
-                let (loc, sd) = lower_robust_location_scale(v);
-                (loc, sd.max(config.min_latency_scale_seconds))
+                return (0.0, config.min_latency_scale_seconds);
             }
+            let (mut loc, mut sd) = lower_robust_location_scale(v);
+            if let Some(mut reference) = peer_reference(peer) {
+                let (ploc, psd) = lower_robust_location_scale(&mut reference);
+                if ploc < loc {
+                    (loc, sd) = (ploc, psd);
+                }
+            }
+            (loc, sd.max(config.min_latency_scale_seconds))
         })
         .collect();
     let z = normal_upper_quantile(level);

@@ -28,19 +28,21 @@ pub struct PathMatrix {
     pub class: Vec<PathClass>,
 }
 
-/// Which of several indistinguishable components to report: the most
-/// shared one (spine before tor before host before nic before node), since
-/// an operator checks the wider component first and the others are listed.
+/// Which of several indistinguishable components to report: the smallest
+/// one (node before nic before host before tor before spine). When the
+/// evidence fits a small and a large component equally, the small one is
+/// the likelier culprit (one container dies more often than a switch) and
+/// pages at its own severity; the larger ones are listed as equivalent.
 /// A traced hop comes after every label-derived kind: a hop that always
 /// co-occurs with a ToR or spine is most likely that switch's own address,
 /// and the inventory name is what the operator acts on.
 fn report_rank(kind: Kind) -> u8 {
     match kind {
-        Kind::Spine => 0,
-        Kind::Tor => 1,
+        Kind::Node => 0,
+        Kind::Nic => 1,
         Kind::Host => 2,
-        Kind::Nic => 3,
-        Kind::Node => 4,
+        Kind::Tor => 3,
+        Kind::Spine => 4,
         Kind::Hop => 5,
         Kind::Pod => 6,
         Kind::Tenant => 7,
@@ -212,14 +214,15 @@ mod tests {
         }
         let nnz: usize = (0..3).map(|i| m.row(i).len()).sum();
         assert_eq!(nnz, m.col_rows.len());
-        // node a and nic-a cross the same pairs: one column, nic reported.
+        // node a and nic-a cross the same pairs: one column, the node
+        // (smallest) reported.
         let j = m.find(&Component::new(Kind::Node, "a")).unwrap();
-        assert_eq!(m.columns[j], Component::new(Kind::Nic, "nic-a"));
-        assert_eq!(m.equivalent[j], vec![Component::new(Kind::Node, "a")]);
-        // host h2, t2 and the spine see exactly pairs 1 and 2: merged, and
-        // the spine is the representative.
+        assert_eq!(m.columns[j], Component::new(Kind::Node, "a"));
+        assert_eq!(m.equivalent[j], vec![Component::new(Kind::Nic, "nic-a")]);
+        // c, its nic, host h2, t2 and the spine see exactly pairs 1 and 2:
+        // merged, and the container is the representative.
         let j = m.find(&Component::new(Kind::Tor, "t2")).unwrap();
-        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+        assert_eq!(m.columns[j], Component::new(Kind::Node, "c"));
         assert_eq!(m.col(j), &[1, 2]);
         assert_eq!(m.class[0], PathClass::SameHost);
         assert_eq!(m.class[1], PathClass::CrossTor);
@@ -248,7 +251,7 @@ mod tests {
         // a's components, t1 and s1 cross pairs 0 and 1; no hop does.
         let j = m.find(&Component::new(Kind::Tor, "t1")).unwrap();
         assert_eq!(m.col(j), &[0, 1]);
-        assert_eq!(m.columns[j], Component::new(Kind::Spine, "s1"));
+        assert_eq!(m.columns[j], Component::new(Kind::Node, "a"));
         assert!(m.equivalent[j].iter().all(|c| c.kind != Kind::Hop));
         // No empty-address hop.
         assert!(m.find(&Component::new(Kind::Hop, "")).is_none());

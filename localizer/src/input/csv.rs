@@ -7,30 +7,41 @@
 //! `*_dsw`, `*_pod`, `*_tenant_id`) are used when present; unknown columns
 //! are ignored; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
 //! (src, dst) pair into [`PairStats`].
+//!
+//! Probes per row: a count column (`probe_count`, `probes`, `probe_num`,
+//! `packet_count`, `packets`, `sent`) when there is one and the row fills
+//! it; otherwise `--packets-per-round` when given; otherwise inferred from
+//! the lattice of the `loss_rate` values ([`super::probes`]). Rows are
+//! aggregated per pair as connected rows and a sum of rates, and multiplied
+//! by the count at the end, so the inference needs one pass.
 
+use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Packets per probe round assumed when turning `loss_rate` into counts
-/// (the simulator writes rounds of this size).
+/// Packets per probe round assumed when nothing else tells (no count
+/// column, no flag, no fractional `loss_rate` to infer from).
 pub const DEFAULT_PACKETS_PER_ROUND: f64 = 100.0;
 
-/// How rows become counts.
-#[derive(Debug, Clone)]
-pub struct CsvOptions {
-    /// Packets per probe round (a row's `loss_rate` is a share of them).
-    pub packets_per_round: f64,
-}
+/// Names accepted for a per-row probe count column.
+pub const COUNT_COLUMNS: [&str; 6] = [
+    "probe_count",
+    "probes",
+    "probe_num",
+    "packet_count",
+    "packets",
+    "sent",
+];
 
-impl Default for CsvOptions {
-    fn default() -> Self {
-        CsvOptions {
-            packets_per_round: DEFAULT_PACKETS_PER_ROUND,
-        }
-    }
+/// How rows become counts.
+#[derive(Debug, Clone, Default)]
+pub struct CsvOptions {
+    /// Packets per probe round (a row's `loss_rate` is a share of them);
+    /// `None` infers it (count column, else the lattice of the rates).
+    pub packets_per_round: Option<f64>,
 }
 
 /// A malformed input, located by line (1-based, the header is line 1) and
@@ -85,6 +96,8 @@ struct Columns {
     latency: usize,
     loss_rate: usize,
     ping_time: usize,
+    /// A per-row probe count column, when the header has one.
+    count: Option<usize>,
     /// (kind, column index) per side for the identity columns present.
     src_topo: Vec<(Kind, usize, String)>,
     dst_topo: Vec<(Kind, usize, String)>,
@@ -133,6 +146,7 @@ fn columns(header: &csv::StringRecord) -> Result<Columns, CsvError> {
         latency: find("latency").unwrap_or_default(),
         loss_rate: find("loss_rate").unwrap_or_default(),
         ping_time: find("ping_time").unwrap_or_default(),
+        count: COUNT_COLUMNS.iter().find_map(|n| find(n)),
         src_topo: topo("src"),
         dst_topo: topo("dst"),
     })
@@ -142,17 +156,29 @@ fn columns(header: &csv::StringRecord) -> Result<Columns, CsvError> {
 struct Acc {
     rounds: f64,
     failed: f64,
+    /// Connected rows without a count of their own, and their rates' sum.
+    connected: f64,
+    rate_sum: f64,
+    /// Rows with a count column value: packets sent and lost.
     sent: f64,
     lost: f64,
 }
 
 /// Read and aggregate a ping log from a file.
 pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> Result<Vec<PairStats>, ReadError> {
+    read_pings_file_counted(path, opts).map(|(p, _)| p)
+}
+
+/// [`read_pings_file`], also saying what was used as the probes per row.
+pub fn read_pings_file_counted(
+    path: &Path,
+    opts: &CsvOptions,
+) -> Result<(Vec<PairStats>, ProbesPerRow), ReadError> {
     let file = std::fs::File::open(path).map_err(|source| ReadError::Open {
         path: path.to_path_buf(),
         source,
     })?;
-    read_pings(std::io::BufReader::with_capacity(1 << 20, file), opts).map_err(|source| {
+    read_pings_counted(std::io::BufReader::with_capacity(1 << 20, file), opts).map_err(|source| {
         ReadError::Parse {
             path: path.to_path_buf(),
             source,
@@ -162,6 +188,14 @@ pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> Result<Vec<PairStats>,
 
 /// Read and aggregate a ping log.
 pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats>, CsvError> {
+    read_pings_counted(reader, opts).map(|(p, _)| p)
+}
+
+/// [`read_pings`], also saying what was used as the probes per row.
+pub fn read_pings_counted<R: Read>(
+    reader: R,
+    opts: &CsvOptions,
+) -> Result<(Vec<PairStats>, ProbesPerRow), CsvError> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
@@ -169,7 +203,7 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
         .from_reader(reader);
     let header = rdr.headers().map_err(|e| csv_err(&e, 1))?.clone();
     let cols = columns(&header)?;
-    let mut agg = Aggregator::new(&header, cols, opts.packets_per_round);
+    let mut agg = Aggregator::new(&header, cols);
     let mut rec = csv::ByteRecord::new();
     loop {
         match rdr.read_byte_record(&mut rec) {
@@ -179,7 +213,8 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
         }
         agg.row(&rec)?;
     }
-    Ok(agg.finish())
+    let probes = agg.probes_per_row(opts.packets_per_round);
+    Ok((agg.finish(probes.value), probes))
 }
 
 /// One validated row.
@@ -187,13 +222,18 @@ struct Round {
     connected: bool,
     loss: f64,
     latency: Option<f64>,
+    /// The row's own probe count (count column), when it has one.
+    count: Option<f64>,
 }
 
 /// Per-pair accumulation over the rows, with node identities interned.
 struct Aggregator<'h> {
     header: &'h csv::StringRecord,
     cols: Columns,
-    ppr: f64,
+    lattice: Lattice,
+    /// Rows that gave their own probe count, and the sum of those counts.
+    counted_rows: u64,
+    counted_sum: f64,
     node_ids: HashMap<Box<[u8]>, u32>,
     identities: Vec<Identity>,
     pair_ids: HashMap<(u32, u32), u32>,
@@ -203,11 +243,13 @@ struct Aggregator<'h> {
 }
 
 impl<'h> Aggregator<'h> {
-    fn new(header: &'h csv::StringRecord, cols: Columns, ppr: f64) -> Self {
+    fn new(header: &'h csv::StringRecord, cols: Columns) -> Self {
         Aggregator {
             header,
             cols,
-            ppr,
+            lattice: Lattice::default(),
+            counted_rows: 0,
+            counted_sum: 0.0,
             node_ids: HashMap::new(),
             identities: Vec::new(),
             pair_ids: HashMap::new(),
@@ -246,8 +288,20 @@ impl<'h> Aggregator<'h> {
         let a = &mut self.acc[p as usize];
         a.rounds += 1.0;
         if round.connected {
-            a.sent += self.ppr;
-            a.lost += (round.loss * self.ppr).round();
+            match round.count {
+                Some(c) => {
+                    a.sent += c;
+                    a.lost += (round.loss * c).round();
+                    self.counted_rows += 1;
+                    self.counted_sum += c;
+                }
+                None => {
+                    a.connected += 1.0;
+                    a.rate_sum += round.loss;
+                    self.lattice
+                        .add(rec.get(self.cols.loss_rate).unwrap_or(b""), round.loss);
+                }
+            }
             if let Some(l) = round.latency {
                 self.rtts.push((p, l as f32));
             }
@@ -329,15 +383,50 @@ impl<'h> Aggregator<'h> {
                 ),
             ));
         }
+        let count = match cols.count {
+            Some(i) => match parse_f64(field(i)).map_err(|m| self.err(line, i, m))? {
+                Some(c) if c >= 1.0 => Some(c.round()),
+                Some(c) => {
+                    return Err(self.err(line, i, format!("{c} is not a probe count (>= 1)")))
+                }
+                None => None,
+            },
+            None => None,
+        };
         Ok(Round {
             connected,
             loss,
             latency,
+            count,
         })
     }
 
-    /// Median RTT per pair, then the pairs.
-    fn finish(mut self) -> Vec<PairStats> {
+    /// The probes per row for rows without a count of their own: the flag,
+    /// else the lattice of their rates, else the default.
+    fn probes_per_row(&self, flag: Option<f64>) -> ProbesPerRow {
+        let distinct_rates = self.lattice.distinct();
+        let inferred = self.lattice.infer();
+        let (value, source, confident) = match (flag, inferred) {
+            (Some(v), _) => (v, ProbeSource::Flag, true),
+            (None, _) if self.counted_rows > 0 && self.acc.iter().all(|a| a.connected == 0.0) => {
+                let mean = self.counted_sum / self.counted_rows as f64;
+                (mean, ProbeSource::Column, true)
+            }
+            (None, Some((n, sure))) => (f64::from(n), ProbeSource::Inferred, sure),
+            (None, None) => (DEFAULT_PACKETS_PER_ROUND, ProbeSource::Default, false),
+        };
+        ProbesPerRow {
+            value,
+            source,
+            distinct_rates,
+            confident,
+            matters: self.lattice.matters(),
+        }
+    }
+
+    /// Median RTT per pair, then the pairs; `ppr` probes per row for rows
+    /// without a count of their own.
+    fn finish(mut self, ppr: f64) -> Vec<PairStats> {
         let median = median_rtts(&mut self.rtts, self.pairs.len());
         let identities = &self.identities;
         self.pairs
@@ -349,8 +438,8 @@ impl<'h> Aggregator<'h> {
                 dst: identities[d as usize].clone(),
                 rounds: a.rounds,
                 failed_dials: a.failed,
-                sent: a.sent,
-                lost: a.lost,
+                sent: a.sent + a.connected * ppr,
+                lost: a.lost + (a.rate_sum * ppr).round(),
                 rtt_seconds: rtt,
                 rtt_samples: samples,
                 hops: Vec::new(),
@@ -428,7 +517,9 @@ mod tests {
     fn read(body: &str) -> Result<Vec<PairStats>, CsvError> {
         read_pings(
             format!("{HEADER}\n{body}").as_bytes(),
-            &CsvOptions::default(),
+            &CsvOptions {
+                packets_per_round: Some(100.0),
+            },
         )
     }
 
@@ -490,6 +581,7 @@ mod tests {
 
     #[test]
     fn optional_columns_may_be_absent() {
+        // (probe counts inferred: nothing lost, the default applies)
         let pairs = read_pings(
             "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\na,b,success,5,0,1\n"
                 .as_bytes(),

@@ -6,4 +6,5 @@
 //! [`PairStats`]: crate::engine::model::PairStats
 
 pub mod csv;
+pub mod probes;
 pub mod promql;

@@ -46,13 +46,15 @@ pub enum BenchError {
 pub fn accuracy_fabrics() -> Vec<FabricSpec> {
     let base = FabricSpec::default();
     vec![
+        // Rows of 10 probes (the reader must infer it), more rounds.
         FabricSpec {
             hosts: 32,
             rails: 4,
             nodes_per_nic: 1,
             hosts_per_tor: 8,
             tors_per_spine: 2,
-            ..base.clone()
+            rounds: 20,
+            packets_per_round: 10,
         },
         FabricSpec {
             hosts: 64,
@@ -76,7 +78,8 @@ pub fn accuracy_fabrics() -> Vec<FabricSpec> {
             nodes_per_nic: 2,
             hosts_per_tor: 8,
             tors_per_spine: 3,
-            ..base
+            rounds: 10,
+            packets_per_round: 10,
         },
     ]
 }
@@ -99,11 +102,17 @@ pub fn random_fault(fabric: &Fabric, rng: &mut Rng) -> FaultSpec {
     let comps = fabric.components(kind);
     let component = comps[rng.below(comps.len())].clone();
     let symptom = Symptom::ALL[rng.below(3)];
+    let large = matches!(kind, Kind::Tor | Kind::Spine);
     let severity = match symptom {
         // Half of the loss faults are gray (1-5%).
         Symptom::Loss if rng.f64() < 0.5 => rng.range(0.01, 0.05),
         Symptom::Loss => rng.range(0.1, 0.5),
+        // A third of the unreachable faults are dead: nothing gets through.
+        Symptom::Unreachable if rng.f64() < 0.33 => 1.0,
         Symptom::Unreachable => rng.range(0.7, 1.0),
+        // ToR and spine shifts of 20-200 µs (they slow most pairs of a
+        // path class), smaller components 5-50 µs.
+        Symptom::Latency if large => rng.range(20e-6, 200e-6),
         Symptom::Latency => rng.range(5e-6, 50e-6),
     };
     let ecmp_fraction = if kind == Kind::Spine && rng.f64() < 0.6 {
@@ -143,6 +152,11 @@ pub fn scenario(k: usize, seed: u64, fabrics: &[Fabric]) -> (usize, Category, Sc
             sc.faults.push(f);
         }
     }
+    // Drawn last, so the draws above are those of earlier versions.
+    if rng.f64() < 0.3 {
+        sc.missing_pairs = rng.range(0.05, 0.3);
+    }
+    sc.gray_noisy_pairs = rng.below(4);
     (fi, category, sc)
 }
 
@@ -236,6 +250,7 @@ impl Score {
             ok &= found;
             self.bump(format!("kind={}", t.component.kind), found);
             self.bump(format!("symptom={}", t.symptom), found);
+            self.bump(format!("{}/{}", t.component.kind, t.symptom), found);
             if t.symptom == Symptom::Loss && t.severity <= 0.05 {
                 self.bump("gray loss (1-5%)".into(), found);
             }
@@ -429,8 +444,8 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The speed case: a `hosts` × 8-rail fabric with a gray ToR fault and a
-/// partial spine fault, written as CSV to a file, then parsed and analyzed
+/// The speed case: a `hosts` × 8-rail fabric with a gray ToR fault, a
+/// partial spine fault and a gray (2%) NIC fault, written as CSV to a file, then parsed and analyzed
 /// end to end on one thread.
 pub fn speed(
     hosts: usize,
@@ -453,6 +468,9 @@ pub fn speed(
     sc.faults.push(parse_fault(&fabric, "tor=5:loss:0.02")?);
     sc.faults
         .push(parse_fault(&fabric, "spine=3:loss:0.2:0.3")?);
+    let nic = fabric.components(Kind::Nic).len() / 3;
+    sc.faults
+        .push(parse_fault(&fabric, &format!("nic={nic}:loss:0.02"))?);
     let (path, remove) = match csv_path {
         Some(p) => (p.to_path_buf(), false),
         None => (

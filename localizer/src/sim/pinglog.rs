@@ -5,7 +5,8 @@ use super::fabric::Fabric;
 use super::rng::hashed;
 use super::scenario::{rows, Scenario};
 use crate::engine::model::PairStats;
-use crate::input::csv::{read_pings, CsvOptions};
+use crate::input::csv::{read_pings_counted, CsvOptions};
+use crate::input::probes::ProbesPerRow;
 use std::io::Write;
 
 /// The production sample's header (45 columns).
@@ -67,18 +68,19 @@ pub fn write_csv<W: Write>(
     out.flush()
 }
 
-/// Aggregate the scenario straight into pair statistics (no CSV), for
-/// tests that only need the engine.
+/// Aggregate the scenario into pair statistics through the CSV writer and
+/// reader at default options: the reader infers the probes per row from
+/// the printed `loss_rate` values, as `analyze` does.
 pub fn pair_stats(fabric: &Fabric, scenario: &Scenario) -> Vec<PairStats> {
+    pair_stats_counted(fabric, scenario).0
+}
+
+/// [`pair_stats`], also returning what the reader used as probes per row.
+pub fn pair_stats_counted(fabric: &Fabric, scenario: &Scenario) -> (Vec<PairStats>, ProbesPerRow) {
     let mut csv = Vec::new();
     write_csv(fabric, scenario, &mut csv).expect("writing to memory");
-    read_pings(
-        csv.as_slice(),
-        &CsvOptions {
-            packets_per_round: fabric.spec.packets_per_round as f64,
-        },
-    )
-    .expect("the simulator writes valid CSV")
+    read_pings_counted(csv.as_slice(), &CsvOptions::default())
+        .expect("the simulator writes valid CSV")
 }
 
 #[cfg(test)]

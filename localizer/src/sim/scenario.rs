@@ -38,6 +38,12 @@ pub struct Scenario {
     pub background_loss: f64,
     /// Dial failure rate of healthy paths.
     pub background_dial_failure: f64,
+    /// Share of the pairs with no row at all in the window (partial
+    /// coverage: a collector gap); chosen by hash, no RNG draw.
+    pub missing_pairs: f64,
+    /// Pairs with a persistent gray loss of their own (1–3%), no
+    /// component to blame.
+    pub gray_noisy_pairs: usize,
 }
 
 impl Scenario {
@@ -50,6 +56,8 @@ impl Scenario {
             blips: 0,
             background_loss: 1e-4,
             background_dial_failure: 2e-4,
+            missing_pairs: 0.0,
+            gray_noisy_pairs: 0,
         }
     }
 }
@@ -258,6 +266,10 @@ fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
         let s = Symptom::ALL[noise_rng.below(3)];
         effects[i].blip = Some((round, s));
     }
+    for _ in 0..scenario.gray_noisy_pairs.min(np) {
+        let e = &mut effects[noise_rng.below(np)];
+        e.loss = e.loss.max(noise_rng.range(0.01, 0.03));
+    }
     effects
 }
 
@@ -270,6 +282,13 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
     let t0: u64 = 1_733_989_087_000_000_000;
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
         let (na, nb) = (&fabric.nodes[a as usize], &fabric.nodes[b as usize]);
+        if scenario.missing_pairs > 0.0 {
+            let h =
+                mix(scenario.seed ^ 0x6d15_5146 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            if ((h >> 11) as f64 / (1u64 << 53) as f64) < scenario.missing_pairs {
+                continue;
+            }
+        }
         let base_us = match path_class(na, nb) {
             PathClass::SameHost => 4.0,
             PathClass::SameTor => 9.0,

@@ -64,6 +64,26 @@ impl Chance {
     }
 }
 
+/// Level of the coverage shortfall test: fewer hit pairs than a fault of
+/// the fitted size makes is evidence against the candidate only when this
+/// unlikely.
+const COVERAGE_TAIL: f64 = 0.05;
+
+/// P(X <= k) for X ~ Poisson(mu).
+fn poisson_lower_tail(k: f64, mu: f64) -> f64 {
+    if mu <= 0.0 {
+        return 1.0;
+    }
+    let (mut term, mut sum) = ((-mu).exp(), 0.0);
+    for x in 0..=(k.max(0.0).floor() as u64) {
+        if x > 0 {
+            term *= mu / x as f64;
+        }
+        sum += term;
+    }
+    sum.min(1.0)
+}
+
 /// Components whose faults may hit only some of their flows (ECMP).
 fn is_ecmp(kind: Kind) -> bool {
     kind == Kind::Spine
@@ -116,6 +136,9 @@ impl<F: Family> Tester<'_, F> {
             self.ecmp_test(model, chance, &rows, &hit, &mut v);
         } else {
             v.passes = self.component_test(model, j, &rows, &hit, param);
+        }
+        if v.passes && needs_spread(self.m.columns[j].kind) {
+            v.passes = !smaller_column_crosses_all(self.m, j, &hit);
         }
         v.hit = hit;
         v
@@ -178,23 +201,50 @@ impl<F: Family> Tester<'_, F> {
             .map(|&(_, i)| i)
             .collect();
         let (_, stat_rest) = f.fit(model, &rest);
-        one_sided_lr_p_value(stat_rest) < self.level
+        one_sided_lr_p_value(stat_rest) < self.config.alpha
     }
 
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
-    /// size `param` would make show the symptom do show it.
+    /// size `param` would make show the symptom do show it, or, when that
+    /// expectation is only a few pairs (a gray fault: each pair loses a
+    /// probe or two), the shortfall is not significant (Poisson lower tail
+    /// at [`COVERAGE_TAIL`]).
     fn coverage_ok(&self, model: &Model, rows: &[u32], hits: f64, param: f64) -> bool {
         let expected: f64 = rows
             .iter()
             .map(|&i| self.family.p_hit(model, i as usize, param))
             .sum();
         hits >= self.config.min_coverage_ratio * expected
+            || poisson_lower_tail(hits, expected) >= COVERAGE_TAIL
     }
 }
 
+/// Large components that must show the symptom on pairs under several
+/// smaller ones: a spine under several ToRs, a ToR under several hosts.
+fn needs_spread(kind: Kind) -> bool {
+    matches!(kind, Kind::Spine | Kind::Tor)
+}
+
+/// Whether some column crossing fewer pairs than `j` crosses every hit
+/// pair of `j`: the evidence then fits that smaller component as well (a
+/// dead container's pairs all cross its spine), and the smaller one is
+/// blamed.
+fn smaller_column_crosses_all(m: &PathMatrix, j: usize, hit: &[u32]) -> bool {
+    let Some((&first, rest)) = hit.split_first() else {
+        return false;
+    };
+    let own = m.col(j).len();
+    m.row(first as usize).iter().any(|&c| {
+        c as usize != j
+            && m.col(c as usize).len() < own
+            && rest.iter().all(|&i| m.row(i as usize).contains(&c))
+    })
+}
+
 /// The pairs of column `j` outside its most-hit sub-component (a column
-/// crossing some but not all of its pairs), with how many of them are hit;
-/// `None` when no such sub-component exists.
+/// all of whose pairs cross `j` but which crosses only some of `j`'s pairs:
+/// a container of a NIC, a host of a ToR), with how many of them are hit;
+/// `None` when no such sub-component is hit.
 fn outside_most_hit_sub_component(
     m: &PathMatrix,
     j: usize,
@@ -212,9 +262,15 @@ fn outside_most_hit_sub_component(
             }
         }
     }
+    let own = m.col(j).len();
     let (&c, _) = counts
         .iter()
-        .filter(|(_, &(h, n))| h > 0 && n < rows.len())
+        .filter(|(&c, &(h, n))| h > 0 && n < rows.len() && m.col(c as usize).len() < own)
+        .filter(|(&c, _)| {
+            m.col(c as usize)
+                .iter()
+                .all(|i| m.row(*i as usize).contains(&(j as u32)))
+        })
         .max_by_key(|(&c, &(h, _))| (h, std::cmp::Reverse(c)))?;
     let outside: Vec<u32> = rows
         .iter()
