@@ -87,7 +87,8 @@ pub struct AlertLabels {
 pub struct QueryLabels {
     /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
     pub query: QueryKind,
-    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`.
+    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
+    /// `too_large`.
     pub reason: QueryFailure,
 }
 
