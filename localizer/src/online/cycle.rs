@@ -156,6 +156,7 @@ impl Localizer {
                 }
                 self.failed_cycles = 0;
                 self.metrics.last_success.set(unix_now());
+                self.metrics.mark_cycle_ok();
                 self.metrics
                     .pairs_observed
                     .set(report.pairs_observed as i64);
