@@ -1,6 +1,7 @@
 //! The localizer's online loop when its neighbours fail: an unreachable
 //! Prometheus is logged and alerts nothing, a Prometheus outage holds the
-//! alerts as they were, an Alertmanager outage loses no alert. Real Debian
+//! alerts as they were, an Alertmanager outage loses no alert; `/-/ready`
+//! follows the cycles, SIGHUP and `POST /-/reload` leave it running. Real Debian
 //! servers on loopback, probe data from the synthetic scrape target
 //! (`skeletonhunter_tests::localizer::FakeFabric`).
 
@@ -11,6 +12,7 @@ use skeletonhunter_tests::localizer::{
     FakeFabric, Localizer, Store,
 };
 use skeletonhunter_tests::servers::free_loopback_addr;
+use skeletonhunter_tests::sys;
 use skeletonhunter_tests::wait_until;
 use std::time::Duration;
 
@@ -54,6 +56,35 @@ fn unreachable_prometheus_is_logged_and_alerts_nothing() -> Result<()> {
         Some(0.0)
     );
     assert!(sh_alerts(&am)?.is_empty());
+    // Up, but not ready: no cycle has analyzed anything.
+    assert_eq!(loc.request("GET", "/-/healthy")?.0, 200);
+    let (status, body) = loc.request("GET", "/-/ready")?;
+    assert_eq!(status, 503, "{body}");
+    // SIGHUP (exit 129 by default) and POST /-/reload re-read nothing and
+    // leave it running.
+    let reloads = "skeletonhunter_config_last_reload_success_timestamp_seconds";
+    let loaded_at = loc.metric(reloads).unwrap_or(0.0);
+    assert!(loaded_at > 0.0);
+    sys::kill(loc.child.pid() as i32, libc::SIGHUP)?;
+    wait_until(
+        "SIGHUP logged",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || {
+            loc.child
+                .log()
+                .contains("SIGHUP: nothing to reload")
+                .then_some(())
+        },
+    )?;
+    let (status, body) = loc.request("POST", "/-/reload")?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(loc.request("GET", "/-/reload")?.0, 405);
+    loc.child.check_running()?;
+    assert_eq!(
+        loc.metric("skeletonhunter_config_last_reload_successful"),
+        Some(1.0)
+    );
     let (_, am_metrics) = am.get("/metrics")?;
     assert_eq!(
         metric_value(
@@ -75,6 +106,18 @@ fn prometheus_outage_holds_alerts_without_raising_or_clearing() -> Result<()> {
     fabric.set_fault(Some((tor("t2"), 0.3)));
     wait_for_only_alert(&am, "tor", "t2", Duration::from_secs(30))
         .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    let ready = |loc: &Localizer, want: u16| {
+        loc.request("GET", "/-/ready")
+            .ok()
+            .filter(|(s, _)| *s == want)
+            .map(|_| ())
+    };
+    wait_until(
+        "ready",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || ready(&loc, 200),
+    )?;
     // Prometheus goes away; the fault clears where nobody can see it.
     prom.stop()?;
     fabric.set_fault(None);
@@ -92,6 +135,14 @@ fn prometheus_outage_holds_alerts_without_raising_or_clearing() -> Result<()> {
         },
     )?;
     loc.child.check_running()?;
+    // Four failed 1 s cycles: the last good one is more than two intervals old.
+    wait_until(
+        "not ready",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || ready(&loc, 503),
+    )?;
+    assert_eq!(loc.request("GET", "/-/healthy")?.0, 200);
     // The last known alert is kept alive, nothing else appears.
     let alerts = sh_alerts(&am)?;
     assert_eq!(alerts.len(), 1, "{}", describe(&alerts));

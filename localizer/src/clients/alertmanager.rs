@@ -6,7 +6,7 @@
 //! Alertmanager until that one has accepted it and an outage loses no
 //! alert. What to alert on is decided in [`crate::online::alerts`].
 
-use super::http::{error_chain, http_client, validate_base_url, ClientError};
+use super::http::{body_start, error_chain, http_client, validate_base_url, ClientError};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -113,6 +113,7 @@ pub enum PostError {
 pub struct Client {
     base: String,
     http: reqwest::Client,
+    timeout: Duration,
 }
 
 impl Client {
@@ -120,7 +121,11 @@ impl Client {
     pub fn new(base: &str, timeout: Duration) -> Result<Client, ClientError> {
         let base = validate_base_url(base)?;
         let http = http_client(timeout)?;
-        Ok(Client { base, http })
+        Ok(Client {
+            base,
+            http,
+            timeout,
+        })
     }
 
     /// The Alertmanager root this client posts to (its metric label).
@@ -134,7 +139,8 @@ impl Client {
             return Ok(());
         }
         let url = format!("{}/api/v2/alerts", self.base);
-        let resp = self
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut resp = self
             .http
             .post(&url)
             .json(alerts)
@@ -148,15 +154,25 @@ impl Client {
         if status.is_success() {
             return Ok(());
         }
-        let body = resp.text().await.unwrap_or_default();
-        let body: String = body.trim().chars().take(300).collect();
+        // Only the start of a refusal is read: a huge or endless error
+        // body costs neither memory nor more than the request's deadline.
+        let body = body_start(&mut resp, 1200, deadline).await;
         Err(PostError::Rejected {
             url,
             count: alerts.len(),
             status: status.as_u16(),
-            body,
+            body: rejection_text(&body),
         })
     }
+}
+
+/// A refusal's body for the log: one trimmed line of at most 300 characters.
+pub fn rejection_text(body: &str) -> String {
+    body.trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect()
 }
 
 /// RFC 3339 UTC timestamp with milliseconds, as Alertmanager expects.

@@ -1,7 +1,88 @@
 //! What both HTTP clients share: the base-URL check, the `reqwest` client
-//! with its timeouts, the form encoding and error flattening.
+//! with its timeouts, the bounded body reader, the form encoding and error
+//! flattening.
 
 use std::time::Duration;
+
+/// Largest answer read from Prometheus unless `--max-response-size` says
+/// otherwise (64 MiB: several hundred thousand series).
+pub const DEFAULT_MAX_RESPONSE: usize = 64 << 20;
+
+/// Why a response body was not read in full.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// The body is (or announced itself as) longer than the limit; what
+    /// arrived was dropped.
+    #[error("the answer exceeds the {limit}-byte limit")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The body did not arrive completely before the request's deadline.
+    #[error("the answer did not arrive within {0:?}")]
+    TimedOut(Duration),
+    /// The connection failed while reading.
+    #[error("reading the answer failed: {0}")]
+    Read(String),
+}
+
+/// Read a whole body into one buffer of at most `limit` bytes, before
+/// `deadline` (`timeout` after the request started). A `Content-Length`
+/// above the limit fails before anything is read; a body without one is
+/// read in chunks and abandoned as soon as it passes the limit, so memory
+/// never exceeds the limit (plus one chunk), however much the server sends.
+pub async fn read_body(
+    resp: &mut reqwest::Response,
+    limit: usize,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<Vec<u8>, BodyError> {
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let expected = resp.content_length().unwrap_or(0) as usize;
+    let mut buf = Vec::with_capacity(expected.min(limit));
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
+            .await
+            .map_err(|_| BodyError::TimedOut(timeout))?
+            .map_err(|e| {
+                if e.is_timeout() {
+                    BodyError::TimedOut(timeout)
+                } else {
+                    BodyError::Read(error_chain(&e))
+                }
+            })?;
+        let Some(chunk) = chunk else {
+            return Ok(buf);
+        };
+        if buf.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+}
+
+/// The start of a body (at most `limit` bytes, lossy UTF-8) for an error
+/// message; the rest is not read. Never fails: what could not be read is
+/// left out.
+pub async fn body_start(
+    resp: &mut reqwest::Response,
+    limit: usize,
+    deadline: tokio::time::Instant,
+) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < limit {
+        match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                let room = limit - buf.len();
+                buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
 
 /// Why a client could not be built; the caller adds the flag name.
 #[derive(Debug, thiserror::Error)]

@@ -28,6 +28,11 @@ pub enum FlagError {
     /// Zero where time must pass.
     #[error("invalid duration {0:?}: must be positive")]
     NotPositive(String),
+    /// Not a positive byte size.
+    #[error(
+        "invalid size {0:?}: expected a positive number of bytes with an optional unit B, KB, KiB, MB, MiB, GB or GiB (e.g. 64MiB)"
+    )]
+    Size(String),
 }
 
 /// Engine flags shared by `analyze` and `run`.
@@ -88,6 +93,31 @@ pub fn positive_duration(s: &str) -> Result<Duration, FlagError> {
     Ok(d)
 }
 
+/// A positive byte size: `64MiB`, `500KB`, `1GiB`, `1048576` (bytes).
+/// Decimal units are powers of 1000, binary ones (`KiB`, ...) of 1024.
+pub fn parse_size(s: &str) -> Result<usize, FlagError> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let factor: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "ki" | "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mi" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(FlagError::Size(s.to_string())),
+    };
+    let bytes = num.parse::<f64>().ok().map(|n| (n * factor).round());
+    match bytes {
+        Some(b) if b >= 1.0 && b <= usize::MAX as f64 => Ok(b as usize),
+        _ => Err(FlagError::Size(s.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +146,20 @@ mod tests {
             c.min_latency_excess_ratio,
             Config::default().min_latency_excess_ratio
         );
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("64mib").unwrap(), 64 << 20);
+        assert_eq!(parse_size("500KB").unwrap(), 500_000);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size(" 2 MB ").unwrap(), 2_000_000);
+        for bad in ["", "0", "-1MiB", "MiB", "10XB", "1e9", "0.1B", "1..2MB"] {
+            let e = parse_size(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid size"), "{bad}: {e}");
+        }
     }
 
     #[test]

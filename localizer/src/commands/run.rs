@@ -1,6 +1,6 @@
 //! `skeletonhunter-localizer run`: the online localizer's flags.
 
-use super::flags::{parse_ratio, positive_duration, EngineArgs};
+use super::flags::{parse_ratio, parse_size, positive_duration, EngineArgs};
 use crate::online::{self, Settings};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Timeout of each HTTP request to Prometheus or Alertmanager.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Largest Prometheus answer read (e.g. 64MiB, 500MB); a longer one fails that query
+    /// (reason "too_large") and the cycle, instead of exhausting memory.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub max_response_size: usize,
     /// How long Alertmanager keeps a firing alert without a re-post (its endsAt); default 4 x --interval,
     /// at least 30s. Bounds how long an alert outlives a dead localizer.
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
@@ -107,6 +111,7 @@ fn settings(args: RunArgs) -> Settings {
         window: args.window,
         topology_window: args.topology_window,
         timeout: args.timeout,
+        max_response: args.max_response_size,
         alert_ttl: args.alert_ttl,
         protocols: args.protocols,
         matchers: args.matchers,

@@ -82,8 +82,9 @@ pub(super) struct Localizer {
 impl Localizer {
     /// Clients and state for `s`, recording into `metrics`.
     pub(super) fn new(s: &Settings, metrics: Arc<Metrics>) -> Result<Localizer, ServiceError> {
-        let prom =
-            prometheus::Client::new(&s.prometheus, s.timeout).map_err(ServiceError::Prometheus)?;
+        let prom = prometheus::Client::new(&s.prometheus, s.timeout)
+            .map_err(ServiceError::Prometheus)?
+            .max_response(s.max_response);
         let delivery = Delivery::new(
             &s.alertmanagers,
             s.timeout,
@@ -155,6 +156,7 @@ impl Localizer {
                 }
                 self.failed_cycles = 0;
                 self.metrics.last_success.set(unix_now());
+                self.metrics.mark_cycle_ok();
                 self.metrics
                     .pairs_observed
                     .set(report.pairs_observed as i64);

@@ -16,11 +16,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
-use skeletonhunter_common::http::{Reply, Request};
+use skeletonhunter_common::http::Reply;
 use skeletonhunter_common::topology::Component;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
@@ -87,7 +88,8 @@ pub struct AlertLabels {
 pub struct QueryLabels {
     /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
     pub query: QueryKind,
-    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`.
+    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
+    /// `too_large`.
     pub reason: QueryFailure,
 }
 
@@ -157,8 +159,14 @@ pub struct Metrics {
     pub alerting: Family<AlertLabels, Gauge>,
     /// `skeletonhunter_localizer_analysis_duration_seconds`.
     pub analysis_duration: FloatGauge,
+    /// `skeletonhunter_config_last_reload_successful`.
+    pub reload_successful: Gauge,
+    /// `skeletonhunter_config_last_reload_success_timestamp_seconds`.
+    pub reload_success_time: FloatGauge,
     /// The last report as JSON, for `/report`.
     report: Mutex<String>,
+    /// When the last cycle analyzed complete data (for `/-/ready`).
+    last_ok: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -204,13 +212,34 @@ impl Metrics {
             components_unknown: Gauge::default(),
             alerting: Family::default(),
             analysis_duration: FloatGauge::default(),
+            reload_successful: Gauge::default(),
+            reload_success_time: FloatGauge::default(),
             report: Mutex::new("{}".to_string()),
+            last_ok: Mutex::new(None),
         };
         register_verdicts(&mut r, &m);
         register_alerting(&mut r, &m);
         register_pairs(&mut r, &m);
         register_coverage(&mut r, &m);
+        register_reload(&mut r, &m);
         Metrics { registry: r, ..m }
+    }
+
+    /// A cycle analyzed complete data now.
+    pub fn mark_cycle_ok(&self) {
+        *self
+            .last_ok
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// Time since the last cycle that analyzed complete data (`None`: none
+    /// yet).
+    pub fn since_cycle_ok(&self) -> Option<Duration> {
+        self.last_ok
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .map(|t| t.elapsed())
     }
 
     /// Replace the `skeletonhunter_component_alerting` series with the
@@ -403,19 +432,18 @@ fn register_coverage(r: &mut Registry, m: &Metrics) {
     );
 }
 
-/// The HTTP handler: `/metrics`, `/healthz`, `/report` (last analysis JSON).
-pub fn handler(metrics: Arc<Metrics>) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
-    move |req: Request| match req.path.as_str() {
-        "/metrics" => metrics.encode(req.accept.as_deref()),
-        "/healthz" => Reply::new(hyper::StatusCode::OK, "text/plain; charset=utf-8", "ok\n"),
-        "/report" => Reply::json(metrics.report()),
-        "/" => Reply::new(
-            hyper::StatusCode::OK,
-            "text/plain; charset=utf-8",
-            "skeletonhunter-localizer: /metrics, /report, /healthz\n",
-        ),
-        other => Reply::not_found(other),
-    }
+/// Configuration reloads (Prometheus' own names).
+fn register_reload(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_config_last_reload_successful",
+        "1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded",
+        m.reload_successful.clone(),
+    );
+    r.register(
+        "skeletonhunter_config_last_reload_success_timestamp_seconds",
+        "Unix time of the last successful configuration load",
+        m.reload_success_time.clone(),
+    );
 }
 
 #[cfg(test)]
@@ -466,21 +494,5 @@ mod tests {
         ] {
             assert!(t.contains(name), "{name} missing from:\n{t}");
         }
-    }
-
-    #[test]
-    fn handler_routes() {
-        let m = Arc::new(Metrics::new());
-        m.set_report("{\"faults\":[]}".into());
-        let h = handler(m);
-        let req = |p: &str| Request {
-            method: hyper::Method::GET,
-            path: p.into(),
-            query: None,
-            accept: None,
-        };
-        assert_eq!(h(req("/metrics")).status, hyper::StatusCode::OK);
-        assert_eq!(&h(req("/report")).body[..], b"{\"faults\":[]}");
-        assert_eq!(h(req("/nope")).status, hyper::StatusCode::NOT_FOUND);
     }
 }

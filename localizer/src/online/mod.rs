@@ -7,7 +7,9 @@
 //! findings may page and when they resolve), [`coverage`] (which pairs and
 //! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
 //! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
-//! `/metrics` and `/report`), [`service`] (runtime, ticker, shutdown).
+//! metrics), [`routes`] (the HTTP endpoints: `/metrics`, `/report`,
+//! health, readiness, reload), [`service`] (runtime, ticker, SIGHUP,
+//! shutdown).
 
 pub mod alerts;
 pub mod confirm;
@@ -16,6 +18,7 @@ mod cycle;
 mod delivery;
 pub mod findings;
 pub mod metrics;
+pub mod routes;
 pub mod service;
 pub mod settings;
 

@@ -1,8 +1,9 @@
-//! The online service: the runtime, the metrics endpoint, the ticker and
-//! shutdown around [`super::cycle`].
+//! The online service: the runtime, the HTTP endpoints, the ticker,
+//! SIGHUP and shutdown around [`super::cycle`].
 
 use super::cycle::{report_json, Localizer};
-use super::metrics::{handler, Metrics};
+use super::metrics::Metrics;
+use super::routes::{handler, loaded, reload};
 use super::settings::{ServiceError, Settings};
 use crate::input::promql::promql_duration;
 use std::sync::Arc;
@@ -18,7 +19,10 @@ pub fn run(settings: Settings) -> Result<(), ServiceError> {
 }
 
 async fn serve(s: Settings) -> Result<(), ServiceError> {
+    // Taken first: SIGHUP's default action would end the process.
+    let mut hangup = hangup_signal();
     let metrics = Arc::new(Metrics::new());
+    loaded(&metrics);
     let mut loc = Localizer::new(&s, metrics.clone())?;
     if s.once {
         return match loc.cycle().await {
@@ -37,7 +41,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(skeletonhunter_common::http::serve(
         listener,
-        handler(metrics),
+        handler(metrics.clone(), s.interval),
         async move {
             let _ = server_stop.wait_for(|s| *s).await;
         },
@@ -61,6 +65,9 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
+            Some(()) = recv(&mut hangup) => {
+                let _ = reload(&metrics, "SIGHUP");
+            }
             _ = ticker.tick() => {
                 // A cycle is bounded by the HTTP timeouts; shutdown still wins.
                 tokio::select! {
@@ -77,6 +84,25 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let _ = stop_tx.send(true);
     let _ = server.await;
     Ok(())
+}
+
+/// SIGHUP, as a stream (`None` if it cannot be watched: logged once).
+fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("cannot watch SIGHUP ({e}); it will end the process");
+            None
+        }
+    }
+}
+
+/// The next SIGHUP; never, when it is not watched.
+async fn recv(hangup: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match hangup {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn shutdown_signal() {

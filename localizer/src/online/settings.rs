@@ -25,6 +25,8 @@ pub struct Settings {
     pub topology_window: Duration,
     /// Timeout of each HTTP request.
     pub timeout: Duration,
+    /// Largest Prometheus answer read, in bytes.
+    pub max_response: usize,
     /// `endsAt` horizon of firing alerts; `None`: 4 × interval, at least 30 s.
     pub alert_ttl: Option<Duration>,
     /// Packet-probe protocols analyzed.

@@ -130,6 +130,11 @@ impl Localizer {
         Ok(Localizer { child, listen })
     }
 
+    /// `method path` on its HTTP server: (status, body).
+    pub fn request(&self, method: &str, path: &str) -> Result<(u16, String)> {
+        crate::http::http_request(self.listen, method, path, None, Duration::from_secs(2))
+    }
+
     /// Its `/metrics` text (empty when unreachable).
     pub fn metrics(&self) -> String {
         http_get(self.listen, "/metrics", Duration::from_secs(2))

@@ -1,0 +1,172 @@
+//! A small client for the Prometheus HTTP API (`/api/v1/query`,
+//! `/api/v1/query_range`).
+//!
+//! It speaks only the stable, documented subset that Prometheus,
+//! VictoriaMetrics, Thanos and Mimir all serve, so the localizer runs against
+//! any of them. Every error names the URL and what went wrong, because "the
+//! localizer cannot reach Prometheus" is the first thing an operator needs to
+//! see in the logs. Responses that the server marks as incomplete (Prometheus
+//! `warnings` other than PromQL annotations, VictoriaMetrics / Thanos
+//! `isPartial`) are reported as [`QueryError::Partial`]: acting on half the
+//! fabric would blame components for data that simply did not arrive.
+//!
+//! An answer is bounded: at most `max_response` bytes (`--max-response-size`)
+//! read before the request's deadline, then decoded once, straight from the
+//! bytes into [`Sample`]s ([`decode`]); [`client`] holds the [`Client`].
+
+mod client;
+pub mod decode;
+
+pub use client::Client;
+
+use std::collections::BTreeMap;
+
+/// Label set of one series (`__name__` included when the server returns it).
+pub type Labels = BTreeMap<String, String>;
+
+/// One series of an instant-vector result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// The series' labels.
+    pub labels: Labels,
+    /// Evaluation time, seconds since the epoch.
+    pub timestamp: f64,
+    /// The sample value (may be NaN or infinite).
+    pub value: f64,
+}
+
+/// One series of a range-query (matrix) result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The series' labels.
+    pub labels: Labels,
+    /// `(timestamp seconds, value)` in time order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Why a query produced no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The request never got an HTTP answer (refused, timeout, DNS, ...).
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable {
+        /// The endpoint.
+        url: String,
+        /// The flattened error chain.
+        reason: String,
+    },
+    /// The server answered with a non-success HTTP status.
+    #[error("{url} answered HTTP {status}: {}", snippet(body))]
+    Status {
+        /// The endpoint.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body, for the log.
+        body: String,
+    },
+    /// The answer is longer than the client's limit (`--max-response-size`);
+    /// it was dropped unread past the limit.
+    #[error("{url} answered more than {limit} bytes (--max-response-size); narrow the queries with --matchers or raise the limit")]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The server answered `"status": "error"` (bad query, timeout, ...).
+    #[error("{url} rejected the query ({error_type}): {error}")]
+    Api {
+        /// The endpoint.
+        url: String,
+        /// Prometheus' `errorType`.
+        error_type: String,
+        /// Prometheus' `error`.
+        error: String,
+    },
+    /// The body was not the JSON the Prometheus API documents.
+    #[error("{url} returned a body that is not a Prometheus API response: {reason}")]
+    Decode {
+        /// The endpoint.
+        url: String,
+        /// What did not decode.
+        reason: String,
+    },
+    /// The server says the answer is incomplete.
+    #[error("{url} returned partial data: {}", partial_text(warnings))]
+    Partial {
+        /// The endpoint.
+        url: String,
+        /// The data warnings (empty when only `isPartial` was set).
+        warnings: Vec<String>,
+    },
+}
+
+/// The kind of a [`QueryError`], as the `reason` label of
+/// `skeletonhunter_localizer_query_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueryFailure {
+    /// See [`QueryError::Unreachable`].
+    Unreachable,
+    /// See [`QueryError::Status`].
+    HttpStatus,
+    /// See [`QueryError::Api`].
+    ApiError,
+    /// See [`QueryError::Decode`].
+    Decode,
+    /// See [`QueryError::Partial`].
+    Partial,
+    /// See [`QueryError::TooLarge`].
+    TooLarge,
+}
+
+impl QueryFailure {
+    /// The label value (stable: alerting rules and dashboards match it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryFailure::Unreachable => "unreachable",
+            QueryFailure::HttpStatus => "http_status",
+            QueryFailure::ApiError => "api_error",
+            QueryFailure::Decode => "decode",
+            QueryFailure::Partial => "partial",
+            QueryFailure::TooLarge => "too_large",
+        }
+    }
+}
+
+impl QueryError {
+    /// What kind of failure this is (the metric's `reason` label).
+    pub fn reason(&self) -> QueryFailure {
+        match self {
+            QueryError::Unreachable { .. } => QueryFailure::Unreachable,
+            QueryError::Status { .. } => QueryFailure::HttpStatus,
+            QueryError::Api { .. } => QueryFailure::ApiError,
+            QueryError::Decode { .. } => QueryFailure::Decode,
+            QueryError::Partial { .. } => QueryFailure::Partial,
+            QueryError::TooLarge { .. } => QueryFailure::TooLarge,
+        }
+    }
+}
+
+fn partial_text(warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        "isPartial=true".to_string()
+    } else {
+        warnings.join("; ")
+    }
+}
+
+/// The first 300 characters of a body, on one line, for error messages.
+pub fn snippet(body: &str) -> String {
+    let one_line: String = body
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    if body.trim().chars().count() > 300 {
+        format!("{one_line}...")
+    } else {
+        one_line
+    }
+}
