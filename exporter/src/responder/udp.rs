@@ -81,22 +81,19 @@ pub async fn run_udp(
                 metrics.responder_drop(DropReason::Oversized.as_str());
                 continue;
             }
-            let data = &buf[..r.len];
-            let p = match Packet::decode(data) {
+            let kernel_ns = r.kernel_ns;
+            let delay = || {
+                let now = wall_ns();
+                kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0)
+            };
+            let p = match answer(&buf[..r.len], delay, &tlvs, &mut out) {
                 Ok(p) => p,
-                Err(e) => {
-                    metrics.responder_drop(e.as_str());
+                Err(reason) => {
+                    metrics.responder_drop(reason);
                     continue;
                 }
             };
-            if p.header.typ != TYPE_REQUEST {
-                metrics.responder_drop(DropReason::NotRequest.as_str());
-                continue;
-            }
             peer_info.observe(r.from.ip(), &p);
-            let now = wall_ns();
-            let delay = r.kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0);
-            wire::encode_reply(&mut out, &p.header, delay, &tlvs, r.len);
             match sock.get_ref().send_to(&out, r.from) {
                 Ok(_) => metrics.responder_reply(Protocol::Udp),
                 Err(e) => {
@@ -106,4 +103,23 @@ pub async fn run_udp(
             }
         }
     }
+}
+
+/// What the responder does with one datagram, without I/O: a valid request
+/// gets its reply encoded into `out` (never longer than `data`; `delay` is
+/// asked for the responder delay just before encoding) and is returned for
+/// the peer bookkeeping; anything else is the drop `reason` label. The
+/// fuzz targets (`crate::fuzz`) drive this very function.
+pub fn answer<'a>(
+    data: &'a [u8],
+    delay: impl FnOnce() -> u64,
+    tlvs: &[(u16, Vec<u8>)],
+    out: &mut Vec<u8>,
+) -> Result<Packet<'a>, &'static str> {
+    let p = Packet::decode(data).map_err(wire::DecodeError::as_str)?;
+    if p.header.typ != TYPE_REQUEST {
+        return Err(DropReason::NotRequest.as_str());
+    }
+    wire::encode_reply(out, &p.header, delay(), tlvs, data.len());
+    Ok(p)
 }
