@@ -5,9 +5,11 @@
 //! its request. Anything that is not a valid request is dropped and counted
 //! by reason; nothing a peer sends can make it panic or reply bigger.
 
-use crate::model::{DropReason, Protocol};
+use crate::model::{DropReason, OwnSocket, Protocol};
 use crate::probe::PeerInfo;
-use crate::sys::sock::{async_fd, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp};
+use crate::sys::sock::{
+    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
+};
 use crate::sys::time::wall_ns;
 use crate::telemetry::Metrics;
 use crate::wire::probe::{self as wire, Packet, TYPE_REQUEST};
@@ -23,6 +25,7 @@ pub fn bind_udp(addr: SocketAddr) -> Result<AsyncFd<UdpSocket>, BindError> {
     let s = UdpSocket::bind(addr).map_err(bind_error)?;
     s.set_nonblocking(true).map_err(bind_error)?;
     grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+    enable_rx_drop_count(s.as_raw_fd());
     if !enable_rx_timestamps(s.as_raw_fd()) {
         tracing::warn!("kernel receive timestamps unavailable on the responder socket; responder delay uses user-space time");
     }
@@ -53,6 +56,7 @@ pub async fn run_udp(
     let mut out = Vec::with_capacity(wire::MAX_DATAGRAM);
     // The advertised TLVs are fixed at start-up (RDMA starts first).
     let tlvs = wire::reply_tlvs(&identity, &advertise);
+    let mut drops = metrics.socket_drops(OwnSocket::UdpResponder);
     loop {
         let mut guard = tokio::select! {
             _ = &mut shutdown => return,
@@ -66,7 +70,10 @@ pub async fn run_udp(
         };
         loop {
             let r = match recv_with_timestamp(sock.get_ref(), &mut buf) {
-                Ok(r) => r,
+                Ok(r) => {
+                    drops.observe(r.rx_drops);
+                    r
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     guard.clear_ready();
                     break;
