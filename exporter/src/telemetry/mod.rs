@@ -8,7 +8,9 @@
 pub mod families;
 pub mod host;
 mod metrics;
+pub mod repeats;
 
 pub use families::rtt_buckets;
 pub use host::SocketDrops;
 pub use metrics::{DialSeries, Metrics, RdmaSeries, Series};
+pub use repeats::{Repeats, Verdict};
