@@ -10,7 +10,7 @@
 //! 4. [`probe`], [`responder`], [`discovery`], [`pathtrace`].
 //! 5. [`http`].
 //! 6. [`reload`].
-//! 7. [`app`].
+//! 7. [`app`], [`fuzz`] (the fuzz targets of the outside-fed parsers).
 
 pub mod model;
 
@@ -31,3 +31,4 @@ pub mod http;
 pub mod reload;
 
 pub mod app;
+pub mod fuzz;

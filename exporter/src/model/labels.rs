@@ -56,6 +56,13 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// Labels of the exporter's own sockets' kernel drops.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SocketLabels {
+    /// Which socket (`OwnSocket::as_str`).
+    pub socket: &'static str,
+}
+
 /// Labels of responder replies.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProtocolLabels {

@@ -12,8 +12,8 @@ pub mod traffic;
 
 pub use labels::{
     BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
-    ReasonLabels, SourceEventLabels, SourceLabels,
+    ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 pub use peer::{Peer, PeerSource};
 pub use protocol::{Protocol, UnknownProtocol};
-pub use reasons::{DiscoveryEvent, DropReason, ProbeErrorReason};
+pub use reasons::{DiscoveryEvent, DropReason, OwnSocket, ProbeErrorReason};

@@ -159,3 +159,27 @@ impl DropReason {
         }
     }
 }
+
+/// The `socket` label of `skeletonhunter_socket_receive_drops_total`: the
+/// exporter's own datagram sockets whose kernel receive-buffer drops it
+/// counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnSocket {
+    /// The UDP echo prober's sockets (IPv4 and IPv6).
+    UdpProber,
+    /// The UDP echo responder.
+    UdpResponder,
+    /// The ICMP echo prober's sockets.
+    IcmpProber,
+}
+
+impl OwnSocket {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnSocket::UdpProber => "udp_prober",
+            OwnSocket::UdpResponder => "udp_responder",
+            OwnSocket::IcmpProber => "icmp_prober",
+        }
+    }
+}

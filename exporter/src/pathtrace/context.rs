@@ -100,6 +100,7 @@ impl Context {
                 _ = &mut shutdown => return,
                 _ = tokio::time::sleep(every) => {}
             }
+            self.tracer.flush_logs(std::time::Instant::now());
             let peers = self.peers.snapshot();
             for p in &peers {
                 self.check(&mut det, p);
@@ -121,13 +122,17 @@ impl Context {
         let Some((sent, lost)) = (self.loss)(&dst_node) else {
             return;
         };
-        if det.update(p.addr, sent, lost) {
-            tracing::info!(peer = %p.addr, dst_node = %dst_node, "pair turned anomalous");
+        const MSG: &str = "pair turned anomalous";
+        if det.update(p.addr, sent, lost) && self.tracer.should_log(MSG, std::time::Instant::now())
+        {
+            tracing::info!(peer = %p.addr, dst_node = %dst_node, "{MSG}");
         }
         if det.is_anomalous(p.addr) {
             if let Some(r) = self.request(p, TraceReason::Anomaly) {
                 self.tracer.on_anomaly(r);
             }
+        } else {
+            self.tracer.recovered(p.addr);
         }
     }
 }

@@ -25,6 +25,7 @@
 //! `telemetry/`, `discovery/` (the peer set) and `probe/` (learned names).
 
 pub mod anomaly;
+pub mod budget;
 pub mod context;
 pub mod hops;
 pub mod http;

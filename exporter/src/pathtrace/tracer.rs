@@ -1,10 +1,13 @@
 //! The traces by destination: starting them within the budget of
-//! concurrent traces, rate-limiting automatic ones, keeping the last
-//! result, and serving them as JSON.
+//! concurrent traces, rate-limiting automatic ones (a global budget per
+//! minute and a per-peer back-off, [`super::budget`]), aggregating repeated
+//! log lines, keeping the last result, and serving them as JSON.
 
+use super::budget::{AutoPolicy, Refusal, TRACES_PER_MINUTE};
 use super::hops::HopSeries;
 use super::{paris, Flow, Trace, TraceConfig};
 use crate::model::HopLabels;
+use crate::telemetry::{Repeats, Verdict};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::Serialize;
@@ -83,10 +86,19 @@ pub struct Tracer {
     config: TraceConfig,
     entries: Mutex<HashMap<IpAddr, Entry>>,
     hops: HopSeries,
-    last_auto: Mutex<HashMap<IpAddr, Instant>>,
-    /// Minimum time between automatic traces of one destination.
-    pub auto_interval: Duration,
+    auto: Mutex<AutoPolicy>,
+    logs: Mutex<Repeats>,
 }
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Log messages of path tracing, each aggregated over a minute.
+const MSG_TRACING: &str = "tracing the path of an anomalous pair";
+const MSG_TRACED: &str = "path traced";
+const MSG_FAILED: &str = "path trace failed";
+const MSG_BUDGET: &str = "automatic path trace skipped: the budget of traces per minute is spent";
 
 impl std::fmt::Debug for Tracer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -118,8 +130,8 @@ impl Tracer {
             config,
             entries: Mutex::new(HashMap::new()),
             hops: HopSeries::new(hop_info),
-            last_auto: Mutex::new(HashMap::new()),
-            auto_interval: Duration::from_secs(60),
+            auto: Mutex::new(AutoPolicy::new(Instant::now())),
+            logs: Mutex::new(Repeats::new(Duration::from_secs(60))),
         })
     }
 
@@ -159,21 +171,28 @@ impl Tracer {
         Start::Started
     }
 
-    /// Trace an anomalous pair, at most once per
-    /// [`Tracer::auto_interval`] per destination (while it stays
-    /// anomalous, its path is re-traced at that pace). When the tracer is
-    /// busy the pair is simply tried again at the next check.
+    /// Trace an anomalous pair, within the global budget
+    /// ([`TRACES_PER_MINUTE`]) and the pair's back-off (while it stays
+    /// anomalous it is re-traced after 1, 2, 4, … minutes, at most an hour).
+    /// When the tracer is busy or the budget spent, the pair is simply
+    /// tried again at the next check.
     pub fn on_anomaly(self: &Arc<Self>, req: Request) -> bool {
+        self.on_anomaly_at(req, Instant::now())
+    }
+
+    /// [`Tracer::on_anomaly`] at a given time.
+    pub fn on_anomaly_at(self: &Arc<Self>, req: Request, now: Instant) -> bool {
         let dst = IpAddr::V4(*req.flow.dst.ip());
-        let mut last = self
-            .last_auto
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last
-            .get(&dst)
-            .is_some_and(|t| t.elapsed() < self.auto_interval)
-        {
-            return false;
+        let mut auto = lock(&self.auto);
+        match auto.check(dst, now) {
+            Ok(()) => {}
+            Err(Refusal::BackingOff) => return false,
+            Err(Refusal::OverBudget) => {
+                if self.should_log(MSG_BUDGET, now) {
+                    tracing::warn!(per_minute = TRACES_PER_MINUTE, dst = %dst, "{MSG_BUDGET}");
+                }
+                return false;
+            }
         }
         let dst_node = req.dst_node.clone();
         match self.start(Request {
@@ -181,11 +200,45 @@ impl Tracer {
             ..req
         }) {
             Start::Started => {
-                last.insert(dst, Instant::now());
-                tracing::info!(dst = %dst, dst_node = %dst_node, "tracing the path of an anomalous pair");
+                auto.started(dst, now);
+                if self.should_log(MSG_TRACING, now) {
+                    tracing::info!(dst = %dst, dst_node = %dst_node, "{MSG_TRACING}");
+                }
                 true
             }
             Start::AlreadyRunning | Start::Busy => false,
+        }
+    }
+
+    /// The pair of `dst` is no longer anomalous: its next anomaly is traced
+    /// without back-off.
+    pub fn recovered(&self, dst: IpAddr) {
+        lock(&self.auto).backoff.reset(dst);
+    }
+
+    /// Whether to log an occurrence of `msg` now: the first of a minute
+    /// is logged (after a summary of the previous minute's repeats), the
+    /// rest only counted. Used for every per-peer line of path tracing.
+    pub fn should_log(&self, msg: &'static str, now: Instant) -> bool {
+        let mut logs = lock(&self.logs);
+        match logs.hit(msg, now) {
+            Verdict::Suppress => false,
+            Verdict::Log { repeated } => {
+                if repeated > 0 {
+                    let secs = logs.window().as_secs();
+                    tracing::info!("\"{msg}\" repeated {repeated} times in the last {secs} s");
+                }
+                true
+            }
+        }
+    }
+
+    /// Log the summaries of messages that repeated and then went quiet.
+    pub fn flush_logs(&self, now: Instant) {
+        let mut logs = lock(&self.logs);
+        let secs = logs.window().as_secs();
+        for (msg, repeated) in logs.flush(now) {
+            tracing::info!("\"{msg}\" repeated {repeated} times in the last {secs} s");
         }
     }
 
@@ -198,20 +251,25 @@ impl Tracer {
             return; // forgotten meanwhile
         };
         entry.running = false;
+        let now = Instant::now();
         match result {
             Ok(t) => {
-                tracing::info!(
-                    dst = %dst,
-                    hops = %t.hops.iter().map(|h| h.address.map(|a| a.to_string()).unwrap_or_else(|| "*".into())).collect::<Vec<_>>().join(" "),
-                    reached = t.reached,
-                    "path traced"
-                );
+                if self.should_log(MSG_TRACED, now) {
+                    tracing::info!(
+                        dst = %dst,
+                        hops = %t.hops.iter().map(|h| h.address.map(|a| a.to_string()).unwrap_or_else(|| "*".into())).collect::<Vec<_>>().join(" "),
+                        reached = t.reached,
+                        "{MSG_TRACED}"
+                    );
+                }
                 self.hops.publish(dst, &req.src_node, &req.dst_node, &t);
                 entry.trace = Some(t);
                 entry.error = None;
             }
             Err(e) => {
-                tracing::warn!(dst = %dst, "path trace failed: {e}");
+                if self.should_log(MSG_FAILED, now) {
+                    tracing::warn!(dst = %dst, "{MSG_FAILED}: {e}");
+                }
                 entry.error = Some(e.to_string());
             }
         }
@@ -224,6 +282,7 @@ impl Tracer {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&dst);
         self.hops.forget(dst);
+        self.recovered(dst);
     }
 
     /// All entries as JSON, keyed by destination address.
@@ -283,10 +342,13 @@ mod tests {
         // Neither path spawns anything here (no runtime is needed).
         assert_eq!(t.start(req(0)), Start::AlreadyRunning);
         assert_eq!(t.start(req(200)), Start::Busy);
-        assert!(!t.on_anomaly(req(200)), "busy: not started");
-        assert!(
-            t.last_auto.lock().unwrap().is_empty(),
-            "a busy anomaly trace is retried at the next check"
+        let now = Instant::now();
+        assert!(!t.on_anomaly_at(req(200), now), "busy: not started");
+        let dst = IpAddr::V4(Ipv4Addr::new(198, 18, 60, 200));
+        assert_eq!(
+            t.auto.lock().unwrap().check(dst, now),
+            Ok(()),
+            "a busy anomaly trace is retried at the next check, no token or back-off spent"
         );
     }
 }

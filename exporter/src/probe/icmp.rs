@@ -8,9 +8,10 @@
 //! sees every echo reply) and the 16-bit ICMP sequence wraps.
 
 use super::{Completion, InFlight, Prober, Target};
-use crate::model::{ProbeErrorReason, Protocol};
+use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
-    async_fd, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp, set_icmp_filter_only,
+    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
+    set_icmp_filter_only,
 };
 use crate::sys::time::{random_u64, wall_ns};
 use crate::telemetry::{Metrics, Series};
@@ -136,6 +137,7 @@ fn open(v6: bool) -> std::io::Result<IcmpSocket> {
         set_icmp_filter_only(sock.as_raw_fd(), ECHO_REPLY_V4);
     }
     grow_recv_buffer(sock.as_raw_fd(), 4 << 20);
+    enable_rx_drop_count(sock.as_raw_fd());
     enable_rx_timestamps(sock.as_raw_fd());
     Ok(IcmpSocket {
         fd: async_fd(sock)?,
@@ -195,6 +197,12 @@ impl IcmpProber {
 
 async fn receive_loop(sock: Arc<IcmpSocket>, prober: std::sync::Weak<IcmpProber>) {
     let mut buf = vec![0u8; 2048];
+    let Some(mut drops) = prober
+        .upgrade()
+        .map(|p| p.metrics.socket_drops(OwnSocket::IcmpProber))
+    else {
+        return;
+    };
     loop {
         let mut guard = match sock.fd.readable().await {
             Ok(g) => g,
@@ -207,6 +215,7 @@ async fn receive_loop(sock: Arc<IcmpSocket>, prober: std::sync::Weak<IcmpProber>
         loop {
             match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
                 Ok(r) => {
+                    drops.observe(r.rx_drops);
                     let rx = r.kernel_ns.unwrap_or_else(wall_ns);
                     if let Some((session, seq)) =
                         parse_echo_reply(&buf[..r.len.min(buf.len())], sock.v6, sock.raw)

@@ -9,10 +9,10 @@
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
 
 use super::{Completion, InFlight, PeerInfo, Prober, Target};
-use crate::model::{ProbeErrorReason, Protocol};
+use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
-    async_fd_with, enable_rx_timestamps, enable_tx_timestamps, grow_recv_buffer, recv_tx_timestamp,
-    recv_with_timestamp,
+    async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
+    grow_recv_buffer, recv_tx_timestamp, recv_with_timestamp,
 };
 use crate::sys::time::{random_u64, wall_ns};
 use crate::telemetry::{Metrics, Series};
@@ -70,6 +70,7 @@ fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
     let s = UdpSocket::bind(addr)?;
     s.set_nonblocking(true)?;
     grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+    enable_rx_drop_count(s.as_raw_fd());
     let tx = enable_tx_timestamps(s.as_raw_fd());
     if !tx && !enable_rx_timestamps(s.as_raw_fd()) {
         tracing::warn!("kernel timestamps unavailable; UDP RTTs use user-space time");
@@ -232,6 +233,12 @@ impl UdpProber {
 
 async fn receive_loop(sock: Arc<ProbeSocket>, prober: std::sync::Weak<UdpProber>) {
     let mut buf = vec![0u8; 65536];
+    let Some(mut drops) = prober
+        .upgrade()
+        .map(|p| p.metrics.socket_drops(OwnSocket::UdpProber))
+    else {
+        return;
+    };
     loop {
         let mut guard = match sock.fd.ready(Interest::READABLE | Interest::ERROR).await {
             Ok(g) => g,
@@ -253,6 +260,7 @@ async fn receive_loop(sock: Arc<ProbeSocket>, prober: std::sync::Weak<UdpProber>
         loop {
             match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
                 Ok(r) => {
+                    drops.observe(r.rx_drops);
                     let rx = r.kernel_ns.unwrap_or_else(wall_ns);
                     p.on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
                 }

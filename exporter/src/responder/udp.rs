@@ -5,9 +5,11 @@
 //! its request. Anything that is not a valid request is dropped and counted
 //! by reason; nothing a peer sends can make it panic or reply bigger.
 
-use crate::model::{DropReason, Protocol};
+use crate::model::{DropReason, OwnSocket, Protocol};
 use crate::probe::PeerInfo;
-use crate::sys::sock::{async_fd, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp};
+use crate::sys::sock::{
+    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
+};
 use crate::sys::time::wall_ns;
 use crate::telemetry::Metrics;
 use crate::wire::probe::{self as wire, Packet, TYPE_REQUEST};
@@ -23,6 +25,7 @@ pub fn bind_udp(addr: SocketAddr) -> Result<AsyncFd<UdpSocket>, BindError> {
     let s = UdpSocket::bind(addr).map_err(bind_error)?;
     s.set_nonblocking(true).map_err(bind_error)?;
     grow_recv_buffer(s.as_raw_fd(), 4 << 20);
+    enable_rx_drop_count(s.as_raw_fd());
     if !enable_rx_timestamps(s.as_raw_fd()) {
         tracing::warn!("kernel receive timestamps unavailable on the responder socket; responder delay uses user-space time");
     }
@@ -53,6 +56,7 @@ pub async fn run_udp(
     let mut out = Vec::with_capacity(wire::MAX_DATAGRAM);
     // The advertised TLVs are fixed at start-up (RDMA starts first).
     let tlvs = wire::reply_tlvs(&identity, &advertise);
+    let mut drops = metrics.socket_drops(OwnSocket::UdpResponder);
     loop {
         let mut guard = tokio::select! {
             _ = &mut shutdown => return,
@@ -66,7 +70,10 @@ pub async fn run_udp(
         };
         loop {
             let r = match recv_with_timestamp(sock.get_ref(), &mut buf) {
-                Ok(r) => r,
+                Ok(r) => {
+                    drops.observe(r.rx_drops);
+                    r
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     guard.clear_ready();
                     break;
@@ -81,22 +88,19 @@ pub async fn run_udp(
                 metrics.responder_drop(DropReason::Oversized.as_str());
                 continue;
             }
-            let data = &buf[..r.len];
-            let p = match Packet::decode(data) {
+            let kernel_ns = r.kernel_ns;
+            let delay = || {
+                let now = wall_ns();
+                kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0)
+            };
+            let p = match answer(&buf[..r.len], delay, &tlvs, &mut out) {
                 Ok(p) => p,
-                Err(e) => {
-                    metrics.responder_drop(e.as_str());
+                Err(reason) => {
+                    metrics.responder_drop(reason);
                     continue;
                 }
             };
-            if p.header.typ != TYPE_REQUEST {
-                metrics.responder_drop(DropReason::NotRequest.as_str());
-                continue;
-            }
             peer_info.observe(r.from.ip(), &p);
-            let now = wall_ns();
-            let delay = r.kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0);
-            wire::encode_reply(&mut out, &p.header, delay, &tlvs, r.len);
             match sock.get_ref().send_to(&out, r.from) {
                 Ok(_) => metrics.responder_reply(Protocol::Udp),
                 Err(e) => {
@@ -106,4 +110,23 @@ pub async fn run_udp(
             }
         }
     }
+}
+
+/// What the responder does with one datagram, without I/O: a valid request
+/// gets its reply encoded into `out` (never longer than `data`; `delay` is
+/// asked for the responder delay just before encoding) and is returned for
+/// the peer bookkeeping; anything else is the drop `reason` label. The
+/// fuzz targets (`crate::fuzz`) drive this very function.
+pub fn answer<'a>(
+    data: &'a [u8],
+    delay: impl FnOnce() -> u64,
+    tlvs: &[(u16, Vec<u8>)],
+    out: &mut Vec<u8>,
+) -> Result<Packet<'a>, &'static str> {
+    let p = Packet::decode(data).map_err(wire::DecodeError::as_str)?;
+    if p.header.typ != TYPE_REQUEST {
+        return Err(DropReason::NotRequest.as_str());
+    }
+    wire::encode_reply(out, &p.header, delay(), tlvs, data.len());
+    Ok(p)
 }

@@ -9,6 +9,7 @@ pub mod eventfd;
 pub mod host;
 pub mod poll;
 pub mod raw;
+pub mod snmp;
 pub mod sock;
 pub mod time;
 #[cfg(feature = "rdma")]

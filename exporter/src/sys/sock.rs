@@ -15,6 +15,16 @@ use std::os::fd::{AsRawFd, RawFd};
 /// on every 64-bit architecture; libc does not export it for all targets).
 const SO_TIMESTAMPING: libc::c_int = 37;
 const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
+/// `SO_RXQ_OVFL` (asm-generic value, x86 and arm; libc exports it only for
+/// Android and Emscripten).
+const SO_RXQ_OVFL: libc::c_int = 40;
+
+/// Ask the kernel to attach to each datagram received on `fd` the number
+/// of datagrams this socket has dropped so far because its receive buffer
+/// was full ([`Received::rx_drops`]). Returns whether the kernel accepted it.
+pub fn enable_rx_drop_count(fd: RawFd) -> bool {
+    set_int_option(fd, SO_RXQ_OVFL, 1)
+}
 
 /// Ask the kernel for software receive timestamps on `fd`. Returns whether
 /// it worked (old kernels, exotic sockets: RTTs then use the user-space
@@ -43,14 +53,18 @@ pub fn enable_tx_timestamps(fd: RawFd) -> bool {
 
 /// `setsockopt(SO_TIMESTAMPING, flags)`; whether the kernel accepted it.
 fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> bool {
-    let flags = flags as libc::c_int;
+    set_int_option(fd, SO_TIMESTAMPING, flags as libc::c_int)
+}
+
+/// `setsockopt(SOL_SOCKET, option, value)`; whether the kernel accepted it.
+fn set_int_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> bool {
     // SAFETY: setsockopt with a pointer to a c_int of the size given.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             libc::SOL_SOCKET,
-            SO_TIMESTAMPING,
-            &flags as *const _ as *const libc::c_void,
+            option,
+            &value as *const _ as *const libc::c_void,
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -147,6 +161,10 @@ pub struct Received {
     pub kernel_ns: Option<u64>,
     /// The datagram was longer than the buffer.
     pub truncated: bool,
+    /// Datagrams this socket dropped so far for a full receive buffer
+    /// (`SO_RXQ_OVFL`, see [`enable_rx_drop_count`]); the kernel attaches
+    /// it only once the count is above 0.
+    pub rx_drops: Option<u32>,
 }
 
 fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -196,6 +214,7 @@ pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Re
         return Err(io::Error::last_os_error());
     }
     let mut kernel_ns = None;
+    let mut rx_drops = None;
     // SAFETY: walking the control messages the kernel wrote, with the
     // CMSG_* helpers that bound every access by msg_controllen.
     unsafe {
@@ -208,6 +227,8 @@ pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Re
                 if t.tv_sec != 0 || t.tv_nsec != 0 {
                     kernel_ns = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
                 }
+            } else if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_RXQ_OVFL {
+                rx_drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
@@ -220,6 +241,7 @@ pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Re
         from,
         kernel_ns,
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+        rx_drops,
     })
 }
 
@@ -315,6 +337,33 @@ pub fn async_fd_with<T: AsRawFd>(
 mod tests {
     use super::*;
     use crate::sys::time::wall_ns;
+
+    #[test]
+    fn a_full_receive_buffer_reports_its_drops() {
+        let rx = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        rx.set_recv_buffer_size(1).unwrap(); // the kernel's minimum
+        rx.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let rx: std::net::UdpSocket = rx.into();
+        assert!(enable_rx_drop_count(rx.as_raw_fd()));
+        let to = rx.local_addr().unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Loopback delivers synchronously: the buffer fills, the rest drop.
+        for _ in 0..200 {
+            tx.send_to(&[0u8; 1000], to).unwrap();
+        }
+        let mut buf = [0u8; 2048];
+        let mut queued = 0;
+        while let Ok(r) = recv_with_timestamp(&rx, &mut buf) {
+            assert_eq!(r.rx_drops, None, "queued before any drop");
+            queued += 1;
+        }
+        assert!(queued > 0 && queued < 200, "{queued} queued");
+        // The next datagram carries the socket's drop count.
+        tx.send_to(&[0u8; 10], to).unwrap();
+        let r = recv_with_timestamp(&rx, &mut buf).unwrap();
+        assert_eq!(r.rx_drops, Some(200 - queued));
+    }
 
     #[test]
     fn kernel_timestamps_bracket_the_send_and_receive() {

@@ -3,7 +3,7 @@
 
 use crate::model::{
     BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
-    ReasonLabels, SourceEventLabels, SourceLabels,
+    ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -69,6 +69,10 @@ pub struct Families {
     pub reload_ok: Gauge,
     /// `skeletonhunter_config_last_reload_success_timestamp_seconds`: Unix time of the last successful configuration load.
     pub reload_time: Gauge<f64, AtomicU64>,
+    /// `skeletonhunter_socket_receive_drops`: Datagrams the kernel dropped on the exporter's own sockets because their receive buffer was full (SO_RXQ_OVFL), by socket.
+    pub socket_drops: Family<SocketLabels, Counter>,
+    /// `skeletonhunter_host_udp_receive_buffer_errors`: UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors).
+    pub host_udp_rcvbuf_errors: Counter,
 }
 
 fn hist<L: Clone + std::hash::Hash + Eq>() -> HistFamily<L> {
@@ -98,9 +102,12 @@ impl Families {
             hop_info: Default::default(),
             reload_ok: Default::default(),
             reload_time: Default::default(),
+            socket_drops: Default::default(),
+            host_udp_rcvbuf_errors: Default::default(),
         };
         f.register_pairs(r);
         f.register_exporter(r);
+        f.register_host(r);
         f.build_info
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION"),
@@ -210,6 +217,22 @@ impl Families {
             "skeletonhunter_config_last_reload_success_timestamp_seconds",
             "Unix time of the last successful configuration load",
             self.reload_time.clone(),
+        );
+    }
+
+    /// Host-side loss: drops on the exporter's own sockets and the host's
+    /// UDP receive-buffer errors, so a busy host is not read as a bad
+    /// network.
+    fn register_host(&self, r: &mut Registry) {
+        r.register(
+            "skeletonhunter_socket_receive_drops",
+            "Datagrams the kernel dropped on the exporter's own sockets because their receive buffer was full (SO_RXQ_OVFL), by socket",
+            self.socket_drops.clone(),
+        );
+        r.register(
+            "skeletonhunter_host_udp_receive_buffer_errors",
+            "UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors)",
+            self.host_udp_rcvbuf_errors.clone(),
         );
     }
 }

@@ -8,10 +8,13 @@
 #[cfg(test)]
 use super::families::rtt_buckets;
 use super::families::Families;
+use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, HopLabels, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
-    ProtocolReasonLabels, ReasonLabels, SourceEventLabels, SourceLabels,
+    DiscoveryEvent, HopLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol,
+    ProtocolLabels, ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels,
+    SourceLabels,
 };
+use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -66,6 +69,8 @@ pub struct Metrics {
     src_node: Mutex<String>,
     /// Which probe series each peer address owns, for [`Metrics::forget_peer`].
     owned: Mutex<HashMap<IpAddr, HashSet<String>>>,
+    /// The last reading of UDP `RcvbufErrors`.
+    rcvbuf_errors: KernelCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -84,7 +89,13 @@ impl Metrics {
             f,
             src_node: Mutex::new(String::new()),
             owned: Mutex::new(HashMap::new()),
+            rcvbuf_errors: KernelCounter::default(),
         };
+        // Host-side loss is present at 0 from the start.
+        for socket in [OwnSocket::UdpProber, OwnSocket::UdpResponder] {
+            drop(m.socket_drops(socket));
+        }
+        m.read_host_counters();
         m.set_identity(identity);
         m
     }
@@ -273,6 +284,24 @@ impl Metrics {
             .inc();
     }
 
+    /// The drop counter of one of the exporter's sockets (its series
+    /// appears at 0); each socket's receive loop owns one.
+    pub fn socket_drops(&self, socket: OwnSocket) -> SocketDrops {
+        let labels = SocketLabels {
+            socket: socket.as_str(),
+        };
+        SocketDrops::new(self.f.socket_drops.get_or_create(&labels).clone())
+    }
+
+    /// Read the host's kernel counters (UDP `RcvbufErrors`); at start and
+    /// at every scrape.
+    fn read_host_counters(&self) {
+        if let Some(total) = udp_rcvbuf_errors() {
+            self.rcvbuf_errors
+                .update(&self.f.host_udp_rcvbuf_errors, total);
+        }
+    }
+
     /// Record the outcome of a configuration load or reload (the start-up
     /// load counts as a success, as in Prometheus).
     pub fn config_loaded(&self, ok: bool) {
@@ -292,6 +321,7 @@ impl Metrics {
     /// exposition is ever in memory.
     pub fn render(&self, accept: Option<&str>) -> Reply {
         let start = std::time::Instant::now();
+        self.read_host_counters();
         let reply = exposition::render(&self.registry, accept, self.size_hint());
         self.f.render_seconds.set(start.elapsed().as_secs_f64());
         reply
@@ -337,10 +367,12 @@ mod tests {
         assert!(om.ends_with("# EOF\n"));
         // Converting the OpenMetrics text in one go gives the same result
         // as the streaming conversion.
-        // (apart from the encode-time gauge, which differs per render).
+        // (apart from the encode-time gauge, which differs per render, and
+        // the host's UDP receive-buffer errors, read at every render).
         let strip = |t: &str| {
             t.lines()
                 .filter(|l| !l.starts_with("skeletonhunter_exporter_render_seconds "))
+                .filter(|l| !l.starts_with("skeletonhunter_host_udp_receive_buffer_errors_total "))
                 .collect::<Vec<_>>()
                 .join("\n")
         };
@@ -348,6 +380,24 @@ mod tests {
             strip(&exposition::openmetrics_to_classic(&om)),
             strip(&text)
         );
+    }
+
+    #[test]
+    fn host_side_loss_is_present_at_zero_and_counts_socket_drops() {
+        let m = Metrics::new(&ident());
+        let text = |m: &Metrics| String::from_utf8(m.render(None).body.to_vec()).unwrap();
+        let t = text(&m);
+        for socket in ["udp_prober", "udp_responder"] {
+            let line =
+                format!("skeletonhunter_socket_receive_drops_total{{socket=\"{socket}\"}} 0");
+            assert!(t.contains(&line), "{line} missing");
+        }
+        assert!(t.contains("# TYPE skeletonhunter_host_udp_receive_buffer_errors_total counter"));
+        assert!(t.contains("\nskeletonhunter_host_udp_receive_buffer_errors_total "));
+        let mut d = m.socket_drops(OwnSocket::IcmpProber);
+        d.observe(Some(5));
+        assert!(text(&m)
+            .contains("skeletonhunter_socket_receive_drops_total{socket=\"icmp_prober\"} 5"));
     }
 
     #[test]

@@ -2,10 +2,15 @@
 //! handle that renders `/metrics` and is the one owner of per-peer series
 //! (created on first use by the probers' targets, removed only through
 //! [`Metrics::forget_peer`] / [`Metrics::forget_name`], which the probe
-//! scheduler calls when a peer leaves or is renamed). May use `model/`.
+//! scheduler calls when a peer leaves or is renamed), and the host-side
+//! loss counters ([`host`]). May use `model/` and `sys/` (`/proc/net/snmp`).
 
 pub mod families;
+pub mod host;
 mod metrics;
+pub mod repeats;
 
 pub use families::rtt_buckets;
+pub use host::SocketDrops;
 pub use metrics::{DialSeries, Metrics, RdmaSeries, Series};
+pub use repeats::{Repeats, Verdict};
