@@ -106,11 +106,7 @@ pub fn recv_tx_timestamp(sock: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> 
         while !c.is_null() {
             let h = &*c;
             if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
-                let t =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3])[0];
-                if t.tv_sec != 0 || t.tv_nsec != 0 {
-                    ts = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
-                }
+                ts = software_timestamp_ns(c).or(ts);
             } else if (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
                 || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR)
             {
@@ -124,6 +120,20 @@ pub fn recv_tx_timestamp(sock: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> 
         }
     }
     Ok(id.zip(ts))
+}
+
+/// The software timestamp of an `SCM_TIMESTAMPING` control message in
+/// nanoseconds, `None` when the kernel left it zero (not stamped). One
+/// reader for the rx and the tx (error queue) paths.
+///
+/// # Safety
+/// `c` must point at a control message of level `SOL_SOCKET` and type
+/// `SCM_TIMESTAMPING` inside a buffer the kernel filled.
+unsafe fn software_timestamp_ns(c: *const libc::cmsghdr) -> Option<u64> {
+    // SAFETY: per the contract, the data holds three timespecs.
+    let t =
+        unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]) }[0];
+    (t.tv_sec != 0 || t.tv_nsec != 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 
 /// Make the receive buffer of `fd` at least `bytes` big: SO_RCVBUFFORCE
@@ -222,11 +232,7 @@ pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Re
         while !c.is_null() {
             let h = &*c;
             if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const [libc::timespec; 3]);
-                let t = ts[0];
-                if t.tv_sec != 0 || t.tv_nsec != 0 {
-                    kernel_ns = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
-                }
+                kernel_ns = software_timestamp_ns(c).or(kernel_ns);
             } else if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_RXQ_OVFL {
                 rx_drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
             }
