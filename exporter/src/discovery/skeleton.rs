@@ -276,27 +276,8 @@ pub fn gid_to_ip(gid: [u8; 16]) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::traffic::Conn;
+    use crate::model::traffic::fixtures::{conn, timing};
     use std::time::Duration;
-
-    fn timing() -> Timing {
-        Timing {
-            window: Duration::from_secs(1),
-            min_windows: 3,
-            long_lived: Duration::from_secs(5),
-            ttl: Duration::from_secs(4),
-        }
-    }
-
-    fn conn(key: u64, remote: &str) -> Conn {
-        Conn {
-            key,
-            remote: remote.parse().unwrap(),
-            local_port: 40000 + key as u16,
-            remote_port: 29500,
-            cgroup: 7,
-        }
-    }
 
     fn secs(t0: Instant, s: f64) -> Instant {
         t0 + Duration::from_secs_f64(s)

@@ -321,11 +321,15 @@ fn is_link_local(ip: IpAddr) -> bool {
     }
 }
 
+/// Test fixtures shared by the traffic model's tests and the skeleton
+/// rule's (`discovery::skeleton`).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use super::{Conn, Timing};
+    use std::time::Duration;
 
-    fn timing() -> Timing {
+    /// Windows of 1 s, 3 to count, 5 s long-lived, 4 s TTL.
+    pub(crate) fn timing() -> Timing {
         Timing {
             window: Duration::from_secs(1),
             min_windows: 3,
@@ -334,7 +338,8 @@ mod tests {
         }
     }
 
-    fn conn(key: u64, remote: &str) -> Conn {
+    /// A connection with key `key` to `remote` on the probe port.
+    pub(crate) fn conn(key: u64, remote: &str) -> Conn {
         Conn {
             key,
             remote: remote.parse().unwrap(),
@@ -343,6 +348,12 @@ mod tests {
             cgroup: 7,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{conn, timing};
+    use super::*;
 
     #[test]
     fn filters() {
