@@ -6,6 +6,7 @@
 use crate::config::{Args, Config};
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
+use crate::pathtrace::mapper::{self, Mapper};
 use crate::pathtrace::{self, TraceConfig, Tracer};
 use crate::probe::registry::{self as probers, Probers};
 use crate::probe::{Ports, ScheduleConfig, Scheduler};
@@ -93,6 +94,8 @@ fn log_start(cfg: &Config) {
         protocols = ?cfg.protocols,
         interval_ms = cfg.interval.as_millis() as u64,
         timeout_ms = cfg.timeout.as_millis() as u64,
+        flows = cfg.flows.flows,
+        ecmp_width = cfg.flows.ecmp_width,
         "skeletonhunter-exporter starting"
     );
 }
@@ -127,14 +130,26 @@ fn tracing_context(
     probers: &Probers,
 ) -> Arc<pathtrace::Context> {
     let counters = metrics.clone();
+    let book = probers.flow_book.clone();
+    let flows: pathtrace::context::FlowCounts = Arc::new(move |peer: std::net::IpAddr| {
+        book.as_ref()?.counts(peer, std::time::Instant::now())
+    });
+    let mapper = Mapper::new(
+        cfg.flows.traces_per_minute,
+        mapper::REFRESH,
+        sys::time::random_u64(),
+        std::time::Instant::now(),
+    );
     Arc::new(pathtrace::Context {
-        tracer: Tracer::new(TraceConfig::default(), metrics.hop_info()),
+        tracer: Tracer::new(TraceConfig::default(), metrics.path_families()),
         peers: peers.clone(),
         peer_info: probers.peer_info.clone(),
         loss: Arc::new(move |dst: &str| counters.udp_counts(dst)),
+        flows,
         src_node: metrics.src_node(),
         udp_port: cfg.udp_port,
-        src_port: probers.udp_source_port,
+        src_ports: probers.udp_source_ports.clone(),
+        mapper: std::sync::Mutex::new(mapper),
     })
 }
 
@@ -200,6 +215,8 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         timeout: cfg.timeout,
         udp_size: cfg.udp_size,
         nic: cfg.identity.nic.clone(),
+        flows: cfg.flows.flows,
+        flow_window: cfg.flows.window,
     };
     let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
     log_start(&cfg);

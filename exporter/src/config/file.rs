@@ -71,6 +71,14 @@ pub struct FileProbe {
     pub tcp_port: Option<u16>,
     /// Size of UDP echo requests in bytes.
     pub udp_size: Option<usize>,
+    /// Equal-cost paths between two ToRs (sets the default `flows`).
+    pub ecmp_width: Option<u32>,
+    /// UDP flows (source ports) each peer is probed over.
+    pub flows: Option<u32>,
+    /// Window of the per-flow and per-path loss ratios.
+    pub flow_window: Option<String>,
+    /// Path traces per minute that map flows to paths (0: off).
+    pub flow_traces_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

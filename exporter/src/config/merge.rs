@@ -2,6 +2,7 @@
 //! has its own small function, and every error names its key.
 
 use super::args::Args;
+use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
 use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe};
 use super::settings::{
@@ -137,6 +138,7 @@ impl Config {
             udp_port: probe.udp_port,
             tcp_port: probe.tcp_port,
             udp_size: probe.udp_size,
+            flows: probe.flows,
             static_peers,
             dns,
             tor_mesh,
@@ -216,6 +218,7 @@ struct ProbeSection {
     udp_port: u16,
     tcp_port: u16,
     udp_size: usize,
+    flows: FlowSettings,
 }
 
 /// `probe:` (timing, protocols, ports, request size).
@@ -238,6 +241,7 @@ fn probe_section(
             format!("{udp_size} is out of range ({HEADER_LEN}..=1472 bytes)"),
         ));
     }
+    let flows = flow_settings(fp, interval)?;
     Ok(ProbeSection {
         interval,
         timeout,
@@ -245,6 +249,7 @@ fn probe_section(
         udp_port,
         tcp_port,
         udp_size,
+        flows,
     })
 }
 

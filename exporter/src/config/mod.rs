@@ -4,12 +4,14 @@
 //! from `spec.nodeName`, ...). Every error names the key and the problem.
 //!
 //! Layout: [`args`] (flags), [`file`] (the YAML schema), [`traffic`] (the
-//! traffic-discovery section), [`settings`] (the validated [`Config`]),
+//! traffic-discovery section), [`ecmp`] (flows per peer and the
+//! coverage formula), [`settings`] (the validated [`Config`]),
 //! `merge` (file + flags to [`Config`], one function per section),
 //! [`error`]. May use `model/`, `sys/` and `wire/`; never the modules it
 //! configures.
 
 pub mod args;
+pub mod ecmp;
 pub mod error;
 pub mod file;
 mod merge;
@@ -21,6 +23,7 @@ pub mod traffic;
 pub mod validate;
 
 pub use args::Args;
+pub use ecmp::FlowSettings;
 pub use error::ConfigError;
 pub use file::{parse_file, FileConfig, MeshEntry};
 pub use merge::default_route_address;

@@ -1,5 +1,6 @@
 //! The validated configuration the exporter runs with.
 
+use super::ecmp::FlowSettings;
 use super::file::MeshEntry;
 use super::traffic::TrafficSettings;
 use crate::model::{Peer, Protocol};
@@ -65,6 +66,8 @@ pub struct Config {
     pub tcp_port: u16,
     /// UDP echo request size.
     pub udp_size: usize,
+    /// Multi-flow probing and flow-to-path tracing.
+    pub flows: FlowSettings,
     /// Configured peers.
     pub static_peers: Vec<Peer>,
     /// DNS sources.

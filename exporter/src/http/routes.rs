@@ -97,24 +97,18 @@ fn reload(state: &State, req: &Request) -> Reply {
 mod tests {
     use super::*;
     use crate::discovery::PeerSet;
-    use crate::pathtrace::{TraceConfig, Tracer};
     use crate::probe::PeerInfo;
-    use prometheus_client::metrics::family::Family;
 
     fn state() -> State {
         let metrics = Arc::new(Metrics::new(&Default::default()));
         State {
             metrics: metrics.clone(),
             health: Health::default(),
-            tracing: Arc::new(pathtrace::Context {
-                tracer: Tracer::new(TraceConfig::default(), Family::default()),
-                peers: PeerSet::new(None),
-                peer_info: PeerInfo::new(metrics, None),
-                loss: Arc::new(|_: &str| None),
-                src_node: "a".into(),
-                udp_port: 7477,
-                src_port: None,
-            }),
+            tracing: Arc::new(pathtrace::Context::detached(
+                PeerSet::new(None),
+                PeerInfo::new(metrics, None),
+                Vec::new(),
+            )),
             reload: None,
         }
     }

@@ -1,5 +1,5 @@
-//! `/trace?target=ADDR` (start a trace to a skeleton peer) and `/traces`
-//! (the last traces as JSON). The HTTP layer applies the method check
+//! `/trace?target=ADDR[&flow=N]` (start a trace of a skeleton peer's probe
+//! flow N, default 0) and `/traces` (the last traces as JSON). The HTTP layer applies the method check
 //! before calling [`handle`].
 
 use super::context::Context;
@@ -20,6 +20,24 @@ pub enum TargetQueryError {
     /// `target=` is not an IPv4 address.
     #[error("target={0:?} is not an IPv4 address")]
     NotIpv4(String),
+    /// `flow=` is not a flow index of this exporter.
+    #[error("flow={0:?} is not a probe flow (0..{1})")]
+    BadFlow(String, usize),
+}
+
+/// The `flow` parameter of `/trace`: 0 when absent, else below `flows`.
+pub fn parse_flow_query(query: Option<&str>, flows: usize) -> Result<usize, TargetQueryError> {
+    let Some(v) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|p| p.strip_prefix("flow="))
+    else {
+        return Ok(0);
+    };
+    v.parse::<usize>()
+        .ok()
+        .filter(|f| *f < flows)
+        .ok_or_else(|| TargetQueryError::BadFlow(v.to_string(), flows))
 }
 
 /// Parse the `target` parameter of `/trace?target=ADDR`.
@@ -41,7 +59,9 @@ pub fn handle(ctx: &Context, req: &HttpRequest) -> Option<Reply> {
     match req.path.as_str() {
         "/traces" => Some(Reply::json(ctx.tracer.to_json())),
         "/trace" => {
-            let target = match parse_target_query(req.query.as_deref()) {
+            let parsed = parse_target_query(req.query.as_deref())
+                .and_then(|t| Ok((t, parse_flow_query(req.query.as_deref(), ctx.flow_count())?)));
+            let (target, flow) = match parsed {
                 Ok(t) => t,
                 Err(e) => return Some(Reply::text(StatusCode::BAD_REQUEST, format!("{e}\n"))),
             };
@@ -58,7 +78,7 @@ pub fn handle(ctx: &Context, req: &HttpRequest) -> Option<Reply> {
                     format!("{target} is not a skeleton peer of this exporter\n"),
                 ));
             };
-            let Some(r) = ctx.request(&peer, TraceReason::OnDemand) else {
+            let Some(r) = ctx.request(&peer, flow, TraceReason::OnDemand) else {
                 return Some(Reply::text(
                     StatusCode::BAD_REQUEST,
                     "only IPv4 peers can be traced\n",
@@ -67,6 +87,7 @@ pub fn handle(ctx: &Context, req: &HttpRequest) -> Option<Reply> {
             let started = ctx.tracer.start(r);
             let body = serde_json::json!({
                 "target": target.to_string(),
+                "flow": flow,
                 "status": started.as_str(),
                 "results": "/traces",
             });
@@ -82,12 +103,10 @@ pub fn handle(ctx: &Context, req: &HttpRequest) -> Option<Reply> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TraceConfig, Tracer};
     use super::*;
     use crate::discovery::PeerSet;
     use crate::probe::PeerInfo;
     use crate::telemetry::Metrics;
-    use prometheus_client::metrics::family::Family;
     use std::sync::Arc;
 
     #[test]
@@ -109,21 +128,23 @@ mod tests {
             .to_string()
             .contains("\"nope\""));
         assert!(parse_target_query(Some("foo=bar")).is_err());
+        assert_eq!(parse_flow_query(Some("target=1.2.3.4"), 4), Ok(0));
+        assert_eq!(parse_flow_query(Some("target=1.2.3.4&flow=3"), 4), Ok(3));
+        for bad in ["flow=4", "flow=-1", "flow=x"] {
+            let e = parse_flow_query(Some(bad), 4).unwrap_err().to_string();
+            assert!(e.contains("flow=") && e.contains("0..4"), "{e}");
+        }
     }
 
     #[test]
     fn http_routes_validate_before_tracing() {
         use hyper::{Method, StatusCode};
         let metrics = Arc::new(Metrics::new(&Default::default()));
-        let ctx = Context {
-            tracer: Tracer::new(TraceConfig::default(), Family::default()),
-            peers: PeerSet::new(None),
-            peer_info: PeerInfo::new(metrics, None),
-            loss: Arc::new(|_: &str| None),
-            src_node: "a".into(),
-            udp_port: 7477,
-            src_port: None,
-        };
+        let ctx = Context::detached(
+            PeerSet::new(None),
+            PeerInfo::new(metrics, None),
+            vec![40000, 40001],
+        );
         let req = |path: &str, query: Option<&str>| HttpRequest {
             method: Method::GET,
             path: path.into(),
@@ -135,6 +156,8 @@ mod tests {
         assert!(String::from_utf8_lossy(&r.body).contains("1.2.3"));
         let r = handle(&ctx, &req("/trace", Some("target=198.18.9.9"))).unwrap();
         assert_eq!(r.status, StatusCode::NOT_FOUND, "not a peer: never traced");
+        let r = handle(&ctx, &req("/trace", Some("target=198.18.9.9&flow=2"))).unwrap();
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "two flows: 0 and 1");
         let r = handle(&ctx, &req("/traces", None)).unwrap();
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(&r.body[..], br#"{"traces":[]}"#);

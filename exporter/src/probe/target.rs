@@ -2,7 +2,7 @@
 //! use, and its cached metric handles.
 
 use crate::model::{Peer, Protocol};
-use crate::telemetry::{DialSeries, Metrics, RdmaSeries, Series};
+use crate::telemetry::{DialSeries, FlowSeries, Metrics, RdmaSeries, Series};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +37,7 @@ struct TargetState {
     series: [Option<Series>; 4],
     dial: Option<DialSeries>,
     rdma: Option<RdmaSeries>,
+    flow: Option<FlowSeries>,
 }
 
 impl fmt::Debug for Target {
@@ -63,6 +64,7 @@ impl Target {
                 series: [None, None, None, None],
                 dial: None,
                 rdma: None,
+                flow: None,
             }),
             retired: AtomicBool::new(false),
         }
@@ -131,6 +133,20 @@ impl Target {
         )
     }
 
+    /// The multi-flow UDP series (worst flow, flow count).
+    pub fn flow_series(&self) -> Option<FlowSeries> {
+        if self.is_retired() {
+            return None;
+        }
+        let mut st = self.lock();
+        let dst = st.dst_node.clone();
+        Some(
+            st.flow
+                .get_or_insert_with(|| self.metrics.flow_series(self.peer.addr, &dst))
+                .clone(),
+        )
+    }
+
     /// A reply told us who answered. If the node name differs from the
     /// label in use, move to the new name: the old series are removed (a
     /// peer is one series per protocol, never two).
@@ -148,6 +164,7 @@ impl Target {
         st.series = [None, None, None, None];
         st.dial = None;
         st.rdma = None;
+        st.flow = None;
         drop(st);
         tracing::info!(peer = %self.peer.addr, old = %old, new = %node, "peer identified by its reply");
         self.metrics.forget_name(self.peer.addr, &old);
@@ -164,5 +181,6 @@ impl Target {
         st.series = [None, None, None, None];
         st.dial = None;
         st.rdma = None;
+        st.flow = None;
     }
 }
