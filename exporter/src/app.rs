@@ -89,6 +89,8 @@ fn log_start(cfg: &Config) {
         host = %cfg.identity.host,
         tor = %cfg.identity.tor,
         listen = %cfg.listen,
+        web_config = ?cfg.web.as_ref().map(|w| w.path()),
+        tls = cfg.web.as_ref().is_some_and(|w| w.serves_tls()),
         udp = ?cfg.udp_listen,
         tcp = ?cfg.tcp_listen,
         protocols = ?cfg.protocols,
@@ -240,11 +242,13 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         health: health.clone(),
         tracing: tracing_ctx,
         reload: Some(reloader.clone()),
+        trace_limit: Arc::default(),
     };
-    tasks.spawn(skeletonhunter_common::http::serve_with(
+    tasks.spawn(skeletonhunter_common::http::serve_web(
         bound.http,
         http::handler(state),
         http_limits(&cfg),
+        cfg.web.clone(),
         shutdown.stopped(),
     ));
     let scheduler = scheduler(&cfg, probers, peers, metrics);

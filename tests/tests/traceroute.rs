@@ -5,12 +5,13 @@
 //! ```
 //!
 //! A probes B through router R. A trace to B — when A maps its probe flow
-//! at start, on demand through `/trace?target=`, and automatically when
-//! the pair turns anomalous (loss injected on B) — must find exactly R's
-//! A-side address, then B, and publish them in `/traces` and as
+//! at start, on demand through `POST /trace?target=`, and automatically
+//! when the pair turns anomalous (loss injected on B) — must find exactly
+//! R's A-side address, then B, and publish them in `/traces` and as
 //! `skeletonhunter_path_hop_info` under the path's id.
 
 use anyhow::{Context, Result};
+use skeletonhunter_tests::http::http_request;
 use skeletonhunter_tests::netns::veth;
 use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
@@ -57,6 +58,12 @@ fn get(ns: &Netns, path: &'static str) -> Option<(u16, String)> {
     ns.run_in(move || http_get(addr, path, Duration::from_secs(2)))
         .ok()?
         .ok()
+}
+
+/// `POST path` to A's exporter (starting a trace is a POST).
+fn post(ns: &Netns, path: &'static str) -> Result<(u16, String)> {
+    let addr: SocketAddr = METRICS.parse()?;
+    ns.run_in(move || http_request(addr, "POST", path, None, Duration::from_secs(2)))?
 }
 
 /// The finished trace towards `dst` in `/traces`, if any.
@@ -139,17 +146,19 @@ fn trace_follows_the_routed_path() -> Result<()> {
     );
 
     // Bad requests get clear errors; non-peers are refused.
-    let (status, body) = get(&a, "/trace?target=banana").context("GET /trace")?;
+    let (status, body) = get(&a, "/trace?target=198.18.41.2").context("GET /trace")?;
+    assert_eq!(status, 405, "a GET never starts a trace: {body}");
+    let (status, body) = post(&a, "/trace?target=banana").context("POST /trace")?;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("banana"), "{body}");
-    let (status, body) = get(&a, "/trace?target=198.18.99.9").context("GET /trace")?;
+    let (status, body) = post(&a, "/trace?target=198.18.99.9").context("POST /trace")?;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("not a skeleton peer"), "{body}");
-    let (status, body) = get(&a, "/trace?target=198.18.41.2&flow=1").context("GET /trace")?;
+    let (status, body) = post(&a, "/trace?target=198.18.41.2&flow=1").context("POST /trace")?;
     assert_eq!(status, 400, "one flow only: {body}");
 
     // On demand.
-    let (status, body) = get(&a, "/trace?target=198.18.41.2").context("GET /trace")?;
+    let (status, body) = post(&a, "/trace?target=198.18.41.2").context("POST /trace")?;
     assert_eq!(status, 202, "{body}");
     let entry = wait_until(
         "on-demand trace to finish",

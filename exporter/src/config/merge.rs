@@ -129,6 +129,7 @@ impl Config {
         Ok(Config {
             listen,
             http: super::server::http_limits(args)?,
+            web: super::server::web_config(args)?,
             udp_listen: udp,
             tcp_listen: tcp,
             identity,

@@ -5,9 +5,11 @@ use super::file::MeshEntry;
 use super::traffic::TrafficSettings;
 use crate::model::{Peer, Protocol};
 use skeletonhunter_common::http::Limits;
+use skeletonhunter_common::web::WebSource;
 use skeletonhunter_common::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default `/metrics` address.
@@ -48,6 +50,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Bounds of the HTTP server.
     pub http: Limits,
+    /// `--web.config.file`: TLS and authentication of the HTTP server.
+    pub web: Option<Arc<WebSource>>,
     /// UDP echo responder address (`None`: off).
     pub udp_listen: Option<SocketAddr>,
     /// TCP dial acceptor address (`None`: off).

@@ -2,7 +2,9 @@
 
 use super::flags::{parse_ratio, parse_size, positive_duration, EngineArgs};
 use crate::online::{self, Settings};
+use skeletonhunter_common::web::{WebConfigError, WebSource};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Flags of `skeletonhunter-localizer run`.
@@ -31,6 +33,11 @@ pub struct RunArgs {
     /// Address of the /metrics, /report and /healthz endpoint.
     #[arg(long, default_value = "0.0.0.0:9479", value_name = "ADDR")]
     pub listen: SocketAddr,
+    /// Web configuration (exporter-toolkit format: TLS, client certificates, basic auth,
+    /// headers, rate limit) for the HTTP server; re-read when it or a certificate changes.
+    #[arg(long = "web.config.file", env = "SKELETONHUNTER_WEB_CONFIG_FILE", value_name = "FILE",
+          value_parser = open_web_config)]
+    pub web_config_file: Option<Arc<WebSource>>,
     /// Time between cycles (e.g. 10s, 500ms, 1m).
     #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub interval: Duration,
@@ -107,6 +114,7 @@ fn settings(args: RunArgs) -> Settings {
         prometheus: args.prometheus,
         alertmanagers: args.alertmanager,
         listen: args.listen,
+        web: args.web_config_file,
         interval: args.interval,
         window: args.window,
         topology_window: args.topology_window,
@@ -123,6 +131,12 @@ fn settings(args: RunArgs) -> Settings {
         min_coverage: args.min_coverage,
         once: args.once,
     }
+}
+
+/// Load `--web.config.file` while parsing, so a bad file is a usage
+/// error (exit 2) naming the file and key.
+fn open_web_config(path: &str) -> Result<Arc<WebSource>, WebConfigError> {
+    WebSource::open(std::path::Path::new(path)).map(Arc::new)
 }
 
 /// Validate flags that clap cannot.

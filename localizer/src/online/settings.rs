@@ -4,7 +4,9 @@
 
 use crate::clients::http::ClientError;
 use crate::engine::model::Config;
+use skeletonhunter_common::web::WebSource;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings of the online loop (see `skeletonhunter-localizer run --help`
@@ -17,6 +19,8 @@ pub struct Settings {
     pub alertmanagers: Vec<String>,
     /// Address of `/metrics`, `/report`, `/healthz`.
     pub listen: SocketAddr,
+    /// TLS and authentication of that server (`--web.config.file`).
+    pub web: Option<Arc<WebSource>>,
     /// Time between cycles.
     pub interval: Duration,
     /// Range of the per-pair aggregates.
