@@ -3,6 +3,7 @@
 //! depend on the command line.
 
 use crate::clients::http::ClientError;
+use crate::clients::EndpointConfig;
 use crate::engine::model::Config;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,8 +14,12 @@ use std::time::Duration;
 pub struct Settings {
     /// Prometheus-compatible API root.
     pub prometheus: String,
+    /// TLS and credentials for Prometheus.
+    pub prometheus_http: EndpointConfig,
     /// Alertmanager roots; each gets every alert.
     pub alertmanagers: Vec<String>,
+    /// TLS and credentials for every Alertmanager.
+    pub alertmanager_http: EndpointConfig,
     /// Address of `/metrics`, `/report`, `/healthz`.
     pub listen: SocketAddr,
     /// Time between cycles.
