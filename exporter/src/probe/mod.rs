@@ -30,7 +30,7 @@ pub mod udp;
 pub use inflight::{Completion, InFlight};
 pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
-pub use target::{Ports, Target};
+pub use target::{NodeClaim, Ports, Target};
 
 use crate::model::Protocol;
 use std::sync::Arc;
