@@ -104,6 +104,7 @@ fn log_start(cfg: &Config) {
 
 fn spawn_responders(
     cfg: &Config,
+    peers: &PeerSet,
     bound: &mut Bound,
     metrics: &Arc<Metrics>,
     probers: &Probers,
@@ -111,8 +112,12 @@ fn spawn_responders(
     tasks: &mut JoinSet<()>,
 ) {
     if let Some(sock) = bound.udp.take() {
+        if cfg.responder.open() {
+            tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
+        }
         tasks.spawn(responder::run_udp(
             sock,
+            responder::Guard::new(cfg.responder.clone(), peers),
             cfg.identity.clone(),
             metrics.clone(),
             probers.peer_info.clone(),
@@ -223,7 +228,9 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
     let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
     log_start(&cfg);
     let mut tasks = JoinSet::new();
-    spawn_responders(&cfg, &mut bound, &metrics, &probers, &shutdown, &mut tasks);
+    spawn_responders(
+        &cfg, &peers, &mut bound, &metrics, &probers, &shutdown, &mut tasks,
+    );
     let health = Health::default();
     let tracing_ctx = tracing_context(&cfg, &metrics, &peers, &probers);
     let watch = tracing_ctx

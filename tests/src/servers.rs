@@ -22,6 +22,7 @@
 use crate::http::{http_request, urlencode};
 use crate::netns::Netns;
 use crate::process::ChildGuard;
+use crate::tls::{curl_request, WebAccess};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
@@ -105,6 +106,8 @@ pub struct ServerOpts {
     pub netns: Option<String>,
     /// Bound on the wait for `/-/ready`.
     pub ready_timeout: Duration,
+    /// A `--web.config.file` (TLS, basic auth) and how tests get through it.
+    pub web: Option<(String, WebAccess)>,
 }
 
 impl ServerOpts {
@@ -117,6 +120,7 @@ impl ServerOpts {
             args: Vec::new(),
             netns: None,
             ready_timeout: Duration::from_secs(20),
+            web: None,
         }
     }
 
@@ -146,6 +150,13 @@ impl ServerOpts {
         self
     }
 
+    /// Serve behind the exporter-toolkit web configuration `yaml`
+    /// (Prometheus, Alertmanager); the test's own requests use `access`.
+    pub fn web_config(mut self, yaml: &str, access: WebAccess) -> ServerOpts {
+        self.web = Some((yaml.to_string(), access));
+        self
+    }
+
     /// Change the bound on the wait for `/-/ready`.
     pub fn ready_timeout(mut self, t: Duration) -> ServerOpts {
         self.ready_timeout = t;
@@ -171,15 +182,18 @@ pub struct Server {
     /// Where it listens (inside its namespace, if any).
     pub addr: SocketAddr,
     netns: Option<String>,
+    web: Option<WebAccess>,
     // Field order matters: the process dies before its directory goes.
     guard: ChildGuard,
     dir: TempDir,
 }
 
 impl Server {
-    /// `http://addr` (reachable from inside the server's namespace).
+    /// `http://addr`, or `https://addr` behind a web configuration
+    /// (reachable from inside the server's namespace).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.web.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The server's directory (config, extra files, data under `data/`).
@@ -238,10 +252,16 @@ impl Server {
         let addr = self.addr;
         let method = method.to_string();
         let path = path.to_string();
+        let web = self.web.clone();
         let body = body.map(|(ct, b)| (ct.to_string(), b.to_vec()));
         in_netns(self.netns.as_deref(), move || {
             let body = body.as_ref().map(|(ct, b)| (ct.as_str(), b.as_slice()));
-            http_request(addr, &method, &path, body, Duration::from_secs(10))
+            let t = Duration::from_secs(10);
+            match &web {
+                // curl is a child process: it inherits this thread's namespace.
+                Some(access) => curl_request(addr, access, &method, &path, body, t),
+                None => http_request(addr, &method, &path, body, t),
+            }
         })
     }
 
@@ -390,13 +410,7 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
     let config = dir.path().join(config_name);
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data)?;
-    for (name, text) in &opts.files {
-        let p = dir.path().join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
-    }
+    write_files(dir.path(), &opts)?;
     let has_config = !(kind == ServerKind::VictoriaMetrics && opts.config.trim().is_empty());
     if has_config {
         std::fs::write(&config, &opts.config)
@@ -431,6 +445,9 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
             a
         }
     };
+    if opts.web.is_some() {
+        args.push("--web.config.file=web.yml".into());
+    }
     args.extend(opts.args.iter().cloned());
     let mut cmd = match &opts.netns {
         Some(ns) => {
@@ -452,11 +469,28 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
         kind,
         addr: opts.listen,
         netns: opts.netns.clone(),
+        web: opts.web.map(|(_, access)| access),
         guard,
         dir,
     };
     server.wait_ready(opts.ready_timeout)?;
     Ok(server)
+}
+
+/// The extra files of `opts` and its web configuration (`web.yml`).
+fn write_files(dir: &Path, opts: &ServerOpts) -> Result<()> {
+    let web = opts
+        .web
+        .iter()
+        .map(|(yaml, _)| ("web.yml".to_string(), yaml.clone()));
+    for (name, text) in opts.files.iter().cloned().chain(web) {
+        let p = dir.join(&name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
+    }
+    Ok(())
 }
 
 impl Server {

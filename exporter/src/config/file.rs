@@ -47,12 +47,19 @@ pub struct FileIdentity {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-/// `responder:` bind addresses (`off` disables one).
+/// `responder:` bind addresses (`off` disables one) and whom the UDP echo
+/// responder answers.
 pub struct FileResponder {
     /// UDP echo responder address.
     pub udp: Option<String>,
     /// TCP dial acceptor address.
     pub tcp: Option<String>,
+    /// Source networks answered (CIDRs); with `allow_peers`, either suffices.
+    pub allow: Vec<String>,
+    /// Answer the current peers (every discovery source).
+    pub allow_peers: bool,
+    /// Requests per second answered per source address (0: no limit).
+    pub rate_limit: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,9 +4,10 @@
 use super::args::Args;
 use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe};
+use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe, FileResponder};
 use super::settings::{
-    Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+    Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
+    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 use super::validate;
 use crate::model::{Peer, PeerSource, Protocol};
@@ -132,6 +133,7 @@ impl Config {
             web: super::server::web_config(args)?,
             udp_listen: udp,
             tcp_listen: tcp,
+            responder: responder_policy(&file.responder)?,
             identity,
             interval: probe.interval,
             timeout: probe.timeout,
@@ -174,6 +176,15 @@ fn listeners(file: &FileConfig, args: &Args) -> Result<Listeners> {
         DEFAULT_TCP_PORT,
     )?;
     Ok(Listeners { listen, udp, tcp })
+}
+
+/// `responder.{allow,allow_peers,rate_limit}`.
+fn responder_policy(fr: &FileResponder) -> Result<ResponderPolicy> {
+    Ok(ResponderPolicy {
+        allow: super::traffic::list("responder", "allow", &fr.allow)?,
+        allow_peers: fr.allow_peers,
+        rate_limit: fr.rate_limit.unwrap_or(DEFAULT_RESPONDER_RATE),
+    })
 }
 
 /// `identity:` overridden by flags, with host defaults for what is empty.

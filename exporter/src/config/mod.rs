@@ -28,6 +28,7 @@ pub use error::ConfigError;
 pub use file::{parse_file, FileConfig, MeshEntry};
 pub use merge::default_route_address;
 pub use settings::{
-    Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+    Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
+    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 pub use traffic::{CgroupEntry, DurationStr, EbpfSection, Mode, TrafficConfig, TrafficSettings};

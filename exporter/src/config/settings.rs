@@ -3,6 +3,7 @@
 use super::ecmp::FlowSettings;
 use super::file::MeshEntry;
 use super::traffic::TrafficSettings;
+use crate::model::traffic::Cidr;
 use crate::model::{Peer, Protocol};
 use skeletonhunter_common::http::Limits;
 use skeletonhunter_common::web::WebSource;
@@ -18,6 +19,28 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9465";
 pub const DEFAULT_UDP_PORT: u16 = 9466;
 /// Default TCP dial port.
 pub const DEFAULT_TCP_PORT: u16 = 9467;
+
+/// Default of `responder.rate_limit`: requests per second answered per
+/// source, far above any peer's probe rate (a 1 ms interval on one flow).
+pub const DEFAULT_RESPONDER_RATE: u32 = 1000;
+
+/// Whom the UDP echo responder answers, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponderPolicy {
+    /// Source networks answered.
+    pub allow: Vec<Cidr>,
+    /// Answer the current peers.
+    pub allow_peers: bool,
+    /// Requests per second per source (burst: one second's worth); 0: off.
+    pub rate_limit: u32,
+}
+
+impl ResponderPolicy {
+    /// Whether every source may be answered (no allow-list at all).
+    pub fn open(&self) -> bool {
+        self.allow.is_empty() && !self.allow_peers
+    }
+}
 
 /// A DNS source, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +79,8 @@ pub struct Config {
     pub udp_listen: Option<SocketAddr>,
     /// TCP dial acceptor address (`None`: off).
     pub tcp_listen: Option<SocketAddr>,
+    /// Whom the UDP echo responder answers.
+    pub responder: ResponderPolicy,
     /// This exporter's labels.
     pub identity: Identity,
     /// Probe interval per peer and protocol.

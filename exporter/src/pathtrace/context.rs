@@ -82,12 +82,13 @@ impl Context {
         }
     }
 
-    /// The `dst_node` label of `peer`: the name it gave, else the
-    /// configured one, else its address.
+    /// The `dst_node` label of `peer`, as the probes have it: the
+    /// configured or discovered name, else the first name it gave, else
+    /// its address.
     pub fn dst_node(&self, peer: &Peer) -> String {
-        self.peer_info
-            .name(peer.addr)
-            .or_else(|| peer.name.clone())
+        peer.name
+            .clone()
+            .or_else(|| self.peer_info.name(peer.addr))
             .unwrap_or_else(|| peer.addr.to_string())
     }
 

@@ -33,7 +33,7 @@ pub use flows::{FlowBook, FlowCount};
 pub use inflight::{Completion, InFlight};
 pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
-pub use target::{Ports, Target};
+pub use target::{NodeClaim, Ports, Target};
 
 use crate::model::Protocol;
 use std::sync::Arc;

@@ -13,7 +13,7 @@
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
 
 use super::flows::FlowBook;
-use super::{Completion, InFlight, PeerInfo, Prober, Target};
+use super::{Completion, InFlight, NodeClaim, PeerInfo, Prober, Target};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
@@ -244,8 +244,15 @@ impl UdpProber {
             .saturating_sub(sent.tx_ns)
             .saturating_sub(p.header.responder_delay_ns);
         let node = p.identity().node;
-        let series = if !node.is_empty() && node != sent.series.labels.dst_node {
-            sent.target.learn_node(&node);
+        let moved = match sent.target.learn_node(&node) {
+            NodeClaim::Conflict { pinned } => {
+                let addr = sent.target.addr();
+                self.peer_info.identity_conflict(addr, &pinned, &node);
+                false
+            }
+            _ => !node.is_empty() && node != sent.series.labels.dst_node,
+        };
+        let series = if moved {
             // The probe was counted as sent under the old name; count it
             // again under the new one so the books balance there.
             match sent.target.series(Protocol::Udp) {

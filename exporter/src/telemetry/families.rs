@@ -75,6 +75,8 @@ pub struct Families {
     pub responder_dropped: Family<ReasonLabels, Counter>,
     /// `skeletonhunter_responder_replies`: Probes answered by this exporter's responder, by protocol.
     pub responder_replies: Family<ProtocolLabels, Counter>,
+    /// `skeletonhunter_peer_identity_conflicts`: Replies whose node name differs from the peer's pinned identity (ignored, never relabelled).
+    pub identity_conflicts: Counter,
     /// `skeletonhunter_exporter_render_seconds`: Time the previous /metrics response took to encode.
     pub render_seconds: Gauge<f64, AtomicU64>,
     /// `skeletonhunter_path_hop_info`, `skeletonhunter_path_loss_ratio`, `skeletonhunter_path_probes`: the paths of a pair's probe flows.
@@ -116,6 +118,7 @@ impl Families {
             dropped_events: Default::default(),
             responder_dropped: Default::default(),
             responder_replies: Default::default(),
+            identity_conflicts: Default::default(),
             render_seconds: Default::default(),
             paths: Default::default(),
             worst_flow_loss: Default::default(),
@@ -227,6 +230,11 @@ impl Families {
             "skeletonhunter_responder_replies",
             "Probes answered by this exporter's responder, by protocol",
             self.responder_replies.clone(),
+        );
+        r.register(
+            "skeletonhunter_peer_identity_conflicts",
+            "Replies whose node name differs from the peer's pinned identity (ignored, never relabelled)",
+            self.identity_conflicts.clone(),
         );
         r.register(
             "skeletonhunter_exporter_render_seconds",

@@ -295,6 +295,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Count a reply that claimed another name than its peer's pinned one.
+    pub fn identity_conflict(&self) {
+        self.f.identity_conflicts.inc();
+    }
+
     /// Count a probe the responder answered.
     pub fn responder_reply(&self, protocol: Protocol) {
         self.f
