@@ -1,6 +1,7 @@
 //! `skeletonhunter-localizer`: parse the command line, set up logging, hand
-//! over to the subcommand, and turn its error into exit status 1 (clap's own
-//! usage errors exit with 2).
+//! over to the subcommand, and turn its error into an exit status: 2 for bad
+//! input (clap's usage errors, `analyze`'s [`analyze::AnalyzeError`]), 1 for
+//! any other failure.
 
 #![forbid(unsafe_code)]
 
@@ -50,6 +51,7 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("skeletonhunter-localizer: {e:#}");
-        std::process::exit(1);
+        let bad_input = e.downcast_ref::<analyze::AnalyzeError>().is_some();
+        std::process::exit(if bad_input { 2 } else { 1 });
     }
 }
