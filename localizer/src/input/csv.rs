@@ -30,6 +30,14 @@ use std::path::{Path, PathBuf};
 /// column, no flag, no fractional `loss_rate` to infer from).
 pub const DEFAULT_PACKETS_PER_ROUND: f64 = 100.0;
 
+/// Largest `latency` accepted (µs; one hour). Anything above is a broken
+/// export, and would not survive the `f32` the RTT samples are kept in.
+const MAX_LATENCY_US: f64 = 3.6e9;
+
+/// Largest per-row probe count accepted: far above any real round, and
+/// small enough that sums over billions of rows stay exact and finite.
+const MAX_PROBE_COUNT: f64 = 1e9;
+
 /// Names accepted for a per-row probe count column.
 pub const COUNT_COLUMNS: [&str; 6] = [
     "probe_count",
@@ -416,6 +424,10 @@ impl<'h> Aggregator<'h> {
             if l < 0.0 {
                 return Err(self.err(line, cols.latency, format!("negative latency {l}")));
             }
+            if l > MAX_LATENCY_US {
+                let m = format!("latency {l} µs is more than an hour");
+                return Err(self.err(line, cols.latency, m));
+            }
         }
         let pt = field(cols.ping_time);
         if pt.is_empty() || !pt.iter().all(u8::is_ascii_digit) || pt.len() > 20 {
@@ -430,9 +442,10 @@ impl<'h> Aggregator<'h> {
         }
         let count = match cols.count {
             Some(i) => match parse_f64(field(i)).map_err(|m| self.err(line, i, m.to_string()))? {
-                Some(c) if c >= 1.0 => Some(c.round()),
+                Some(c) if (1.0..=MAX_PROBE_COUNT).contains(&c) => Some(c.round()),
                 Some(c) => {
-                    return Err(self.err(line, i, format!("{c} is not a probe count (>= 1)")))
+                    let m = format!("{c} is not a probe count (1 to {MAX_PROBE_COUNT:e})");
+                    return Err(self.err(line, i, m));
                 }
                 None => None,
             },

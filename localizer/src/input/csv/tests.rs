@@ -104,3 +104,16 @@ fn field_errors_are_typed() {
     assert_eq!(parse_f64(b"inf"), Err(FieldError::NotANumber("inf".into())));
     assert_eq!(parse_f64(b"\xff"), Err(FieldError::NotUtf8));
 }
+
+#[test]
+fn latencies_and_counts_out_of_range_are_refused() {
+    let e = read("a,b,success,1e308,0,1,t,t,x\n").unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("latency"), "{e}");
+    let counted = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,probe_count\n";
+    let e = read_pings(
+        format!("{counted}a,b,success,5,0,1,1e308\n").as_bytes(),
+        &CsvOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("probe_count"), "{e}");
+}
