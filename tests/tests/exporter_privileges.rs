@@ -40,15 +40,26 @@ fn config_a(mode: &str) -> String {
     )
 }
 
+/// `bin` where uid 65534 can reach it: a hard link (or, across file
+/// systems, a copy) in `dir`, whose parents are world-searchable, unlike a
+/// checkout under `/root`.
+fn reachable(dir: &TempDir, bin: &str) -> std::path::PathBuf {
+    let to = dir.path().join(bin);
+    if !to.exists() && std::fs::hard_link(bin_path(bin), &to).is_err() {
+        std::fs::copy(bin_path(bin), &to).unwrap();
+    }
+    let _ = Command::new("chmod")
+        .args(["a+rx", dir.path().to_str().unwrap()])
+        .status();
+    to
+}
+
 /// Start the exporter in `ns` as uid/gid 65534 with exactly `caps`
 /// (inheritable, ambient and bounding), or as root when `caps` is `None`.
 fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>) -> ChildGuard {
     let path = dir.path().join(format!("{name}.yaml"));
     std::fs::write(&path, cfg).unwrap();
-    // nobody must be able to read the configuration.
-    let _ = Command::new("chmod")
-        .args(["a+rx", dir.path().to_str().unwrap()])
-        .status();
+    let bin = reachable(dir, "skeletonhunter-exporter");
     let mut cmd = Command::new("nsenter");
     cmd.arg(format!("--net=/run/netns/{}", ns.name())).arg("--");
     if let Some(caps) = caps {
@@ -69,7 +80,7 @@ fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>
         .args([set("inh-caps"), set("ambient-caps"), set("bounding-set")])
         .arg("--");
     }
-    cmd.arg(bin_path("skeletonhunter-exporter"))
+    cmd.arg(bin)
         .arg("--config")
         .arg(&path)
         .env("RUST_LOG", "info");
@@ -236,8 +247,15 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
     if !require_privileges("the_localizer_runs_as_nobody_without_capabilities") {
         return;
     }
-    let sample = skeletonhunter_tests::repo::repo_root()
-        .join("localizer/tests/data/skeletonhunter_samples.csv");
+    let dir = TempDir::new("prl").unwrap();
+    let sample = dir.path().join("pings.csv");
+    std::fs::copy(
+        skeletonhunter_tests::repo::repo_root()
+            .join("localizer/tests/data/skeletonhunter_samples.csv"),
+        &sample,
+    )
+    .unwrap();
+    let bin = reachable(&dir, "skeletonhunter-localizer");
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args([
@@ -246,7 +264,7 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
             "--bounding-set=-all",
             "--",
         ])
-        .arg(bin_path("skeletonhunter-localizer"))
+        .arg(bin)
         .args(["analyze", "--pings"])
         .arg(&sample)
         .output()
