@@ -226,16 +226,14 @@ pub fn keep_only(keep: CapMask) -> io::Result<()> {
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
     action.sa_flags = libc::SA_RESTART;
-    // SAFETY: as above; the old action is restored below.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to sigaction structs.
-    if unsafe { libc::sigaction(signal, &action, &mut old) } != 0 {
+    // The handler stays installed afterwards: a signal still pending in a
+    // slow thread must not meet the default action (which ends the process),
+    // and running the handler again only lowers to the same sets.
+    // SAFETY: a valid sigaction; a null old-action pointer is allowed.
+    if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let result = signal_threads(keep, signal);
-    // SAFETY: restores the action read above.
-    unsafe { libc::sigaction(signal, &old, std::ptr::null_mut()) };
-    result
+    signal_threads(keep, signal)
 }
 
 /// A few rounds: find the threads above `keep`, lower them, wait for each
