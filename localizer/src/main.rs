@@ -1,6 +1,7 @@
 //! `skeletonhunter-localizer`: parse the command line, set up logging, hand
-//! over to the subcommand, and turn its error into exit status 1, or 2 for
-//! bad flags and files (as clap's own usage errors).
+//! over to the subcommand, and turn its error into an exit status: 2 for bad
+//! input (clap's usage errors, bad flags and files, `analyze`'s
+//! [`analyze::AnalyzeError`]), 1 for any other failure.
 
 #![forbid(unsafe_code)]
 
@@ -50,9 +51,10 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("skeletonhunter-localizer: {e:#}");
-        // Bad flags or files exit 2, like clap's usage errors; failures
-        // while running exit 1.
-        let bad_input = e.downcast_ref::<flags::BadInput>().is_some();
+        // Bad flags, files or input exit 2, like clap's usage errors;
+        // failures while running exit 1.
+        let bad_input = e.downcast_ref::<flags::BadInput>().is_some()
+            || e.downcast_ref::<analyze::AnalyzeError>().is_some();
         std::process::exit(if bad_input { 2 } else { 1 });
     }
 }

@@ -143,3 +143,13 @@ pub fn wait_until<T>(
         std::thread::sleep(every);
     }
 }
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB, or
+/// `None` once the process is gone.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.split(':').next() == Some(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

@@ -1,10 +1,11 @@
 //! Parsers from the two input formats to the engine's [`PairStats`]: one
 //! file per format. [`csv`] reads SkeletonHunter ping logs (offline
-//! `analyze`); [`promql`] holds the queries of an online cycle and turns
+//! `analyze`, over [`lines`], which caps the line length); [`promql`] holds the queries of an online cycle and turns
 //! their results into pairs and a topology.
 //!
 //! [`PairStats`]: crate::engine::model::PairStats
 
 pub mod csv;
+pub mod lines;
 pub mod probes;
 pub mod promql;
