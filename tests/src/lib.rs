@@ -21,7 +21,6 @@ pub mod fabric;
 pub mod http;
 pub mod localizer;
 pub mod netns;
-pub mod pki;
 pub mod privilege;
 pub mod process;
 pub mod repo;

@@ -1,5 +1,5 @@
 //! Real Prometheus, Alertmanager and VictoriaMetrics servers for tests, and
-//! runners for `promtool` / `amtool`.
+//! runners for `promtool` / `amtool` / `vmalert`.
 //!
 //! Everything comes from the Debian packages (`prometheus`,
 //! `prometheus-alertmanager`, `victoria-metrics`); nothing is mocked. Each
@@ -31,6 +31,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use crate::process::{run_tool, ToolOutput};
 pub use crate::repo::repo_root;
 
 static DIR_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -528,54 +529,6 @@ pub fn in_netns<T: Send + 'static>(
         None => f(),
         Some(ns) => crate::netns::run_in_named(ns, f)?,
     }
-}
-
-/// Output of a command-line tool run.
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    /// The command line, for error messages.
-    pub command: String,
-    /// Whether it exited with status 0.
-    pub success: bool,
-    /// Its standard output.
-    pub stdout: String,
-    /// Its standard error.
-    pub stderr: String,
-}
-
-impl ToolOutput {
-    /// Fail with the command and both outputs unless it exited 0.
-    pub fn ok(self) -> Result<ToolOutput> {
-        if !self.success {
-            bail!(
-                "`{}` failed:\n{}\n{}",
-                self.command,
-                self.stdout.trim(),
-                self.stderr.trim()
-            );
-        }
-        Ok(self)
-    }
-}
-
-/// Run `program args...` in `cwd` (if given), capturing output. Errors only
-/// if it cannot start; check [`ToolOutput::success`] or call
-/// [`ToolOutput::ok`].
-pub fn run_tool(program: &str, args: &[&str], cwd: Option<&Path>) -> Result<ToolOutput> {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run {program} (is its Debian package installed?)"))?;
-    Ok(ToolOutput {
-        command: format!("{program} {}", args.join(" ")),
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
 }
 
 /// `promtool args...` run from the repository root (so `rules/...` paths work).

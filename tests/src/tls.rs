@@ -1,10 +1,12 @@
-//! TLS for tests: a throw-away certificate authority with a server
-//! certificate (for `127.0.0.1` and `localhost`) and a client certificate,
-//! made by the `openssl` command line; the exporter-toolkit web
-//! configuration (`--web.config.file`) that Prometheus and Alertmanager
-//! read; and HTTPS requests through `curl`. All three tools are Debian
-//! packages; nothing is mocked.
+//! TLS for tests: throw-away certificate authorities ([`Ca`]) issuing
+//! server certificates (for `127.0.0.1` and `localhost`) and client
+//! certificates, made by the `openssl` command line; [`Pki`], one CA with
+//! one of each, and the exporter-toolkit web configuration
+//! (`--web.config.file`) that Prometheus and Alertmanager read; and HTTPS
+//! requests through `curl`. All three tools are Debian packages; nothing is
+//! mocked.
 
+use crate::process::run_tool;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,62 +23,186 @@ pub const TEST_PASSWORD: &str = "tls-test-password";
 pub const TEST_PASSWORD_BCRYPT: &str =
     "$2b$04$Nhy3HqhNfur9.w6w/as6se9DUOX4k22GaXTMpiNMZqxXBaUhxb6jG";
 
-/// A CA, a server and a client certificate in PEM files of one directory:
-/// `ca.pem`, `server.pem` + `server.key`, `client.pem` + `client.key`.
-#[derive(Debug)]
-pub struct Pki {
+/// A certificate and its key, as PEM files.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// The certificate (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PKCS#8 PEM).
+    pub key: PathBuf,
+}
+
+/// A certificate authority in `dir`, able to issue certificates.
+#[derive(Debug, Clone)]
+pub struct Ca {
     dir: PathBuf,
+    name: String,
+    /// The CA certificate (PEM): what clients or servers trust.
+    pub cert: PathBuf,
+    key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
+    run_tool("openssl", args, Some(dir))?
+        .ok()
+        .map(|_| ())
+        .with_context(|| format!("openssl {}", args.join(" ")))
+}
+
+fn path_str(p: &Path) -> Result<&str> {
+    p.to_str().context("utf-8 path")
+}
+
+/// The file name of `p`, for configurations that resolve relative names
+/// against their own directory.
+pub fn file_name(p: &Path) -> Result<String> {
+    Ok(p.file_name()
+        .context("file name")?
+        .to_string_lossy()
+        .into_owned())
+}
+
+impl Ca {
+    /// A new self-signed CA called `name` (its files are `dir/<name>.crt`
+    /// and `.key`), valid for two days, P-256.
+    pub fn new(dir: &Path, name: &str) -> Result<Ca> {
+        let cert = dir.join(format!("{name}.crt"));
+        let key = dir.join(format!("{name}.key"));
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                path_str(&key)?,
+                "-out",
+                path_str(&cert)?,
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={name}"),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        )?;
+        Ok(Ca {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            cert,
+            key,
+        })
+    }
+
+    /// A server certificate with common name `cn` for `127.0.0.1` and
+    /// `localhost` (files `<ca name>-<cn>.crt` and `.key`).
+    pub fn server(&self, cn: &str) -> Result<Issued> {
+        self.issue(
+            cn,
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+    }
+
+    /// A client certificate with common name `cn` (files as for
+    /// [`Ca::server`]).
+    pub fn client(&self, cn: &str) -> Result<Issued> {
+        self.issue(
+            cn,
+            &format!(
+                "subjectAltName=DNS:{cn}\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"
+            ),
+        )
+    }
+
+    fn issue(&self, cn: &str, extensions: &str) -> Result<Issued> {
+        let base = self.dir.join(format!("{}-{cn}", self.name));
+        let file = |ext: &str| base.with_extension(ext);
+        let (key, csr, cert, ext) = (file("key"), file("csr"), file("crt"), file("ext"));
+        std::fs::write(&ext, extensions)?;
+        openssl(
+            &self.dir,
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                path_str(&key)?,
+                "-out",
+                path_str(&csr)?,
+                "-subj",
+                &format!("/CN={cn}"),
+            ],
+        )?;
+        openssl(
+            &self.dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                path_str(&csr)?,
+                "-CA",
+                path_str(&self.cert)?,
+                "-CAkey",
+                path_str(&self.key)?,
+                "-CAcreateserial",
+                "-out",
+                path_str(&cert)?,
+                "-days",
+                "2",
+                "-extfile",
+                path_str(&ext)?,
+            ],
+        )?;
+        Ok(Issued { cert, key })
+    }
+}
+
+/// One CA (`ca`) with a server (`server`) and a client (`client`)
+/// certificate: what a server behind [`Pki::web_config`] and its clients
+/// need.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// The CA that signed both certificates.
+    pub ca: Ca,
+    /// The server's certificate, for `127.0.0.1` and `localhost`.
+    pub server: Issued,
+    /// A client certificate.
+    pub client: Issued,
 }
 
 impl Pki {
-    /// Make the three certificates (P-256 keys, valid two days) in `dir`.
+    /// Make the CA and the two certificates in `dir`.
     pub fn create(dir: &Path) -> Result<Pki> {
-        let pki = Pki {
-            dir: dir.to_path_buf(),
-        };
-        let ca_subj = "/CN=skeletonhunter-test-ca";
-        pki.run(
-            pki.openssl(&["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-                .args([
-                    "ec_paramgen_curve:prime256v1",
-                    "-nodes",
-                    "-days",
-                    "2",
-                    "-keyout",
-                    "ca.key",
-                    "-out",
-                    "ca.pem",
-                    "-subj",
-                    ca_subj,
-                ]),
-        )?;
-        pki.leaf(
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        )?;
-        pki.leaf("client", "extendedKeyUsage=clientAuth\n")?;
-        Ok(pki)
+        let ca = Ca::new(dir, "ca")?;
+        Ok(Pki {
+            server: ca.server("server")?,
+            client: ca.client("client")?,
+            ca,
+        })
     }
 
-    /// `name` in the directory (`ca.pem`, `client.key`, …).
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// A web configuration for the server: TLS with `server.pem`, basic
-    /// auth for [`TEST_USER`], and when `require_client_cert` a client
-    /// certificate signed by the CA.
+    /// A web configuration for the server: TLS with the server
+    /// certificate, basic auth for [`TEST_USER`], and when
+    /// `require_client_cert` a client certificate signed by the CA.
     pub fn web_config(&self, require_client_cert: bool) -> String {
-        let p = |n: &str| self.path(n).display().to_string();
         let mut y = format!(
             "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
-            p("server.pem"),
-            p("server.key")
+            self.server.cert.display(),
+            self.server.key.display()
         );
         if require_client_cert {
             y.push_str(&format!(
                 "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {}\n",
-                p("ca.pem")
+                self.ca.cert.display()
             ));
         }
         y.push_str(&format!(
@@ -88,63 +214,11 @@ impl Pki {
     /// How a test reaches a server using [`Pki::web_config`].
     pub fn access(&self) -> WebAccess {
         WebAccess {
-            ca: self.path("ca.pem"),
-            client: Some((self.path("client.pem"), self.path("client.key"))),
+            ca: self.ca.cert.clone(),
+            client: Some((self.client.cert.clone(), self.client.key.clone())),
             user: TEST_USER.to_string(),
             password: TEST_PASSWORD.to_string(),
         }
-    }
-
-    fn openssl(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("openssl");
-        c.args(args).current_dir(&self.dir);
-        c
-    }
-
-    fn run(&self, c: &mut Command) -> Result<()> {
-        let out = c.output().context("cannot run openssl")?;
-        if !out.status.success() {
-            bail!(
-                "{c:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
-    /// A key and a certificate signed by the CA with extensions `ext`.
-    fn leaf(&self, name: &str, ext: &str) -> Result<()> {
-        let ext_file = self.path(&format!("{name}.ext"));
-        std::fs::write(&ext_file, format!("basicConstraints=CA:FALSE\n{ext}"))?;
-        let (key, csr, pem) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-        );
-        let subj = format!("/CN={name}");
-        self.run(self.openssl(&["req", "-newkey", "ec", "-pkeyopt"]).args([
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &subj,
-        ]))?;
-        self.run(self.openssl(&["x509", "-req", "-in", &csr]).args([
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            &pem,
-            "-extfile",
-            &format!("{name}.ext"),
-        ]))
     }
 }
 

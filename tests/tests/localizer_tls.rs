@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::localizer::{tor, wait_for_only_alert, FakeFabric, Localizer, AM_CONFIG};
 use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
-use skeletonhunter_tests::tls::{Pki, TEST_PASSWORD, TEST_USER};
+use skeletonhunter_tests::tls::{file_name, Pki, TEST_PASSWORD, TEST_USER};
 use skeletonhunter_tests::{bin_path, wait_until};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,32 +56,32 @@ fn localizer_queries_and_alerts_over_tls_with_auth() -> Result<()> {
     let dir = TempDir::new("localizer-tls")?;
     let d = dir.path();
     let pki = Pki::create(d)?;
+    // Relative names: they resolve against the http config's directory.
+    let ca = file_name(&pki.ca.cert)?;
+    let client_tls = format!(
+        "tls_config: {{ca_file: {ca}, cert_file: {}, key_file: {}}}\n",
+        file_name(&pki.client.cert)?,
+        file_name(&pki.client.key)?
+    );
     std::fs::write(d.join("password"), format!("{TEST_PASSWORD}\n"))?;
     let prom_ok = http_config(
         d,
         "prom.yml",
-        &format!(
-            "tls_config: {{ca_file: ca.pem, cert_file: client.pem, key_file: client.key}}\n\
-             basic_auth: {{username: {TEST_USER}, password_file: password}}\n"
-        ),
+        &format!("{client_tls}basic_auth: {{username: {TEST_USER}, password_file: password}}\n"),
     )?;
-    let prom_anon = http_config(
-        d,
-        "prom-anon.yml",
-        "tls_config: {ca_file: ca.pem, cert_file: client.pem, key_file: client.key}\n",
-    )?;
+    let prom_anon = http_config(d, "prom-anon.yml", &client_tls)?;
     let am_ok = http_config(
         d,
         "am.yml",
         &format!(
-            "tls_config: {{ca_file: ca.pem, server_name: localhost, min_version: TLS13}}\n\
+            "tls_config: {{ca_file: {ca}, server_name: localhost, min_version: TLS13}}\n\
              basic_auth: {{username: {TEST_USER}, password: {TEST_PASSWORD}}}\n"
         ),
     )?;
     let am_anon = http_config(
         d,
         "am-anon.yml",
-        "tls_config: {ca_file: ca.pem, server_name: localhost}\n",
+        &format!("tls_config: {{ca_file: {ca}, server_name: localhost}}\n"),
     )?;
 
     let fabric = FakeFabric::start()?;

@@ -7,8 +7,8 @@
 //! Certificates come from the real `openssl`, requests from `curl`.
 
 use anyhow::{bail, Context, Result};
-use skeletonhunter_tests::pki::{Ca, Issued};
 use skeletonhunter_tests::servers::{self, free_loopback_addr, run_tool, ServerOpts, TempDir};
+use skeletonhunter_tests::tls::{file_name, Ca, Issued};
 use skeletonhunter_tests::{bin_path, wait_until, ChildGuard};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -431,13 +431,6 @@ fn the_localizer_honours_a_web_config_and_a_new_password_needs_no_restart() -> R
     loc.check_running()?;
     assert_eq!(loc.pid(), pid, "no restart");
     Ok(())
-}
-
-fn file_name(p: &Path) -> Result<String> {
-    Ok(p.file_name()
-        .context("file name")?
-        .to_string_lossy()
-        .into_owned())
 }
 
 /// Run `bin` with `args` to completion (it must not start serving).
