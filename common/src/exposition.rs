@@ -5,15 +5,16 @@
 //! converts between them.
 
 use crate::http::{Reply, OPENMETRICS_CONTENT_TYPE};
+use crate::negotiate::{self, Format};
 use hyper::StatusCode;
 use prometheus_client::registry::Registry;
 use std::fmt::Write as _;
 
-/// Encode `registry` in the format the `Accept` header asks for (classic
-/// text unless OpenMetrics is requested). `size_hint` pre-sizes the buffer
-/// so large expositions rarely reallocate.
+/// Encode `registry` in the format the `Accept` header prefers (q-values
+/// honoured; classic text unless OpenMetrics wins). `size_hint` pre-sizes
+/// the buffer so large expositions rarely reallocate.
 pub fn render(registry: &Registry, accept: Option<&str>, size_hint: usize) -> Reply {
-    let wants_om = accept.is_some_and(|a| a.contains("application/openmetrics-text"));
+    let wants_om = negotiate::format(accept) == Format::OpenMetrics;
     let (result, body, content_type) = if wants_om {
         let mut out = String::with_capacity(size_hint);
         let r = prometheus_client::encoding::text::encode(&mut out, registry);

@@ -250,6 +250,11 @@ where
         let web = web.clone();
         async move {
             let r = summary(&req);
+            let gzip = crate::negotiate::accepts_gzip(
+                req.headers()
+                    .get(hyper::header::ACCEPT_ENCODING)
+                    .and_then(|v| v.to_str().ok()),
+            );
             let authorization = req
                 .headers()
                 .get(hyper::header::AUTHORIZATION)
@@ -261,6 +266,7 @@ where
                 },
                 Err(_) => Reply::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
             };
+            let reply = if gzip { gzipped(reply) } else { reply };
             Ok::<_, std::convert::Infallible>(response(reply))
         }
     })
@@ -291,6 +297,35 @@ async fn gated(
             ),
     };
     reply.headers.extend(gate.headers);
+    reply
+}
+
+/// Bodies smaller than this go out as they are: gzip would save little.
+const GZIP_MIN_BYTES: usize = 1024;
+
+/// `reply` gzip-coded (the client accepts it), as promhttp does for
+/// `/metrics`: large expositions shrink several times over the wire.
+fn gzipped(mut reply: Reply) -> Reply {
+    use std::io::Write as _;
+    if reply.body.len() < GZIP_MIN_BYTES {
+        return reply;
+    }
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(reply.body.len() / 4),
+        flate2::Compression::fast(),
+    );
+    let Ok(body) = enc.write_all(&reply.body).and_then(|()| enc.finish()) else {
+        return reply;
+    };
+    reply.body = body.into();
+    reply.headers.push((
+        hyper::header::CONTENT_ENCODING,
+        HeaderValue::from_static("gzip"),
+    ));
+    reply.headers.push((
+        hyper::header::VARY,
+        HeaderValue::from_static("Accept-Encoding"),
+    ));
     reply
 }
 

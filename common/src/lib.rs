@@ -6,10 +6,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod build;
 pub mod duration;
 pub mod exposition;
 pub mod http;
+pub mod landing;
 pub mod logging;
+pub mod negotiate;
+pub mod process;
 pub mod ratelimit;
 pub mod topology;
 pub mod web;

@@ -117,6 +117,7 @@ fn spawn_responders(
         if cfg.responder.open() {
             tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
         }
+        metrics.zero_responder_drops(&responder::udp::drop_reasons());
         tasks.spawn(responder::run_udp(
             sock,
             responder::Guard::new(cfg.responder.clone(), peers),
@@ -299,6 +300,10 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         .watch(Duration::from_secs(2), 10, 0.2, shutdown.stopped());
     tasks.spawn(watch);
     let traffic = discovery::registry::start_traffic(&cfg, &peers, &metrics)?;
+    metrics.set_discovery_info(
+        traffic.map_or("off", SourceKind::as_str),
+        cfg.ebpf.mode.as_str(),
+    );
     drop_capabilities(&cfg, traffic);
     let reloader = Arc::new(Reloader::start(
         args,
@@ -307,6 +312,7 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         metrics.clone(),
     ));
     let state = State {
+        telemetry_path: cfg.telemetry_path.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
         tracing: tracing_ctx,

@@ -13,7 +13,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     sys::host::limit_malloc_retention();
     let args = config::Args::parse();
-    skeletonhunter_common::logging::init(&args.log_level);
+    skeletonhunter_common::logging::init(&args.log_directive(), args.log_format);
+    for (old, new) in args.deprecated_flags() {
+        tracing::warn!(
+            "flag {old} is deprecated and will be removed in the next release; use {new}"
+        );
+    }
     let cfg = match config::Config::load(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -22,7 +27,7 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
-        println!("{cfg:#?}");
+        print!("{}", cfg.summary());
         return ExitCode::SUCCESS;
     }
     // Two worker threads: RTTs come from kernel timestamps, so scheduling

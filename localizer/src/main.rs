@@ -11,7 +11,7 @@ use skeletonhunter_localizer::commands::{analyze, bench, flags, rules, run, simu
 #[derive(Parser)]
 #[command(
     name = "skeletonhunter-localizer",
-    version,
+    version = skeletonhunter_common::build::VERSION_TEXT,
     about = "SkeletonHunter localizer: network tomography over probe results"
 )]
 struct Cli {
@@ -27,7 +27,7 @@ enum Command {
     /// to --out) and its ground truth (JSON on stderr).
     Simulate(simulate::SimulateArgs),
     /// Localize online: query Prometheus every cycle, alert via Alertmanager.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Generate recording rules for the topology Prometheus sees.
     Rules(rules::RulesArgs),
     /// Accuracy over simulated scenarios and the speed case; prints figures.
@@ -40,11 +40,16 @@ fn main() {
         Command::Analyze(args) => analyze::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Run(args) => {
-            skeletonhunter_common::logging::init(&args.log_level);
-            run::run(args)
+            skeletonhunter_common::logging::init(&args.log_directive(), args.log_format);
+            for (old, new) in args.deprecated_flags() {
+                tracing::warn!(
+                    "flag {old} is deprecated and will be removed in the next release; use {new}"
+                );
+            }
+            run::run(*args)
         }
         Command::Rules(args) => {
-            skeletonhunter_common::logging::init("warn");
+            skeletonhunter_common::logging::init("warn", Default::default());
             rules::run(args)
         }
         Command::Bench(args) => bench::run(args),

@@ -164,7 +164,7 @@ fn run_localizer(args: &[&str]) -> Result<(Option<i32>, String)> {
             "--once",
             "--timeout",
             "1s",
-            "--listen",
+            "--web.listen-address",
             "127.0.0.1:0",
         ])
         .args(args)

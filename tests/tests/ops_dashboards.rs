@@ -155,7 +155,7 @@ fn dashboard_queries_return_data_from_real_exporters() -> Result<()> {
             .collect();
         let mut cmd = hosts[i].command(exporter.to_str().unwrap());
         cmd.args([
-            "--listen",
+            "--web.listen-address",
             &format!("{ip}:9465"),
             "--node",
             node,
@@ -228,7 +228,7 @@ scrape_configs:
         "http://198.18.10.100:9090",
         "--alertmanager",
         "http://198.18.10.100:9093",
-        "--listen",
+        "--web.listen-address",
         "198.18.10.100:9479",
         "--interval",
         "1s",

@@ -368,7 +368,7 @@ fn start_localizer(listen: SocketAddr, flags: &[&str]) -> Result<ChildGuard> {
         "run",
         "--prometheus",
         "http://127.0.0.1:9",
-        "--listen",
+        "--web.listen-address",
         &listen.to_string(),
     ])
     .args(flags)
@@ -480,7 +480,7 @@ fn a_bad_web_config_stops_either_binary_with_exit_2_naming_file_and_key() -> Res
             (
                 "skeletonhunter-exporter",
                 vec![
-                    "--listen",
+                    "--web.listen-address",
                     &listen,
                     "--web.config.file",
                     p,
@@ -493,7 +493,7 @@ fn a_bad_web_config_stops_either_binary_with_exit_2_naming_file_and_key() -> Res
                     "run",
                     "--prometheus",
                     "http://127.0.0.1:9",
-                    "--listen",
+                    "--web.listen-address",
                     &listen,
                     "--web.config.file",
                     p,

@@ -2,13 +2,15 @@
 //! (Kubernetes downward-API style).
 
 use clap::Parser;
+use skeletonhunter_common::build::VERSION_TEXT;
+use skeletonhunter_common::logging::{LogFormat, LogLevel};
 use std::path::PathBuf;
 
 /// Command line; every flag also reads an environment variable.
 #[derive(Debug, Clone, Parser, Default)]
 #[command(
     name = "skeletonhunter-exporter",
-    version,
+    version = VERSION_TEXT,
     about = "Probe this host's skeleton peers (UDP echo, TCP dial, ICMP, RDMA UD) and serve /metrics.",
     long_about = "Probe this host's skeleton peers (UDP echo, TCP dial, ICMP, RDMA UD) and serve /metrics.\n\n\
 Settings come from the YAML file (-c), overridden by environment variables (Kubernetes \
@@ -18,9 +20,24 @@ pub struct Args {
     /// YAML configuration file (see config.example.yaml).
     #[arg(long, short = 'c', env = "SKELETONHUNTER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address for /metrics and /healthz.
-    #[arg(long, env = "SKELETONHUNTER_LISTEN")]
+    /// Address of the HTTP server (metrics, landing page, health,
+    /// reload, path tracing). Default 0.0.0.0:9465.
+    #[arg(
+        long = "web.listen-address",
+        env = "SKELETONHUNTER_LISTEN",
+        value_name = "ADDR"
+    )]
+    pub web_listen_address: Option<String>,
+    /// Deprecated: --web.listen-address.
+    #[arg(long = "listen", hide = true, conflicts_with = "web_listen_address")]
     pub listen: Option<String>,
+    /// Path under which metrics are served. Default /metrics.
+    #[arg(
+        long = "web.telemetry-path",
+        env = "SKELETONHUNTER_TELEMETRY_PATH",
+        value_name = "PATH"
+    )]
+    pub web_telemetry_path: Option<String>,
     /// UDP echo responder bind address ("off" disables it).
     #[arg(long, env = "SKELETONHUNTER_UDP_LISTEN")]
     pub udp_listen: Option<String>,
@@ -88,10 +105,61 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub web_config_file: Option<PathBuf>,
-    /// Log level when RUST_LOG is unset.
-    #[arg(long, env = "SKELETONHUNTER_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Validate the configuration, print it, and exit.
+    /// Log level when RUST_LOG is unset: error, warn, info, debug or trace.
+    /// Default info.
+    #[arg(
+        long = "log.level",
+        env = "SKELETONHUNTER_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
+    pub log_level: Option<LogLevel>,
+    /// Deprecated: --log.level.
+    #[arg(long = "log-level", hide = true, conflicts_with = "log_level")]
+    pub log_level_deprecated: Option<String>,
+    /// Log line format: logfmt or json (colour only when stderr is a
+    /// terminal).
+    #[arg(
+        long = "log.format",
+        env = "SKELETONHUNTER_LOG_FORMAT",
+        value_name = "FORMAT",
+        default_value = "logfmt"
+    )]
+    pub log_format: LogFormat,
+    /// Validate the configuration, print a summary of it, and exit (0; 2
+    /// when it does not load).
     #[arg(long)]
     pub check_config: bool,
+}
+
+impl Args {
+    /// The HTTP address from the flags (`--web.listen-address`, or the
+    /// deprecated `--listen`).
+    pub fn listen_address(&self) -> Option<&str> {
+        self.web_listen_address
+            .as_deref()
+            .or(self.listen.as_deref())
+    }
+
+    /// The log level directive: `--log.level`, the deprecated
+    /// `--log-level`, else info.
+    pub fn log_directive(&self) -> String {
+        match (&self.log_level, &self.log_level_deprecated) {
+            (Some(l), _) => l.as_str().to_string(),
+            (None, Some(old)) => old.clone(),
+            (None, None) => "info".to_string(),
+        }
+    }
+
+    /// The deprecated flags given, as (old, new) names, for one warning
+    /// each at start.
+    pub fn deprecated_flags(&self) -> Vec<(&'static str, &'static str)> {
+        let mut v = Vec::new();
+        if self.listen.is_some() {
+            v.push(("--listen", "--web.listen-address"));
+        }
+        if self.log_level_deprecated.is_some() {
+            v.push(("--log-level", "--log.level"));
+        }
+        v
+    }
 }

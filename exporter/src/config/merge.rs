@@ -129,6 +129,7 @@ impl Config {
         let tor_mesh = tor_mesh(file.discovery, args, &identity)?;
         Ok(Config {
             listen,
+            telemetry_path: super::server::telemetry_path(args)?,
             http: super::server::http_limits(args)?,
             web: super::server::web_config(args)?,
             udp_listen: udp,
@@ -160,8 +161,7 @@ struct Listeners {
 fn listeners(file: &FileConfig, args: &Args) -> Result<Listeners> {
     let listen = addr_key(
         "listen",
-        args.listen
-            .as_deref()
+        args.listen_address()
             .or(file.listen.as_deref())
             .unwrap_or(DEFAULT_LISTEN),
     )?;

@@ -17,6 +17,7 @@ pub mod file;
 mod merge;
 mod server;
 pub mod settings;
+mod summary;
 #[cfg(test)]
 mod tests;
 pub mod traffic;

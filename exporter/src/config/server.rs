@@ -38,6 +38,43 @@ pub(super) fn http_limits(args: &Args) -> Result<Limits, ConfigError> {
     Ok(limits)
 }
 
+/// Default of `--web.telemetry-path`.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+
+/// Paths the exporter serves itself, which metrics cannot take over.
+const RESERVED_PATHS: [&str; 7] = [
+    "/",
+    "/-/healthy",
+    "/-/ready",
+    "/-/reload",
+    "/healthz",
+    "/trace",
+    "/traces",
+];
+
+/// `--web.telemetry-path`: an absolute path that no other endpoint uses.
+pub(super) fn telemetry_path(args: &Args) -> Result<String, ConfigError> {
+    let key = "--web.telemetry-path";
+    let p = args
+        .web_telemetry_path
+        .as_deref()
+        .unwrap_or(DEFAULT_TELEMETRY_PATH)
+        .trim();
+    if !p.starts_with('/') || p.contains(['?', '#', ' ']) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{p:?} is not an absolute URL path (e.g. /metrics)"),
+        ));
+    }
+    if RESERVED_PATHS.contains(&p) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{p:?} is already an endpoint of the exporter"),
+        ));
+    }
+    Ok(p.to_string())
+}
+
 fn at_least_one(key: &str, n: usize) -> Result<usize, ConfigError> {
     if n == 0 {
         return Err(ConfigError::invalid(key, "must be at least 1"));

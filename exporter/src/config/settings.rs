@@ -69,8 +69,10 @@ pub struct TorMesh {
 /// The validated configuration the exporter runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `/metrics` address.
+    /// The HTTP server's address.
     pub listen: SocketAddr,
+    /// Where metrics are served (`--web.telemetry-path`, default `/metrics`).
+    pub telemetry_path: String,
     /// Bounds of the HTTP server.
     pub http: Limits,
     /// `--web.config.file`: TLS and authentication of the HTTP server.

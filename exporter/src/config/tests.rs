@@ -3,10 +3,77 @@ use crate::model::Protocol;
 use std::time::Duration;
 
 fn args() -> Args {
-    Args {
-        log_level: "info".into(),
-        ..Default::default()
+    Args::default()
+}
+
+#[test]
+fn new_flag_names_parse_and_old_ones_still_work_with_a_warning() {
+    use clap::Parser;
+    let new = Args::try_parse_from([
+        "x",
+        "--web.listen-address=127.0.0.1:9100",
+        "--web.telemetry-path=/m",
+        "--log.level=debug",
+        "--log.format=json",
+    ])
+    .unwrap();
+    assert_eq!(new.listen_address(), Some("127.0.0.1:9100"));
+    assert_eq!(new.log_directive(), "debug");
+    assert!(new.deprecated_flags().is_empty());
+    let c = Config::merge(FileConfig::default(), &new).unwrap();
+    assert_eq!(c.telemetry_path, "/m");
+    assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
+    let old = Args::try_parse_from(["x", "--listen=127.0.0.1:9101", "--log-level=warn"]).unwrap();
+    assert_eq!(old.listen_address(), Some("127.0.0.1:9101"));
+    assert_eq!(old.log_directive(), "warn");
+    assert_eq!(
+        old.deprecated_flags(),
+        [
+            ("--listen", "--web.listen-address"),
+            ("--log-level", "--log.level")
+        ]
+    );
+    // Both spellings at once is a usage error, as is an unknown level.
+    assert!(Args::try_parse_from(["x", "--listen=a", "--web.listen-address=b"]).is_err());
+    assert!(Args::try_parse_from(["x", "--log.level=loud"]).is_err());
+    assert!(Args::try_parse_from(["x", "--log.format=text"]).is_err());
+    for (bad, why) in [
+        ("metrics", "absolute"),
+        ("/-/ready", "already"),
+        ("/", "already"),
+    ] {
+        let a = Args::try_parse_from(["x", &format!("--web.telemetry-path={bad}")]).unwrap();
+        let e = Config::merge(FileConfig::default(), &a)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--web.telemetry-path") && e.contains(why),
+            "{bad}: {e}"
+        );
     }
+}
+
+#[test]
+fn check_config_summary_is_readable() {
+    let file = parse_file(
+        "identity: {node: n1, tor: t1}\nprobe: {interval: 20ms, protocols: [udp, icmp]}\ndiscovery:\n  ebpf: false\n  static:\n    - {address: 10.0.0.2, name: b}\n",
+    )
+    .unwrap();
+    let s = Config::merge(file, &args()).unwrap().summary();
+    for want in [
+        "listen-address: 0.0.0.0:9465",
+        "telemetry-path: /metrics",
+        "node: n1",
+        "tor: t1",
+        "protocols: udp, icmp",
+        "interval: 20ms",
+        "static peers: 1",
+        "10.0.0.2 b",
+        "traffic: off",
+    ] {
+        assert!(s.contains(want), "{want:?} missing from\n{s}");
+    }
+    assert!(!s.contains("Config {"), "not a debug dump");
 }
 
 #[test]

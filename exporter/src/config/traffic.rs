@@ -25,6 +25,18 @@ pub enum Mode {
     Off,
 }
 
+impl Mode {
+    /// The YAML spelling (`auto`, `ebpf`, `poll`, `off`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Ebpf => "ebpf",
+            Mode::Poll => "poll",
+            Mode::Off => "off",
+        }
+    }
+}
+
 /// A configured container cgroup and who it is.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -8,6 +8,7 @@ use crate::pathtrace;
 use crate::telemetry::Metrics;
 use hyper::{Method, StatusCode};
 use skeletonhunter_common::http::{Reply, Request};
+use skeletonhunter_common::landing::{self, Link};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -37,6 +38,8 @@ pub trait Reload: Send + Sync {
 /// What the handlers read.
 #[derive(Clone)]
 pub struct State {
+    /// Where metrics are served (`--web.telemetry-path`).
+    pub telemetry_path: String,
     /// Renders `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Answers `/healthz`.
@@ -64,8 +67,10 @@ fn route(state: &State, req: &Request) -> Reply {
     if req.method != Method::GET && req.method != Method::HEAD {
         return Reply::method_not_allowed("GET, HEAD");
     }
+    if req.path == state.telemetry_path {
+        return state.metrics.render(req.accept.as_deref());
+    }
     match req.path.as_str() {
-        "/metrics" => state.metrics.render(req.accept.as_deref()),
         "/-/healthy" => Reply::text(StatusCode::OK, "healthy\n"),
         "/healthz" | "/-/ready" => {
             if state.health.is_ready() {
@@ -74,12 +79,23 @@ fn route(state: &State, req: &Request) -> Reply {
                 Reply::text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
             }
         }
-        "/" => Reply::text(
-            StatusCode::OK,
-            "skeletonhunter-exporter: see /metrics, /-/healthy, /-/ready (/healthz), POST /-/reload\n",
-        ),
+        "/" => landing_page(&state.telemetry_path),
         p => Reply::not_found(p),
     }
+}
+
+/// The HTML page at `/`, linking every endpoint.
+fn landing_page(telemetry_path: &str) -> Reply {
+    landing::page(
+        "SkeletonHunter exporter",
+        "Probes this host's skeleton peers and serves the results for Prometheus.",
+        &[
+            Link::new(telemetry_path, "Metrics"),
+            Link::new("/-/healthy", "Health: the process is up"),
+            Link::new("/-/ready", "Readiness: probing and discovery have started"),
+            Link::new("/traces", "Paths of the probe flows (JSON)"),
+        ],
+    )
 }
 
 /// `POST` (or `PUT`) `/-/reload`, as Prometheus: 200 when the new
@@ -106,6 +122,7 @@ mod tests {
     fn state() -> State {
         let metrics = Arc::new(Metrics::new(&Default::default()));
         State {
+            telemetry_path: "/metrics".into(),
             metrics: metrics.clone(),
             health: Health::default(),
             tracing: Arc::new(pathtrace::Context::detached(

@@ -77,6 +77,26 @@ pub struct BuildLabels {
     pub version: &'static str,
 }
 
+/// Labels of `skeletonhunter_discovery_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DiscoveryInfoLabels {
+    /// The traffic-discovery source running: `ebpf`, `poll` or `off`.
+    pub mode: &'static str,
+    /// What `discovery.ebpf.mode` asked for: `auto`, `ebpf`, `poll`, `off`.
+    pub configured: &'static str,
+}
+
+/// Labels of `skeletonhunter_rdma_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RdmaInfoLabels {
+    /// `enabled`, `disabled` (asked for, cannot run here) or `off` (not
+    /// among the protocols).
+    pub status: &'static str,
+    /// Why it is disabled (`not_built`, `unavailable`, `no_port`, ...);
+    /// empty otherwise.
+    pub reason: &'static str,
+}
+
 /// Labels of `skeletonhunter_path_hop_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HopLabels {

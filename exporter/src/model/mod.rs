@@ -11,8 +11,9 @@ mod reasons;
 pub mod traffic;
 
 pub use labels::{
-    BuildLabels, HopLabels, PairLabels, PathLabels, ProbeLabels, ProtocolLabels,
-    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    BuildLabels, DiscoveryInfoLabels, HopLabels, PairLabels, PathLabels, ProbeLabels,
+    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
+    SourceEventLabels, SourceLabels,
 };
 pub use peer::{Peer, PeerSource};
 pub use protocol::{Protocol, UnknownProtocol};

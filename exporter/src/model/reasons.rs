@@ -112,6 +112,38 @@ pub enum ProbeErrorReason {
 }
 
 impl ProbeErrorReason {
+    /// What the UDP echo prober counts itself.
+    pub const UDP: [ProbeErrorReason; 5] = [
+        ProbeErrorReason::SendFailed,
+        ProbeErrorReason::TxTimestampMismatch,
+        ProbeErrorReason::ForeignReply,
+        ProbeErrorReason::IcmpError,
+        ProbeErrorReason::NoIpv6Socket,
+    ];
+    /// What the TCP dial prober counts.
+    pub const TCP: [ProbeErrorReason; 6] = [
+        ProbeErrorReason::TooManyDials,
+        ProbeErrorReason::ConnectRefused,
+        ProbeErrorReason::ConnectTimeout,
+        ProbeErrorReason::ConnectUnreachable,
+        ProbeErrorReason::ConnectError,
+        ProbeErrorReason::LocalResources,
+    ];
+    /// What the ICMP prober counts itself.
+    pub const ICMP: [ProbeErrorReason; 2] = [
+        ProbeErrorReason::SendFailed,
+        ProbeErrorReason::NoSocketForFamily,
+    ];
+    /// What the RDMA prober counts itself.
+    pub const RDMA: [ProbeErrorReason; 6] = [
+        ProbeErrorReason::RdmaBadEndpoint,
+        ProbeErrorReason::RdmaResponderOverflow,
+        ProbeErrorReason::RdmaAckOnWrongPort,
+        ProbeErrorReason::RdmaNoSourceGid,
+        ProbeErrorReason::RdmaAckSendFailed,
+        ProbeErrorReason::RdmaPostFailed,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -155,6 +187,15 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// Every variant, so counters can start at 0 for each reason.
+    pub const ALL: [DropReason; 5] = [
+        DropReason::Oversized,
+        DropReason::NotRequest,
+        DropReason::SendFailed,
+        DropReason::NotAllowed,
+        DropReason::RateLimited,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

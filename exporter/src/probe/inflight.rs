@@ -32,6 +32,9 @@ pub enum Completion<T> {
     Unknown,
 }
 
+/// The `reason` labels of [`Completion::reason`] other than an answer.
+pub const REPLY_ERROR_REASONS: [&str; 3] = ["late_reply", "duplicate_reply", "unknown_reply"];
+
 impl<T> Completion<T> {
     /// The `reason` label for replies that are not answers.
     pub fn reason(&self) -> &'static str {

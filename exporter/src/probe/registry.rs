@@ -3,12 +3,15 @@
 
 use super::flows::FlowBook;
 use super::icmp::IcmpProber;
+use super::inflight::REPLY_ERROR_REASONS;
 use super::rdma::{self, RdmaProber};
 use super::tcp::TcpProber;
 use super::udp::UdpProber;
 use super::{PeerInfo, Prober};
-use crate::model::Protocol;
+use crate::model::{ProbeErrorReason, Protocol};
 use crate::telemetry::Metrics;
+use crate::wire::probe::DecodeError;
+use crate::wire::rdma::PacketError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +56,36 @@ pub struct Probers {
     pub peer_info: Arc<PeerInfo>,
 }
 
+/// Every `reason` of `skeletonhunter_probe_errors` a prober of `protocol`
+/// can count, so each series exists at 0 from the start (`rate()` and
+/// alerts work before the first error).
+pub fn error_reasons(protocol: Protocol) -> Vec<&'static str> {
+    let own = |r: &[ProbeErrorReason]| r.iter().map(|r| r.as_str()).collect::<Vec<_>>();
+    let mut v = match protocol {
+        Protocol::Udp => {
+            let mut v = own(&ProbeErrorReason::UDP);
+            v.extend(DecodeError::ALL.iter().map(|e| e.as_str()));
+            v.extend(REPLY_ERROR_REASONS);
+            v
+        }
+        Protocol::Tcp => own(&ProbeErrorReason::TCP),
+        Protocol::Icmp => {
+            let mut v = own(&ProbeErrorReason::ICMP);
+            v.extend(REPLY_ERROR_REASONS);
+            v
+        }
+        Protocol::Rdma => {
+            let mut v = own(&ProbeErrorReason::RDMA);
+            v.extend(PacketError::REASONS);
+            v.extend(rdma::exchange::REASONS);
+            v
+        }
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Start a prober for each of `protocols`. RDMA starts first (when
 /// listed), because the UDP messages advertise its endpoint; without an
 /// RDMA device it logs why once and is left out.
@@ -64,8 +97,17 @@ pub fn start(
     let rdma: Option<Arc<RdmaProber>> = if protocols.contains(&Protocol::Rdma) {
         rdma::install(opts.timeout, &opts.nic, metrics.clone())
     } else {
+        metrics.set_rdma_info("off", "");
         None
     };
+    if rdma.is_some() {
+        metrics.set_rdma_info("enabled", "");
+    }
+    for &p in protocols {
+        if p != Protocol::Rdma || rdma.is_some() {
+            metrics.zero_probe_errors(p, &error_reasons(p));
+        }
+    }
     let advertise: Vec<(u16, Vec<u8>)> = rdma.iter().map(|p| p.advertisement()).collect();
     let peer_info = PeerInfo::new(metrics.clone(), rdma.as_ref().map(|p| p.book().clone()));
     let mut list: Vec<Arc<dyn Prober>> = Vec::new();

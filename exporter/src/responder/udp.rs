@@ -122,6 +122,16 @@ pub async fn run_udp(
     }
 }
 
+/// Every `reason` of `skeletonhunter_responder_dropped` the UDP responder
+/// counts: its own drop reasons and the wire format's decode errors.
+pub fn drop_reasons() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+    v.extend(wire::DecodeError::ALL.iter().map(|e| e.as_str()));
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// What the responder does with one datagram, without I/O: a valid request
 /// gets its reply encoded into `out` (never longer than `data`; `delay` is
 /// asked for the responder delay just before encoding) and is returned for

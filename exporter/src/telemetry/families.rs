@@ -2,8 +2,9 @@
 //! name and help text.
 
 use crate::model::{
-    BuildLabels, HopLabels, PairLabels, PathLabels, ProbeLabels, ProtocolLabels,
-    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    BuildLabels, DiscoveryInfoLabels, HopLabels, PairLabels, PathLabels, ProbeLabels,
+    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
+    SourceEventLabels, SourceLabels,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -63,8 +64,12 @@ pub struct Families {
     pub rdma_responder_delay: HistFamily<PairLabels>,
     /// `skeletonhunter_rdma_prober_delay_seconds`: RDMA probe processing delay on the prober host.
     pub rdma_prober_delay: HistFamily<PairLabels>,
-    /// `skeletonhunter_exporter_build_info`: Build of the running exporter (always 1).
+    /// `skeletonhunter_exporter_build_info`: deprecated for `skeletonhunter_build_info`; one more release.
     pub build_info: Family<BuildLabels, Gauge>,
+    /// `skeletonhunter_discovery_info`: the traffic-discovery source running.
+    pub discovery_info: Family<DiscoveryInfoLabels, Gauge>,
+    /// `skeletonhunter_rdma_info`: whether RDMA probing runs, and why not.
+    pub rdma_info: Family<RdmaInfoLabels, Gauge>,
     /// `skeletonhunter_probe_errors`: Probe problems that are not loss, by protocol and reason.
     pub probe_errors: Family<ProtocolReasonLabels, Counter>,
     /// `skeletonhunter_discovery_events`: Peer discovery events, by source and event.
@@ -113,6 +118,8 @@ impl Families {
             rdma_responder_delay: hist(),
             rdma_prober_delay: hist(),
             build_info: Default::default(),
+            discovery_info: Default::default(),
+            rdma_info: Default::default(),
             probe_errors: Default::default(),
             discovery_events: Default::default(),
             dropped_events: Default::default(),
@@ -131,6 +138,8 @@ impl Families {
         f.register_pairs(r);
         f.register_exporter(r);
         f.register_host(r);
+        skeletonhunter_common::build::register(r);
+        r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
         f.build_info
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION"),
@@ -203,8 +212,18 @@ impl Families {
     fn register_exporter(&self, r: &mut Registry) {
         r.register(
             "skeletonhunter_exporter_build_info",
-            "Build of the running exporter (always 1)",
+            "Deprecated, removed in the next release: use skeletonhunter_build_info",
             self.build_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_discovery_info",
+            "Traffic discovery: the source running (mode: ebpf, poll, off) and the one configured (always 1)",
+            self.discovery_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_rdma_info",
+            "RDMA probing: status enabled, disabled (with the reason) or off (always 1)",
+            self.rdma_info.clone(),
         );
         r.register(
             "skeletonhunter_probe_errors",

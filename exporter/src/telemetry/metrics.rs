@@ -10,8 +10,9 @@ use super::families::rtt_buckets;
 use super::families::{Families, FloatGauge, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
-    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    DiscoveryEvent, DiscoveryInfoLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol,
+    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
+    SourceEventLabels, SourceLabels,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
@@ -268,6 +269,55 @@ impl Metrics {
             .probe_errors
             .get_or_create(&ProtocolReasonLabels { protocol, reason })
             .inc();
+    }
+
+    /// Create `skeletonhunter_probe_errors{protocol, reason}` at 0 for
+    /// each of `reasons`.
+    pub fn zero_probe_errors(&self, protocol: Protocol, reasons: &[&'static str]) {
+        for &reason in reasons {
+            drop(
+                self.f
+                    .probe_errors
+                    .get_or_create(&ProtocolReasonLabels { protocol, reason }),
+            );
+        }
+    }
+
+    /// Create `skeletonhunter_responder_dropped{reason}` at 0 for each of
+    /// `reasons`.
+    pub fn zero_responder_drops(&self, reasons: &[&'static str]) {
+        for &reason in reasons {
+            drop(
+                self.f
+                    .responder_dropped
+                    .get_or_create(&ReasonLabels { reason }),
+            );
+        }
+    }
+
+    /// Publish `skeletonhunter_rdma_info{status, reason}` (replacing the
+    /// earlier value).
+    pub fn set_rdma_info(&self, status: &'static str, reason: &'static str) {
+        self.f.rdma_info.clear();
+        self.f
+            .rdma_info
+            .get_or_create(&RdmaInfoLabels { status, reason })
+            .set(1);
+    }
+
+    /// Publish `skeletonhunter_discovery_info{mode, configured}`; with
+    /// eBPF running, its dropped-events counter starts at 0 too.
+    pub fn set_discovery_info(&self, mode: &'static str, configured: &'static str) {
+        self.f.discovery_info.clear();
+        self.f
+            .discovery_info
+            .get_or_create(&DiscoveryInfoLabels { mode, configured })
+            .set(1);
+        if mode == PeerSource::Ebpf.as_str() {
+            drop(self.f.dropped_events.get_or_create(&SourceLabels {
+                source: PeerSource::Ebpf,
+            }));
+        }
     }
 
     /// Count a discovery event.

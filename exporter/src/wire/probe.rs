@@ -70,6 +70,16 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// Every variant, so counters can start at 0 for each reason.
+    pub const ALL: [DecodeError; 6] = [
+        DecodeError::Truncated,
+        DecodeError::Oversized,
+        DecodeError::BadMagic,
+        DecodeError::BadVersion,
+        DecodeError::BadType,
+        DecodeError::BadTlv,
+    ];
+
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -114,6 +114,14 @@ impl fmt::Display for PacketError {
 impl std::error::Error for PacketError {}
 
 impl PacketError {
+    /// Every `reason` label [`PacketError::reason`] gives.
+    pub const REASONS: [&str; 4] = [
+        "rdma_short_packet",
+        "rdma_bad_magic",
+        "rdma_bad_version",
+        "rdma_bad_kind",
+    ];
+
     /// Short label for the `reason` of the probe-error counter.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -5,6 +5,7 @@ use super::flags::{
 };
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
+use skeletonhunter_common::logging::{LogFormat, LogLevel};
 use skeletonhunter_common::web::{WebConfigError, WebSource};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,7 +20,8 @@ use std::time::Duration;
 per-pair probe loss, dial failures and RTT over --window and for skeletonhunter_node_info topology, run the \
 tomography engine, and post component alerts (alertname SkeletonHunterComponentFaulty) to every --alertmanager, \
 re-posting them while active and resolving them when the fault clears. A cycle with unreachable Prometheus or \
-partial data raises and clears nothing; it is logged and counted. Blame and health metrics are served on --listen."
+partial data raises and clears nothing; it is logged and counted. Blame and health metrics are served on \
+--web.listen-address."
 )]
 pub struct RunArgs {
     /// Prometheus-compatible API root, e.g. http://prometheus:9090 (VictoriaMetrics: http://vm:8428).
@@ -42,9 +44,17 @@ pub struct RunArgs {
     /// --prometheus.http-config-file.
     #[arg(long = "alertmanager.http-config-file", value_name = "FILE")]
     pub alertmanager_http_config: Option<PathBuf>,
-    /// Address of the /metrics, /report and /healthz endpoint.
-    #[arg(long, default_value = "0.0.0.0:9479", value_name = "ADDR")]
-    pub listen: SocketAddr,
+    /// Address of the HTTP server (metrics, /report, health, reload, landing page).
+    /// Default 0.0.0.0:9479.
+    #[arg(long = "web.listen-address", value_name = "ADDR")]
+    pub web_listen_address: Option<SocketAddr>,
+    /// Deprecated: --web.listen-address.
+    #[arg(long = "listen", hide = true, conflicts_with = "web_listen_address")]
+    pub listen: Option<SocketAddr>,
+    /// Path under which metrics are served.
+    #[arg(long = "web.telemetry-path", default_value = "/metrics", value_name = "PATH",
+          value_parser = telemetry_path)]
+    pub web_telemetry_path: String,
     /// Web configuration (exporter-toolkit format: TLS, client certificates, basic auth,
     /// headers, rate limit) for the HTTP server; re-read when it or a certificate changes.
     #[arg(long = "web.config.file", env = "SKELETONHUNTER_WEB_CONFIG_FILE", value_name = "FILE",
@@ -107,9 +117,71 @@ pub struct RunArgs {
     /// Run one cycle, print its report as JSON on stdout and exit (non-zero when the data was unusable).
     #[arg(long)]
     pub once: bool,
-    /// Log level when RUST_LOG is unset.
-    #[arg(long, default_value = "info", value_name = "LEVEL")]
-    pub log_level: String,
+    /// Log level when RUST_LOG is unset: error, warn, info, debug or trace. Default info.
+    #[arg(
+        long = "log.level",
+        env = "SKELETONHUNTER_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
+    pub log_level: Option<LogLevel>,
+    /// Deprecated: --log.level.
+    #[arg(long = "log-level", hide = true, conflicts_with = "log_level")]
+    pub log_level_deprecated: Option<String>,
+    /// Log line format: logfmt or json (colour only when stderr is a terminal).
+    #[arg(
+        long = "log.format",
+        env = "SKELETONHUNTER_LOG_FORMAT",
+        default_value = "logfmt",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Default of `--web.listen-address`.
+const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9479);
+
+impl RunArgs {
+    /// The log level directive: `--log.level`, the deprecated `--log-level`, else info.
+    pub fn log_directive(&self) -> String {
+        match (&self.log_level, &self.log_level_deprecated) {
+            (Some(l), _) => l.as_str().to_string(),
+            (None, Some(old)) => old.clone(),
+            (None, None) => "info".to_string(),
+        }
+    }
+
+    /// The deprecated flags given, as (old, new) names, for one warning each.
+    pub fn deprecated_flags(&self) -> Vec<(&'static str, &'static str)> {
+        let mut v = Vec::new();
+        if self.listen.is_some() {
+            v.push(("--listen", "--web.listen-address"));
+        }
+        if self.log_level_deprecated.is_some() {
+            v.push(("--log-level", "--log.level"));
+        }
+        v
+    }
+}
+
+/// `--web.telemetry-path`: an absolute path no other endpoint uses.
+fn telemetry_path(p: &str) -> Result<String, String> {
+    if !p.starts_with('/') || p.contains(['?', '#', ' ']) {
+        return Err(format!("{p:?} is not an absolute URL path (e.g. /metrics)"));
+    }
+    if [
+        "/",
+        "/report",
+        "/-/healthy",
+        "/-/ready",
+        "/-/reload",
+        "/healthz",
+    ]
+    .contains(&p)
+    {
+        return Err(format!("{p:?} is already an endpoint of the localizer"));
+    }
+    Ok(p.to_string())
 }
 
 /// Entry point of `skeletonhunter-localizer run` (logging is set up by the
@@ -147,7 +219,11 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         )?,
         prometheus: args.prometheus,
         alertmanagers: args.alertmanager,
-        listen: args.listen,
+        listen: args
+            .web_listen_address
+            .or(args.listen)
+            .unwrap_or(DEFAULT_LISTEN),
+        telemetry_path: args.web_telemetry_path,
         web: args.web_config_file,
         interval: args.interval,
         window: args.window,

@@ -403,9 +403,11 @@ fn register_pairs(r: &mut Registry, m: &Metrics) {
         .set(1);
     r.register(
         "skeletonhunter_localizer_build_info",
-        "Version of the running localizer",
+        "Deprecated, removed in the next release: use skeletonhunter_build_info",
         build,
     );
+    skeletonhunter_common::build::register(r);
+    r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
 }
 
 /// Coverage of the last cycle and the alerts held firing.

@@ -13,6 +13,7 @@ use super::delivery::unix_now;
 use super::metrics::Metrics;
 use hyper::{Method, StatusCode};
 use skeletonhunter_common::http::{Reply, Request};
+use skeletonhunter_common::landing::{self, Link};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,14 +42,16 @@ pub fn is_ready(metrics: &Metrics, interval: Duration) -> bool {
     metrics.since_cycle_ok().is_some_and(|d| d <= interval * 2)
 }
 
-/// The HTTP handler: `/metrics`, `/report` (last analysis JSON),
-/// `/-/healthy` (`/healthz`), `/-/ready`, `POST /-/reload`.
+/// The HTTP handler: metrics at `telemetry_path` (`--web.telemetry-path`),
+/// `/report` (last analysis JSON), `/-/healthy` (`/healthz`), `/-/ready`,
+/// `POST /-/reload`, and a landing page at `/`.
 pub fn handler(
     metrics: Arc<Metrics>,
     interval: Duration,
+    telemetry_path: String,
 ) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
     move |req: Request| match req.path.as_str() {
-        "/metrics" => metrics.encode(req.accept.as_deref()),
+        p if p == telemetry_path => metrics.encode(req.accept.as_deref()),
         "/-/healthy" | "/healthz" => Reply::text(StatusCode::OK, "healthy\n"),
         "/-/ready" => ready(&metrics, interval),
         "/-/reload" => {
@@ -61,9 +64,18 @@ pub fn handler(
             }
         }
         "/report" => Reply::json(metrics.report()),
-        "/" => Reply::text(
-            StatusCode::OK,
-            "skeletonhunter-localizer: /metrics, /report, /-/healthy, /-/ready, POST /-/reload\n",
+        "/" => landing::page(
+            "SkeletonHunter localizer",
+            "Localizes network faults from the exporters' probes and alerts through Alertmanager.",
+            &[
+                Link::new(telemetry_path.as_str(), "Metrics (blame, cycles)"),
+                Link::new("/report", "The last analysis (JSON)"),
+                Link::new("/-/healthy", "Health: the process is up"),
+                Link::new(
+                    "/-/ready",
+                    "Readiness: a recent cycle analyzed complete data",
+                ),
+            ],
         ),
         other => Reply::not_found(other),
     }
@@ -100,7 +112,7 @@ mod tests {
     fn handler_routes() {
         let m = Arc::new(Metrics::new());
         m.set_report("{\"faults\":[]}".into());
-        let h = handler(m, Duration::from_secs(10));
+        let h = handler(m, Duration::from_secs(10), "/metrics".into());
         assert_eq!(h(req(Method::GET, "/metrics")).status, StatusCode::OK);
         assert_eq!(&h(req(Method::GET, "/report")).body[..], b"{\"faults\":[]}");
         assert_eq!(h(req(Method::GET, "/nope")).status, StatusCode::NOT_FOUND);
@@ -110,7 +122,7 @@ mod tests {
     fn health_tells_up_from_ready() {
         let m = Arc::new(Metrics::new());
         let interval = Duration::from_millis(50);
-        let h = handler(m.clone(), interval);
+        let h = handler(m.clone(), interval, "/metrics".into());
         let get = |p: &str| h(req(Method::GET, p)).status;
         assert_eq!(get("/-/healthy"), StatusCode::OK);
         assert_eq!(get("/healthz"), StatusCode::OK);
@@ -132,7 +144,7 @@ mod tests {
     #[test]
     fn reload_is_post_only_and_recorded() {
         let m = Arc::new(Metrics::new());
-        let h = handler(m.clone(), Duration::from_secs(10));
+        let h = handler(m.clone(), Duration::from_secs(10), "/metrics".into());
         assert_eq!(
             h(req(Method::GET, "/-/reload")).status,
             StatusCode::METHOD_NOT_ALLOWED

@@ -41,7 +41,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(skeletonhunter_common::http::serve_web(
         listener,
-        handler(metrics.clone(), s.interval),
+        handler(metrics.clone(), s.interval, s.telemetry_path.clone()),
         skeletonhunter_common::http::Limits::default(),
         s.web.clone(),
         async move {
@@ -49,12 +49,13 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
         },
     ));
     tracing::info!(
-        "localizing every {:?} over {} from {} ({} Alertmanager(s)); metrics on http://{}/metrics",
+        "localizing every {:?} over {} from {} ({} Alertmanager(s)); metrics on http://{}{}",
         s.interval,
         promql_duration(s.window),
         loc.prometheus(),
         loc.alertmanagers(),
-        s.listen
+        s.listen,
+        s.telemetry_path
     );
     if loc.alertmanagers() == 0 {
         tracing::warn!("no --alertmanager given: faults are only exported as metrics");

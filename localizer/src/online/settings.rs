@@ -24,6 +24,8 @@ pub struct Settings {
     pub alertmanager_http: EndpointConfig,
     /// Address of `/metrics`, `/report`, `/healthz`.
     pub listen: SocketAddr,
+    /// Where metrics are served (`--web.telemetry-path`).
+    pub telemetry_path: String,
     /// TLS and authentication of that server (`--web.config.file`).
     pub web: Option<Arc<WebSource>>,
     /// Time between cycles.

@@ -104,7 +104,7 @@ impl Stack {
                     &secs(opts.scrape_interval),
                     "--min-latency-excess",
                     &opts.min_latency_excess,
-                    "--listen",
+                    "--web.listen-address",
                     &format!("127.0.0.1:{}", ports::LOCALIZER),
                 ]);
                 cmd.args(&opts.localizer_args);

@@ -104,7 +104,7 @@ impl Localizer {
             "run",
             "--prometheus",
             prometheus,
-            "--listen",
+            "--web.listen-address",
             &listen.to_string(),
             "--interval",
             "1s",

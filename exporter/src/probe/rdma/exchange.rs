@@ -339,6 +339,20 @@ pub struct Responder<A> {
     dropped: u64,
 }
 
+/// Every `reason` label this exchange gives a probe that yields no RTT or
+/// a reply that is not ours (counters start at 0 for each).
+pub const REASONS: [&str; 9] = [
+    "rdma_send_failed",
+    "rdma_other_session",
+    "rdma_late_or_duplicate",
+    "rdma_unexpected_probe",
+    "rdma_no_send_completion",
+    "rdma_no_ack_detail",
+    "rdma_stamps_out_of_order",
+    "rdma_responder_delay_exceeds_rtt",
+    "rdma_nic_interval_exceeds_host_interval",
+];
+
 /// Work-request ids of the responder have the top bit set, so one CQ can
 /// serve both roles and tell the completions apart.
 pub const RESPONDER_WR_BIT: u64 = 1 << 63;

@@ -30,9 +30,10 @@ pub fn start_or_disable(
     metrics: Arc<Metrics>,
     book: EndpointBook,
 ) -> Option<Arc<RdmaProber>> {
-    match RdmaProber::start(config, metrics, book) {
+    match RdmaProber::start(config, metrics.clone(), book) {
         Ok(p) => Some(p),
         Err(reason) => {
+            metrics.set_rdma_info("disabled", reason.kind());
             log_disabled(&reason.to_string());
             None
         }

@@ -26,6 +26,20 @@ pub enum StartError {
     Timeout,
 }
 
+impl StartError {
+    /// The `reason` label of `skeletonhunter_rdma_info`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StartError::NotBuilt => "not_built",
+            StartError::Unavailable(_) => "unavailable",
+            StartError::EventFd(_) => "eventfd",
+            StartError::NoPort => "no_port",
+            StartError::Thread(_) => "thread",
+            StartError::Timeout => "timeout",
+        }
+    }
+}
+
 #[cfg(not(feature = "rdma"))]
 mod imp {
     use super::super::RdmaConfig;

@@ -236,3 +236,19 @@ fn responder_is_bounded_and_tags_wr_ids() {
     assert_eq!(r.on_probe(&Packet::ack_for(&probes[0]), 1, 1), None);
     r.compact();
 }
+
+#[test]
+fn every_reason_literal_of_the_exchange_is_listed() {
+    // The zero-valued counters start from REASONS: a reason added to the
+    // code but not to the list would appear only at its first error.
+    let src = include_str!("../exchange.rs");
+    let code = &src[..src.find("pub const REASONS").unwrap()];
+    let mut found = 0;
+    for lit in code.split('"').skip(1).step_by(2) {
+        if lit.starts_with("rdma_") {
+            assert!(REASONS.contains(&lit), "{lit} is not in REASONS");
+            found += 1;
+        }
+    }
+    assert!(found >= REASONS.len(), "{found} literals");
+}
