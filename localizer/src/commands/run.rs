@@ -284,3 +284,54 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut argv = vec!["x", "--prometheus", "http://127.0.0.1:9090"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|c| c.run)
+    }
+
+    #[test]
+    fn new_and_deprecated_web_and_log_flags() {
+        let a = parse(&[
+            "--web.listen-address=127.0.0.1:9500",
+            "--web.telemetry-path=/m",
+            "--log.level=debug",
+            "--log.format=json",
+        ])
+        .unwrap();
+        assert_eq!(a.log_directive(), "debug");
+        assert!(a.deprecated_flags().is_empty());
+        let s = settings(a).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:9500");
+        assert_eq!(s.telemetry_path, "/m");
+        let old = parse(&["--listen=127.0.0.1:9501", "--log-level=warn"]).unwrap();
+        assert_eq!(old.log_directive(), "warn");
+        assert_eq!(old.deprecated_flags().len(), 2);
+        assert_eq!(settings(old).unwrap().listen.to_string(), "127.0.0.1:9501");
+        assert_eq!(
+            settings(parse(&[]).unwrap()).unwrap().listen.to_string(),
+            "0.0.0.0:9479"
+        );
+        assert!(parse(&["--listen=127.0.0.1:1", "--web.listen-address=127.0.0.1:2"]).is_err());
+        for bad in ["metrics", "/report", "/"] {
+            let e = parse(&["--web.telemetry-path", bad])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("--web.telemetry-path"), "{bad}: {e}");
+        }
+        assert!(parse(&["--log.format=text"]).is_err());
+    }
+}
