@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config cmake clang llvm libbpf-dev
   libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers rdma-core
-  iproute2 nftables procps curl jq ca-certificates
+  iproute2 nftables procps curl jq ca-certificates python3-pip systemd
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
 )
 
@@ -46,4 +46,12 @@ fi
 # Tracepoints need tracefs; mount it when the kernel has it but it is not mounted.
 if [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup.sh: could not mount tracefs (eBPF discovery will use its fallback)"
+fi
+
+# kubernetes-validate checks deploy/kubernetes/ (tests/tests/ops_deploy.rs).
+# Only when missing, so an offline re-run does not fail.
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "setup.sh: installing kubernetes-validate (pip)"
+  python3 -m pip install -q kubernetes-validate 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages kubernetes-validate
 fi

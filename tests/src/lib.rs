@@ -8,13 +8,14 @@
 //!
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
-//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`; `fabric`,
+//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`, `deploy`; `fabric`,
 //! `dashboards`, `localizer`.
 
 #[allow(unsafe_code)]
 pub mod sys;
 
 pub mod dashboards;
+pub mod deploy;
 pub mod exporter;
 pub mod exposition;
 pub mod fabric;
