@@ -127,6 +127,12 @@ fn flows_spread_over_spines_and_a_link_fault_hits_only_its_paths() -> Result<()>
         far_flows.values().any(|(s, _)| *s == x),
         "no flow of {other} -> {far} crosses spine{x}: {far_flows:?}"
     );
+    // Traces that started before this are not about the fault (a flow
+    // whose first probes went out before its peer's responder was up is
+    // traced as lossy at start).
+    let injected = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs_f64();
     f.link_fault(0, x, true)?;
 
     // 3. Exactly the paths over the link lose everything.
@@ -174,7 +180,13 @@ fn flows_spread_over_spines_and_a_link_fault_hits_only_its_paths() -> Result<()>
             let t: Vec<FlowTrace> = flow_traces(&f, f.node(src).ok()?)
                 .ok()?
                 .into_iter()
-                .filter(|t| t.dst == dst_ip && t.reason == "lossy_flow" && t.finished && !t.running)
+                .filter(|t| {
+                    t.dst == dst_ip
+                        && t.reason == "lossy_flow"
+                        && t.finished
+                        && !t.running
+                        && t.started_unix_seconds >= injected
+                })
                 .collect();
             (!t.is_empty()).then_some(t)
         },

@@ -29,6 +29,8 @@ pub struct FlowTrace {
     pub reached: bool,
     /// Whether there is a finished trace at all.
     pub finished: bool,
+    /// When the last finished trace started (Unix seconds; 0 without one).
+    pub started_unix_seconds: f64,
 }
 
 /// GET `path` from `node`'s exporter (through the management network).
@@ -66,6 +68,7 @@ pub fn flow_traces(fabric: &Fabric, node: &Node) -> Result<Vec<FlowTrace>> {
                 .unwrap_or_default(),
             reached: t["trace"]["reached"] == true,
             finished: t["trace"].is_object(),
+            started_unix_seconds: t["trace"]["started_unix_seconds"].as_f64().unwrap_or(0.0),
         });
     }
     Ok(out)
