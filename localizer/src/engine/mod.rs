@@ -16,10 +16,17 @@
 //!    a one-sided likelihood-ratio test plus a coverage test per candidate
 //!    turn estimates into blame or clear.
 //!
+//! Before them, when pairs carry per-path data (multi-flow probing),
+//! [`links`] blames ECMP member links from the within-pair contrast of
+//! [`contrast`] and takes the pairs a blamed link explains out of the
+//! tomography.
+//!
 //! [`voting`] is the baseline the benchmark compares against; [`model`]
 //! holds the types everything else speaks; [`stats`] the distributions.
 
+pub mod contrast;
 pub mod detect;
+pub mod links;
 pub mod model;
 pub mod pipeline;
 pub mod stats;

@@ -5,6 +5,7 @@
 //! through here.
 
 use super::detect;
+use super::links;
 use super::model::{Config, PairStats, Report, Timings};
 use super::tomography;
 use super::topology;
@@ -25,18 +26,37 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
         .enumerate()
         .filter(|(_, p)| !p.src.node.is_empty() && !p.dst.node.is_empty() && p.rounds > 0.0)
         .unzip();
-    let matrix = topology::PathMatrix::build(&usable);
+    // Blamed ECMP links first; the pairs they explain stay out of the
+    // component tomography (no-op without per-path data).
+    let links = links::localize(&usable, config);
+    let (kept, rows): (Vec<usize>, Vec<&PairStats>) = usable
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !links.explained[*i])
+        .map(|(i, p)| (index[i], *p))
+        .unzip();
+    let matrix = topology::PathMatrix::build(&rows);
     let t1 = std::time::Instant::now();
-    let evidence = detect::detect(&usable, &matrix, config);
+    let evidence = detect::detect(&rows, &matrix, config);
     let t2 = std::time::Instant::now();
     let mut report = tomography::localize(&matrix, &evidence, config);
     for f in &mut report.faults {
         for i in &mut f.hit_pairs {
-            *i = index[*i];
+            *i = kept[*i];
         }
     }
+    let mut link_hits = std::collections::BTreeSet::new();
+    for mut f in links.faults {
+        for i in &mut f.hit_pairs {
+            *i = index[*i];
+            link_hits.insert(*i);
+        }
+        report.faults.push(f);
+    }
+    report.faults.sort_by(tomography::localize::report_order);
+    report.blame.extend(links.blame);
     report.pairs_observed = usable.len();
-    report.pairs_anomalous = evidence.anomalous_pairs();
+    report.pairs_anomalous = evidence.anomalous_pairs() + link_hits.len();
     let t3 = std::time::Instant::now();
     (
         report,
@@ -228,5 +248,33 @@ mod tests {
             r.faults[0].equivalent,
             vec![Component::new(Kind::Hop, "10.1.0.1")]
         );
+    }
+
+    /// A dead ToR-spine link on a 3-ToR, 2-spine fabric: the link is the
+    /// one fault, not the ToR above whose pairs all lose flows nor the
+    /// spine block; its hit pairs index the input.
+    #[test]
+    fn a_dead_link_is_the_only_fault() {
+        let pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["link/u10:unreachable"]);
+        let f = &r.faults[0];
+        assert!(f.hit_pairs.iter().all(|&i| pairs[i].src.tor == "t1"));
+        assert!(r
+            .blame
+            .iter()
+            .any(|b| b.faulty && b.component.kind == Kind::Link));
+        // A ToR fault with the same paths is still the ToR's.
+        let mut tor = crate::engine::links::tests::fabric(3, &[]);
+        for p in &mut tor {
+            if p.src.tor == "t1" || p.dst.tor == "t1" {
+                p.lost = (p.sent * 0.3).round();
+                for path in &mut p.paths {
+                    path.lost = (path.probes * 0.3).round();
+                }
+            }
+        }
+        let r = analyze(&tor, &Config::default());
+        assert_eq!(named(&r), vec!["tor/t1:loss"]);
     }
 }

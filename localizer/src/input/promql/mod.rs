@@ -429,6 +429,7 @@ impl Acc {
             rtt_seconds,
             rtt_samples,
             hops: Vec::new(),
+            paths: Vec::new(),
         })
     }
 }
