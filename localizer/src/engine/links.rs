@@ -16,157 +16,41 @@
 //! 2. a candidate passes with a significant pooled test (Bonferroni over
 //!    the candidates), at least `min_pairs` pairs leaning its way, and
 //!    evidence that survives dropping its `min_pairs` strongest pairs;
-//! 3. the router rule: if at least half of the other links *into the same
-//!    router* (links sharing a next hop with it) or *out of the same
-//!    router* (sharing a previous hop) show the symptom too (at the
-//!    uncorrected level, with the pairs the candidate explains set aside:
-//!    its reverse pairs would lend them its own evidence), the router is at fault, not
-//!    this link, and the stage blames nothing there (the component
-//!    tomography then blames the spine from the pairs' labels);
-//! 4. greedy: the strongest passing link is accepted and the pairs it
+//! 3. the router rule: which links enter (or leave) the same router comes
+//!    from alias resolution on the traces (when link `a` is followed by
+//!    `b`, the router `a` enters is the one `b` leaves); if the other links
+//!    into the same router, or out of it, pooled, show the symptom too
+//!    (significant at the uncorrected level, at least half the candidate's
+//!    extra loss, the pairs the candidate explains set aside: its reverse
+//!    pairs would lend them its own evidence), the router is at fault, not
+//!    the link: the stage blames none of the router's links and sets the
+//!    cross-ToR pairs around it aside (the component tomography then blames
+//!    the spine block from the pairs' labels);
+//! 4. the shadow rule: a link adjacent to another passing link on the same
+//!    paths may only see that link's loss (the uplink before a lossy
+//!    downlink carries some of its flows); it is passed over when its
+//!    evidence vanishes without the narrower neighbour's paths, or when a
+//!    wider neighbour still passes without its paths and is about as lossy;
+//! 5. greedy: the strongest passing link is accepted and the pairs it
 //!    explains (below) are taken out of the other candidates' evidence (so
 //!    the links after it on its paths, and the links of the reverse pairs
-//!    whose replies it hit, lose their evidence), then again, at most once
-//!    per candidate.
+//!    whose replies it hit, lose their evidence), then again; each round
+//!    accepts a link or finds a router, so it ends.
 //!
 //! The pairs an accepted link explains — those whose forward flows can
-//! cross it, and their reverse pairs, whose replies can — are left out of
-//! the component tomography, so a link fault is never also blamed on the
-//! ToR or the spine above it.
+//! cross it, their reverse pairs, whose replies can, and, when the link
+//! hangs off one ToR (all its senders, or all its receivers, under it),
+//! every cross-ToR pair of that ToR — are left out of the component
+//! tomography, so a link fault is never also blamed on the ToR or the
+//! spine above it. Latency is not localized to links (the path series
+//! carry loss only).
 
-use super::contrast::{contrast_test, extra_loss, without_strongest, Contrast, Counts};
+use super::contrast::{contrast_test, extra_loss, without_strongest, Contrast};
 use super::model::{Blame, Config, Fault, PairStats, Symptom};
+use super::paths::{explain_routers, mark_explained, Paths};
 use super::stats::one_sided_lr_p_value;
 use skeletonhunter_common::topology::{Component, Kind};
 use std::collections::{BTreeSet, HashMap, HashSet};
-
-/// One forward path of one pair, its links interned.
-#[derive(Debug, Clone)]
-struct Row {
-    pair: usize,
-    links: Vec<u32>,
-    counts: Counts,
-}
-
-/// Every path row, with the link graph the traces reveal.
-#[derive(Debug, Default)]
-struct Paths {
-    names: Vec<String>,
-    rows: Vec<Row>,
-    /// Rows of each pair (consecutive).
-    by_pair: HashMap<usize, Vec<usize>>,
-    /// Rows crossing each link.
-    rows_of: Vec<Vec<usize>>,
-    /// Links seen right after / right before each link on some path.
-    succ: Vec<BTreeSet<u32>>,
-    pred: Vec<BTreeSet<u32>>,
-}
-
-impl Paths {
-    fn build(pairs: &[&PairStats]) -> Paths {
-        let mut p = Paths::default();
-        let mut ids: HashMap<String, u32> = HashMap::new();
-        for (i, pair) in pairs.iter().enumerate() {
-            for path in &pair.paths {
-                if !(path.probes.is_finite() && path.probes > 0.0) {
-                    continue;
-                }
-                let mut links = Vec::with_capacity(path.hops.len());
-                let mut prev: Option<u32> = None;
-                for hop in &path.hops {
-                    if hop.is_empty() {
-                        prev = None;
-                        continue;
-                    }
-                    let id = p.intern(&mut ids, hop);
-                    if let Some(a) = prev.filter(|&a| a != id) {
-                        p.succ[a as usize].insert(id);
-                        p.pred[id as usize].insert(a);
-                    }
-                    prev = Some(id);
-                    links.push(id);
-                }
-                links.sort_unstable();
-                links.dedup();
-                let lost = if path.lost.is_finite() {
-                    path.lost.max(0.0)
-                } else {
-                    0.0
-                };
-                let mut counts = Counts::default();
-                counts.add(path.probes, lost);
-                let r = p.rows.len();
-                for &l in &links {
-                    p.rows_of[l as usize].push(r);
-                }
-                p.by_pair.entry(i).or_default().push(r);
-                p.rows.push(Row {
-                    pair: i,
-                    links,
-                    counts,
-                });
-            }
-        }
-        p
-    }
-
-    fn intern(&mut self, ids: &mut HashMap<String, u32>, hop: &str) -> u32 {
-        if let Some(&id) = ids.get(hop) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        ids.insert(hop.to_string(), id);
-        self.names.push(hop.to_string());
-        self.rows_of.push(Vec::new());
-        self.succ.push(BTreeSet::new());
-        self.pred.push(BTreeSet::new());
-        id
-    }
-
-    /// Per pair crossing link `l`, its unexplained flows via `l` and not.
-    fn contrasts(&self, l: u32, explained: &[bool]) -> Vec<Contrast> {
-        let pairs: BTreeSet<usize> = self.rows_of[l as usize]
-            .iter()
-            .filter(|&&r| !explained[r])
-            .map(|&r| self.rows[r].pair)
-            .collect();
-        pairs
-            .into_iter()
-            .filter_map(|pair| {
-                let mut c = Contrast {
-                    pair,
-                    via: Counts::default(),
-                    other: Counts::default(),
-                };
-                for &r in &self.by_pair[&pair] {
-                    if explained[r] {
-                        continue;
-                    }
-                    let row = &self.rows[r];
-                    let side = if row.links.binary_search(&l).is_ok() {
-                        &mut c.via
-                    } else {
-                        &mut c.other
-                    };
-                    side.add(row.counts.n, row.counts.k);
-                }
-                (c.via.n > 0.0 && c.other.n > 0.0).then_some(c)
-            })
-            .collect()
-    }
-
-    /// Links into the same router as `l` (sharing a next hop) and out of
-    /// the same router (sharing a previous hop).
-    fn siblings(&self, l: u32) -> [Vec<u32>; 2] {
-        let share = |sets: &[BTreeSet<u32>]| -> Vec<u32> {
-            let mine = &sets[l as usize];
-            (0..self.names.len() as u32)
-                .filter(|&m| m != l && !sets[m as usize].is_disjoint(mine))
-                .collect()
-        };
-        [share(&self.succ), share(&self.pred)]
-    }
-}
 
 /// One candidate link's test under the current explanation.
 #[derive(Debug, Clone)]
@@ -195,7 +79,8 @@ fn evaluate(
     let (_, stat) = contrast_test(&rows);
     let p_value = one_sided_lr_p_value(stat);
     let leaning: Vec<usize> = rows.iter().filter(|r| r.leans()).map(|r| r.pair).collect();
-    let passes = p_value < level && leaning.len() >= config.min_pairs.max(1) && {
+    let score = extra_loss(&rows);
+    let passes = p_value < level && score > 0.0 && leaning.len() >= config.min_pairs.max(1) && {
         let (_, rest) = contrast_test(&without_strongest(&rows, config.min_pairs));
         one_sided_lr_p_value(rest) < config.alpha
     };
@@ -203,24 +88,25 @@ fn evaluate(
         link: l,
         stat,
         p_value,
-        score: extra_loss(&rows),
+        score,
         leaning,
         passes,
     })
 }
 
-/// The router rule: at least half of the links into (or out of) the same
-/// router that have evidence show the symptom as well, once the pairs `v`'s link
+/// The router rule: the other links into (or out of) the same router,
+/// pooled, show the symptom as well (significant at the uncorrected level,
+/// at least half the candidate's extra loss), once the pairs `v`'s link
 /// explains are set aside (they would lend its siblings its own evidence:
 /// their replies cross it).
 fn router_fault(
     pairs: &[&PairStats],
     paths: &Paths,
+    routers: &[u32],
     v: &Verdict,
     explained: &[bool],
-    level: f64,
     config: &Config,
-) -> bool {
+) -> Option<u32> {
     let mut own = vec![false; pairs.len()];
     mark_explained(pairs, paths, v.link, &mut own);
     let aside: Vec<bool> = paths
@@ -229,20 +115,21 @@ fn router_fault(
         .enumerate()
         .map(|(r, row)| explained[r] || own[row.pair])
         .collect();
-    paths.siblings(v.link).iter().any(|side| {
-        let tested: Vec<Verdict> = side
-            .iter()
-            .filter_map(|&m| evaluate(paths, m, &aside, level, config))
-            .collect();
-        // A sibling shows the symptom at the per-candidate level, without
-        // the multiple-testing correction: missing a router is the costly
-        // error here.
-        let showing = tested
-            .iter()
-            .filter(|s| s.p_value < config.alpha && s.leaning.len() >= config.min_pairs.max(1))
-            .count();
-        !tested.is_empty() && 2 * showing >= tested.len()
-    })
+    let sides = paths.siblings(routers, v.link);
+    (0..2)
+        .find(|&side| {
+            let side = &sides[side];
+            let pooled: Vec<Contrast> = side
+                .iter()
+                .flat_map(|&m| paths.contrasts(m, &aside))
+                .collect();
+            let (_, stat) = contrast_test(&pooled);
+            let leaning = pooled.iter().filter(|r| r.leans()).count();
+            one_sided_lr_p_value(stat) < config.alpha
+                && leaning >= config.min_pairs.max(1)
+                && extra_loss(&pooled) >= 0.5 * v.score
+        })
+        .map(|side| routers[(2 * v.link + side as u32) as usize])
 }
 
 /// What the link stage concluded.
@@ -257,6 +144,119 @@ pub struct LinkReport {
     pub explained: Vec<bool>,
 }
 
+/// The greedy's state.
+struct Greedy<'a> {
+    pairs: &'a [&'a PairStats],
+    paths: Paths,
+    routers: Vec<u32>,
+    config: &'a Config,
+    level: f64,
+    /// Path rows explained by accepted links or faulty routers.
+    explained: Vec<bool>,
+    /// Routers found at fault: their links are never blamed (a weaker
+    /// link of the router may lack siblings with evidence of their own).
+    faulty_routers: HashSet<u32>,
+    accepted: Vec<Verdict>,
+    cleared: HashMap<u32, Verdict>,
+}
+
+/// What one greedy round did.
+enum Step {
+    Accepted(Verdict),
+    RouterFound,
+    Done,
+}
+
+impl Greedy<'_> {
+    /// Test the remaining candidates; accept the strongest passing link,
+    /// unless a stronger one reveals a faulty router first.
+    fn round(&mut self, candidates: &[u32]) -> Step {
+        let verdicts: Vec<Verdict> = candidates
+            .iter()
+            .filter(|l| !self.accepted.iter().any(|a| a.link == **l))
+            .filter_map(|&l| evaluate(&self.paths, l, &self.explained, self.level, self.config))
+            .filter(|v| v.passes)
+            .collect();
+        let mut passing: Vec<&Verdict> = verdicts.iter().collect();
+        passing.sort_by(|a, b| b.stat.total_cmp(&a.stat).then(a.link.cmp(&b.link)));
+        for v in &passing {
+            let v = *v;
+            let l = 2 * v.link as usize;
+            if self.faulty_routers.contains(&self.routers[l])
+                || self.faulty_routers.contains(&self.routers[l + 1])
+            {
+                self.cleared.insert(v.link, v.clone());
+                continue;
+            }
+            if self.shadowed(v, &passing) {
+                continue;
+            }
+            let router = router_fault(
+                self.pairs,
+                &self.paths,
+                &self.routers,
+                v,
+                &self.explained,
+                self.config,
+            );
+            if let Some(group) = router {
+                self.faulty_routers.insert(group);
+                self.cleared.insert(v.link, v.clone());
+                return Step::RouterFound;
+            }
+            return Step::Accepted(v.clone());
+        }
+        Step::Done
+    }
+}
+
+impl Greedy<'_> {
+    /// Unexplained rows crossing `l`.
+    fn rows(&self, l: u32) -> BTreeSet<usize> {
+        self.paths.rows_of[l as usize]
+            .iter()
+            .copied()
+            .filter(|&r| !self.explained[r])
+            .collect()
+    }
+
+    /// `v` with the rows of `l` set aside.
+    fn without(&self, v: u32, l: u32) -> Option<Verdict> {
+        let mut aside = self.explained.clone();
+        for &r in &self.paths.rows_of[l as usize] {
+            aside[r] = true;
+        }
+        evaluate(&self.paths, v, &aside, self.level, self.config)
+    }
+
+    /// Whether `v` only shadows an adjacent passing link on the same
+    /// paths: a link after (or before) a faulty one sees the loss of the
+    /// flows it shares with it. Against a narrower neighbour (whose rows
+    /// are a strict subset of `v`'s) `v` is a shadow when it no longer
+    /// passes without them; against a wider one when the wider one still
+    /// passes without `v`'s rows and `v` is not clearly lossier than it
+    /// is there (then the wider link explains both).
+    fn shadowed(&self, v: &Verdict, passing: &[&Verdict]) -> bool {
+        let mine = self.rows(v.link);
+        passing.iter().any(|n| {
+            let adjacent = self.paths.adjacent.contains(&(v.link, n.link))
+                || self.paths.adjacent.contains(&(n.link, v.link));
+            if !adjacent {
+                return false;
+            }
+            let theirs = self.rows(n.link);
+            if theirs.len() < mine.len() && theirs.is_subset(&mine) {
+                !self.without(v.link, n.link).is_some_and(|w| w.passes)
+            } else if mine.len() < theirs.len() && mine.is_subset(&theirs) {
+                self.without(n.link, v.link)
+                    .is_some_and(|w| w.passes && v.score <= 1.5 * w.score)
+            } else {
+                false
+            }
+        })
+    }
+}
+
 /// Localize faulty ECMP links over `pairs` (see the module docs).
 pub fn localize(pairs: &[&PairStats], config: &Config) -> LinkReport {
     let mut out = LinkReport {
@@ -267,54 +267,53 @@ pub fn localize(pairs: &[&PairStats], config: &Config) -> LinkReport {
         return out;
     }
     let paths = Paths::build(pairs);
+    let none = vec![false; paths.rows.len()];
     let candidates: Vec<u32> = (0..paths.names.len() as u32)
-        .filter(|&l| {
-            !paths
-                .contrasts(l, &vec![false; paths.rows.len()])
-                .is_empty()
-        })
+        .filter(|&l| !paths.contrasts(l, &none).is_empty())
         .collect();
-    let level = config.alpha / candidates.len().max(1) as f64;
-    let mut explained = vec![false; paths.rows.len()];
-    let mut accepted: Vec<Verdict> = Vec::new();
-    let mut cleared: HashMap<u32, Verdict> = HashMap::new();
-    for _ in 0..candidates.len() {
-        let verdicts: HashMap<u32, Verdict> = candidates
-            .iter()
-            .filter(|l| !accepted.iter().any(|a| a.link == **l))
-            .filter_map(|&l| evaluate(&paths, l, &explained, level, config))
-            .map(|v| (v.link, v))
-            .collect();
-        let mut passing: Vec<&Verdict> = verdicts.values().filter(|v| v.passes).collect();
-        passing.sort_by(|a, b| b.stat.total_cmp(&a.stat).then(a.link.cmp(&b.link)));
-        let Some(best) = passing
-            .iter()
-            .find(|v| {
-                let router = router_fault(pairs, &paths, v, &explained, level, config);
-                if router {
-                    cleared.insert(v.link, (**v).clone());
+    let mut g = Greedy {
+        pairs,
+        routers: paths.routers(),
+        explained: none,
+        paths,
+        config,
+        level: config.alpha / candidates.len().max(1) as f64,
+        faulty_routers: HashSet::new(),
+        accepted: Vec::new(),
+        cleared: HashMap::new(),
+    };
+    // Each round accepts a link or finds a router: bounded by both counts.
+    for _ in 0..2 * candidates.len() {
+        match g.round(&candidates) {
+            Step::Done => break,
+            Step::RouterFound => {
+                explain_routers(
+                    pairs,
+                    &g.paths,
+                    &g.routers,
+                    &g.faulty_routers,
+                    &mut g.explained,
+                );
+            }
+            Step::Accepted(best) => {
+                g.cleared.remove(&best.link);
+                // Explain every flow of the pairs the link touches, replies
+                // included: a reply-side loss is the same on all forward
+                // paths of a pair only on average over its flows, and a
+                // pair of few flows would otherwise lend a spurious
+                // contrast to its other links.
+                mark_explained(pairs, &g.paths, best.link, &mut out.explained);
+                for (r, row) in g.paths.rows.iter().enumerate() {
+                    g.explained[r] |= out.explained[row.pair];
                 }
-                !router
-            })
-            .map(|v| (**v).clone())
-        else {
-            break;
-        };
-        cleared.remove(&best.link);
-        // Explain every flow of the pairs the link touches, replies
-        // included: a reply-side loss is the same on all forward paths of
-        // a pair only on average over its flows, and a pair of few flows
-        // would otherwise lend a spurious contrast to its other links.
-        mark_explained(pairs, &paths, best.link, &mut out.explained);
-        for (r, row) in paths.rows.iter().enumerate() {
-            explained[r] |= out.explained[row.pair];
+                g.accepted.push(best);
+            }
         }
-        accepted.push(best);
     }
-    for v in &accepted {
-        out.faults.push(fault_of(&paths, v, config));
+    for v in &g.accepted {
+        out.faults.push(fault_of(&g.paths, v, config));
     }
-    out.blame = blame_of(&paths, &accepted, cleared.values(), config);
+    out.blame = blame_of(&g.paths, &g.accepted, g.cleared.values(), config);
     out
 }
 
@@ -365,24 +364,6 @@ fn blame_of<'a>(
             faulty,
         })
         .collect()
-}
-
-/// Pairs link `l` can touch: from a node whose flows cross it to a node
-/// they reach through it (forward), and the other way round (the replies).
-fn mark_explained(pairs: &[&PairStats], paths: &Paths, l: u32, explained: &mut [bool]) {
-    let mut from: HashSet<&str> = HashSet::new();
-    let mut to: HashSet<&str> = HashSet::new();
-    for &r in &paths.rows_of[l as usize] {
-        let p = pairs[paths.rows[r].pair];
-        from.insert(p.src.node.as_str());
-        to.insert(p.dst.node.as_str());
-    }
-    for (i, p) in pairs.iter().enumerate() {
-        let (s, d) = (p.src.node.as_str(), p.dst.node.as_str());
-        if (from.contains(s) && to.contains(d)) || (to.contains(s) && from.contains(d)) {
-            explained[i] = true;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //!
 //! Before them, when pairs carry per-path data (multi-flow probing),
 //! [`links`] blames ECMP member links from the within-pair contrast of
-//! [`contrast`] and takes the pairs a blamed link explains out of the
+//! [`contrast`] over the per-path rows of [`paths`] and takes the pairs a blamed link explains out of the
 //! tomography.
 //!
 //! [`voting`] is the baseline the benchmark compares against; [`model`]
@@ -28,6 +28,7 @@ pub mod contrast;
 pub mod detect;
 pub mod links;
 pub mod model;
+pub mod paths;
 pub mod pipeline;
 pub mod stats;
 pub mod tomography;

@@ -211,17 +211,18 @@ pub struct Row {
     pub ping_time: u64,
 }
 
+/// What the faults, noise and blips do to one pair.
 #[derive(Clone, Copy, Default)]
-struct PairEffect {
-    loss: f64,
-    unreachable: f64,
-    delay_s: f64,
+pub(crate) struct PairEffect {
+    pub(crate) loss: f64,
+    pub(crate) unreachable: f64,
+    pub(crate) delay_s: f64,
     /// Transient: one round goes bad.
-    blip: Option<(usize, Symptom)>,
+    pub(crate) blip: Option<(usize, Symptom)>,
 }
 
 /// Per-pair effects of the faults, noisy pairs and blips.
-fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
+pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
     let np = fabric.pairs.len();
     let mut effects = vec![PairEffect::default(); np];
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
