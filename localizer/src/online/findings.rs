@@ -6,9 +6,37 @@ use crate::engine::model::{PairStats, Report, Symptom};
 use skeletonhunter_common::topology::{path, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
-/// Up to five pairs crossing `c` that show `symptom` the most, as
-/// human-readable lines for the alert.
+/// Up to five paths through link `link` that lose the most, as lines for
+/// the alert (the flows of a pair that take that path).
+fn link_evidence(link: &str, pairs: &[PairStats]) -> Vec<String> {
+    let mut scored: Vec<(f64, String)> = pairs
+        .iter()
+        .flat_map(|p| p.paths.iter().map(move |x| (p, x)))
+        .filter(|(_, x)| x.probes > 0.0 && x.lost > 0.0 && x.hops.iter().any(|h| h == link))
+        .map(|(p, x)| {
+            let r = x.lost / x.probes;
+            let line = format!(
+                "{} -> {} over path {}: {:.1}% loss ({:.0} of {:.0} probes)",
+                p.src.node,
+                p.dst.node,
+                x.id,
+                100.0 * r,
+                x.lost,
+                x.probes
+            );
+            (r, line)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.into_iter().take(5).map(|(_, s)| s).collect()
+}
+
+/// Up to five pairs crossing `c` that show `symptom` the most (for a link,
+/// paths through it), as human-readable lines for the alert.
 pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<String> {
+    if c.kind == Kind::Link {
+        return link_evidence(&c.id, pairs);
+    }
     let mut scored: Vec<(f64, String)> = pairs
         .iter()
         .filter(|p| {
@@ -243,5 +271,35 @@ mod tests {
         let mut zero = report.clone();
         zero.blame[0].score = 0.0;
         assert!(!blame_map(&zero).contains_key(&Component::new(Kind::Node, "a")));
+    }
+
+    #[test]
+    fn evidence_of_a_link_lists_the_lossiest_paths_through_it() {
+        use crate::engine::model::PathObs;
+        let path = |id: &str, hops: &[&str], lost: f64| PathObs {
+            id: id.into(),
+            hops: hops.iter().map(std::string::ToString::to_string).collect(),
+            probes: 100.0,
+            lost,
+        };
+        let p = PairStats {
+            src: ident("a", "t1"),
+            dst: ident("b", "t2"),
+            rounds: 1.0,
+            paths: vec![
+                path("p1", &["10.0.0.1", "198.19.0.2"], 100.0),
+                path("p2", &["10.0.0.1", "198.19.1.2"], 0.0),
+            ],
+            ..Default::default()
+        };
+        let lines = evidence(
+            &Component::new(Kind::Link, "198.19.0.2"),
+            Symptom::Unreachable,
+            &[p],
+        );
+        assert_eq!(
+            lines,
+            vec!["a -> b over path p1: 100.0% loss (100 of 100 probes)"]
+        );
     }
 }
