@@ -302,4 +302,39 @@ mod tests {
             vec!["a -> b over path p1: 100.0% loss (100 of 100 probes)"]
         );
     }
+
+    /// A dead ECMP link in a cycle's pairs becomes an alert like any other
+    /// component's: kind `link`, the address as component, critical.
+    #[test]
+    fn a_dead_link_is_alerted_as_a_link() {
+        use crate::engine::model::Config;
+        use crate::engine::pipeline::analyze;
+        use crate::online::alerts::alert_for;
+        use std::time::{Duration, SystemTime};
+        let pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        let topology: HashMap<String, Identity> = pairs
+            .iter()
+            .map(|p| (p.src.node.clone(), p.src.clone()))
+            .collect();
+        let report = analyze(&pairs, &Config::default());
+        let found = findings(&report, &pairs, &topology);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert!(f.hit_pairs.iter().all(|(s, _)| s.tor == "t1"));
+        assert!(f.evidence[0].contains("100.0% loss"), "{:?}", f.evidence);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let a = alert_for(f, f.symptom, now, now, "", false);
+        let label = |k: &str| a.labels.get(k).map(String::as_str);
+        assert_eq!(label("kind"), Some("link"));
+        assert_eq!(label("component"), Some("u10"));
+        assert_eq!(label("link"), Some("u10"));
+        assert_eq!(label("severity"), Some("critical"));
+        assert_eq!(label("symptom"), Some("unreachable"));
+        assert!(a.annotations["summary"].starts_with("link u10 is unreachable"));
+        let blame = blame_map(&report);
+        assert_eq!(
+            blame.get(&Component::new(Kind::Link, "u10")),
+            Some(&(1.0, true))
+        );
+    }
 }
