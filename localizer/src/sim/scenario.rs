@@ -84,6 +84,14 @@ pub enum FaultError {
         /// The kind.
         kind: Kind,
     },
+    /// A kind the CSV simulator has no components of (traced hops, links).
+    #[error("fault {input:?}: the CSV simulator has no {kind} components (link faults run in `bench --link-scenarios`)")]
+    NotSimulated {
+        /// As given.
+        input: String,
+        /// The kind.
+        kind: Kind,
+    },
     /// The index is not a number.
     #[error("fault {input:?}: bad index: {reason}")]
     Index {
@@ -134,6 +142,12 @@ pub fn parse_fault(fabric: &Fabric, s: &str) -> Result<FaultSpec, FaultError> {
     })?;
     if !kind.is_path_component() {
         return Err(FaultError::NotOnPath {
+            input: input(),
+            kind,
+        });
+    }
+    if !Kind::ALL.contains(&kind) {
+        return Err(FaultError::NotSimulated {
             input: input(),
             kind,
         });
