@@ -31,7 +31,9 @@
 //!    downlink carries some of its flows); it is passed over when its
 //!    evidence vanishes without the narrower neighbour's paths, or when a
 //!    wider neighbour still passes without its paths and is about as lossy;
-//! 5. greedy: the strongest passing link is accepted and the pairs it
+//! 5. greedy: the lossiest passing link (then the most significant) is
+//!    accepted, with the reverse direction of its cable listed as
+//!    equivalent when that passed too, and the pairs it
 //!    explains (below) are taken out of the other candidates' evidence (so
 //!    the links after it on its paths, and the links of the reverse pairs
 //!    whose replies it hit, lose their evidence), then again; each round
@@ -63,6 +65,10 @@ struct Verdict {
     leaning: Vec<usize>,
     /// Passes the pooled, count and robustness tests (router rule aside).
     passes: bool,
+    /// The reverse direction of the same cable, when it passed too: both
+    /// directions dropping look, once replies are accounted for, like
+    /// either one (the pairs one explains are the other's evidence).
+    reverse: Vec<u32>,
 }
 
 fn evaluate(
@@ -91,6 +97,7 @@ fn evaluate(
         score,
         leaning,
         passes,
+        reverse: Vec::new(),
     })
 }
 
@@ -178,7 +185,15 @@ impl Greedy<'_> {
             .filter(|v| v.passes)
             .collect();
         let mut passing: Vec<&Verdict> = verdicts.iter().collect();
-        passing.sort_by(|a, b| b.stat.total_cmp(&a.stat).then(a.link.cmp(&b.link)));
+        // Lossiest first: a link next to a faulty one (or two faulty
+        // links of one router) carries part of its loss over more flows,
+        // and would win on significance alone.
+        passing.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.stat.total_cmp(&a.stat))
+                .then(a.link.cmp(&b.link))
+        });
         for v in &passing {
             let v = *v;
             let l = 2 * v.link as usize;
@@ -204,13 +219,26 @@ impl Greedy<'_> {
                 self.cleared.insert(v.link, v.clone());
                 return Step::RouterFound;
             }
-            return Step::Accepted(v.clone());
+            let mut best = v.clone();
+            best.reverse = passing
+                .iter()
+                .map(|r| r.link)
+                .filter(|&r| self.is_reverse(r, v.link))
+                .collect();
+            return Step::Accepted(best);
         }
         Step::Done
     }
 }
 
 impl Greedy<'_> {
+    /// Whether `r` enters the router `l` leaves and leaves the one `l`
+    /// enters: the other direction of `l`'s cable.
+    fn is_reverse(&self, r: u32, l: u32) -> bool {
+        let g = |x: u32, side: u32| self.routers[(2 * x + side) as usize];
+        r != l && g(r, 0) == g(l, 1) && g(r, 1) == g(l, 0)
+    }
+
     /// Unexplained rows crossing `l`.
     fn rows(&self, l: u32) -> BTreeSet<usize> {
         self.paths.rows_of[l as usize]
@@ -330,6 +358,7 @@ fn fault_of(paths: &Paths, v: &Verdict, config: &Config) -> Fault {
     let own = &paths.rows_of[v.link as usize];
     let equivalent = (0..paths.names.len())
         .filter(|&m| m != v.link as usize && &paths.rows_of[m] == own)
+        .chain(v.reverse.iter().map(|&r| r as usize))
         .map(|m| Component::new(Kind::Link, paths.names[m].clone()))
         .collect();
     Fault {
@@ -372,11 +401,17 @@ pub(crate) mod tests {
     use crate::engine::model::PathObs;
     use skeletonhunter_common::topology::Identity;
 
+    /// A deterministic stand-in for an ECMP hash.
+    fn hash(a: usize, b: usize, f: usize, salt: usize) -> usize {
+        (a * 7919 + b * 104_729 + f * 31 + salt * 1_000_003).wrapping_mul(2_654_435_761) >> 7
+    }
+
     /// A 3-ToR, 2-spine fabric, `per_tor` single-host nodes per ToR, every
     /// ordered pair probed over 16 flows of 50 probes. Flow f of a -> b
-    /// goes up `u<ta><s>` and down `d<s><tb>` through spine s, its reply
-    /// through an independently hashed spine. `faulty` maps a link (or
-    /// `node:<name>`) to its loss; the counts are the expected ones.
+    /// leaves its host (`h<a>`), goes up `u<ta><s>` and down `d<s><tb>`
+    /// through spine s into b's host (`x<b>`), its reply through an
+    /// independently hashed spine. `faulty` maps a link (or `node:<name>`)
+    /// to its loss; the counts are the expected ones.
     pub(crate) fn fabric(per_tor: usize, faulty: &[(&str, f64)]) -> Vec<PairStats> {
         let loss = |name: &str| {
             faulty
@@ -395,9 +430,6 @@ pub(crate) mod tests {
             spine: "block".into(),
             ..Default::default()
         };
-        let hash = |a: usize, b: usize, f: usize, salt: usize| {
-            (a * 7919 + b * 104_729 + f * 31 + salt * 1_000_003).wrapping_mul(2_654_435_761) >> 7
-        };
         let mut out = Vec::new();
         for (ai, a) in nodes.iter().enumerate() {
             for (bi, b) in nodes.iter().enumerate() {
@@ -409,13 +441,14 @@ pub(crate) mod tests {
                 let mut rows: Vec<PathObs> = Vec::new();
                 for f in 0..16 {
                     let hops: Vec<String> = if a.1 == b.1 {
-                        vec![format!("h{}", a.0)]
+                        vec![format!("h{}", a.0), format!("x{}", b.0)]
                     } else {
                         let s = hash(ai, bi, f, 1) % 2;
                         vec![
                             format!("h{}", a.0),
                             format!("u{}{s}", a.1),
                             format!("d{s}{}", b.1),
+                            format!("x{}", b.0),
                         ]
                     };
                     let mut surv = pair_survival;
@@ -492,6 +525,26 @@ pub(crate) mod tests {
         );
         let r = run(&fabric(4, &[("u21", 0.04)]));
         assert_eq!(names(&r), ["u21:loss"]);
+    }
+
+    /// Both directions of the t1 - spine 0 cable dead: one directed link
+    /// is blamed, the other listed with it; nothing else.
+    #[test]
+    fn a_cable_dead_both_ways_is_one_fault() {
+        let r = run(&fabric(3, &[("u10", 1.0), ("d01", 1.0)]));
+        assert_eq!(r.faults.len(), 1, "{:?}", names(&r));
+        let f = &r.faults[0];
+        let mut both: Vec<&str> = f.equivalent.iter().map(|c| c.id.as_str()).collect();
+        both.push(&f.id);
+        both.sort_unstable();
+        assert_eq!(both, ["d01", "u10"]);
+        // One direction only: the other is not listed.
+        let r = run(&fabric(3, &[("u10", 1.0)]));
+        assert!(
+            r.faults[0].equivalent.is_empty(),
+            "{:?}",
+            r.faults[0].equivalent
+        );
     }
 
     #[test]
