@@ -9,6 +9,8 @@
 #   scripts/demo.sh                  # 30% packet loss at a ToR
 #   scripts/demo.sh --fault host     # a host's NIC link down
 #   scripts/demo.sh --fault node     # one container unreachable
+#   scripts/demo.sh --fault link     # one ToR-spine link dead, on a 3-spine
+#                                    # multipath fabric probed over 15 flows
 #   scripts/demo.sh --help           # all options
 #
 # Built in release mode: the demo runs twelve exporters, Prometheus,

@@ -3,10 +3,14 @@
 //! Both binaries expose metrics the same way; this is the single place that
 //! knows hyper. Handlers are plain synchronous functions from a [`Request`]
 //! summary to a [`Reply`], which keeps them testable without a socket.
+//! With a web configuration ([`crate::web`]) the server speaks TLS and
+//! checks the rate limit and basic authentication before any handler runs.
 
+use crate::web::{Refusal, WebSource};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -43,6 +47,8 @@ pub struct Reply {
     pub content_type: &'static str,
     /// The whole body: our responses are small or already encoded in full.
     pub body: Bytes,
+    /// Further headers (`Allow` of a 405, `Retry-After` of a 429, ...).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Reply {
@@ -52,7 +58,21 @@ impl Reply {
             status,
             content_type,
             body: body.into(),
+            headers: Vec::new(),
         }
+    }
+    /// This reply with one more header.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+    /// `405` naming the methods the endpoint serves (`Allow`, RFC 9110).
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        Reply::text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method not allowed: use {allow}\n"),
+        )
+        .with_header(hyper::header::ALLOW, HeaderValue::from_static(allow))
     }
     /// A plain-text reply, for errors and human-readable endpoints.
     pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Self {
@@ -129,6 +149,23 @@ where
     H: Fn(Request) -> Reply + Send + Sync + 'static,
     S: Future<Output = ()>,
 {
+    serve_web(listener, handler, limits, None, shutdown).await;
+}
+
+/// [`serve_with`] under a web configuration (`--web.config.file`): TLS
+/// when it has `tls_server_config` (the handshake must finish within
+/// `limits.header_timeout`), and every request passes its rate limit and
+/// basic authentication before `handler` sees it.
+pub async fn serve_web<H, S>(
+    listener: TcpListener,
+    handler: H,
+    limits: Limits,
+    web: Option<Arc<WebSource>>,
+    shutdown: S,
+) where
+    H: Fn(Request) -> Reply + Send + Sync + 'static,
+    S: Future<Output = ()>,
+{
     let handler = Arc::new(handler);
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -155,26 +192,49 @@ where
                 }
             },
         };
-        let svc = service(handler.clone(), in_flight.clone());
-        let header_timeout = limits.header_timeout;
+        let svc = service(handler.clone(), in_flight.clone(), web.clone());
+        let timeout = limits.header_timeout;
+        let tls = web.as_ref().filter(|w| w.serves_tls()).cloned();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
-                tracing::debug!("http connection from {peer} ended with error: {e}");
+            let Some(web) = tls else {
+                return connection(TokioIo::new(stream), svc, timeout, peer).await;
+            };
+            let Some(config) = web.tls_config() else {
+                return; // the web config does not load: refuse (logged there)
+            };
+            let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+            match tokio::time::timeout(timeout, accept).await {
+                Ok(Ok(tls)) => connection(TokioIo::new(tls), svc, timeout, peer).await,
+                Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
+                Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
             }
         });
     }
 }
 
+/// Serve one connection (plain or TLS) with hyper's HTTP/1.1.
+async fn connection<I, Svc>(io: I, svc: Svc, header_timeout: Duration, peer: SocketAddr)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    Svc: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    Svc::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    if let Err(e) = builder.serve_connection(io, svc).await {
+        tracing::debug!("http connection from {peer} ended with error: {e}");
+    }
+}
+
 /// The hyper service of one connection: summarise the request, wait for an
-/// in-flight slot, run the handler.
+/// in-flight slot, pass the web configuration's gate, run the handler.
 fn service<H>(
     handler: Arc<H>,
     in_flight: Arc<Semaphore>,
+    web: Option<Arc<WebSource>>,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = Response<Full<Bytes>>,
@@ -187,20 +247,62 @@ where
     service_fn(move |req: hyper::Request<Incoming>| {
         let handler = handler.clone();
         let in_flight = in_flight.clone();
+        let web = web.clone();
         async move {
             let r = summary(&req);
+            let authorization = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .map(|v| v.as_bytes().to_vec());
             let reply = match in_flight.acquire_owned().await {
-                Ok(_slot) => handler(r),
+                Ok(_slot) => match &web {
+                    None => handler(r),
+                    Some(w) => gated(w, authorization.as_deref(), || handler(r)).await,
+                },
                 Err(_) => Reply::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
             };
-            let resp = Response::builder()
-                .status(reply.status)
-                .header(hyper::header::CONTENT_TYPE, reply.content_type)
-                .body(Full::new(reply.body))
-                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
-            Ok::<_, std::convert::Infallible>(resp)
+            Ok::<_, std::convert::Infallible>(response(reply))
         }
     })
+}
+
+/// The handler's reply if the web configuration's gate lets the request
+/// through, else the refusal; either with the configured headers.
+async fn gated(
+    web: &WebSource,
+    authorization: Option<&[u8]>,
+    run: impl FnOnce() -> Reply,
+) -> Reply {
+    let gate = web.gate(authorization).await;
+    let mut reply = match gate.refusal {
+        None => run(),
+        Some(Refusal::Broken) => Reply::text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the web configuration does not load (see the log)\n",
+        ),
+        Some(Refusal::TooMany) => {
+            Reply::text(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded\n")
+                .with_header(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"))
+        }
+        Some(Refusal::Unauthorized) => Reply::text(StatusCode::UNAUTHORIZED, "unauthorized\n")
+            .with_header(
+                hyper::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic"),
+            ),
+    };
+    reply.headers.extend(gate.headers);
+    reply
+}
+
+fn response(reply: Reply) -> Response<Full<Bytes>> {
+    let mut b = Response::builder()
+        .status(reply.status)
+        .header(hyper::header::CONTENT_TYPE, reply.content_type);
+    for (name, value) in reply.headers {
+        b = b.header(name, value);
+    }
+    b.body(Full::new(reply.body))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 fn summary(req: &hyper::Request<Incoming>) -> Request {

@@ -10,6 +10,8 @@ pub mod duration;
 pub mod exposition;
 pub mod http;
 pub mod logging;
+pub mod ratelimit;
 pub mod topology;
+pub mod web;
 
 pub use topology::{Component, Identity, Kind};

@@ -4,8 +4,11 @@
 //! may use every module, and none uses it.
 
 use crate::config::{Args, Config};
+use crate::discovery::traffic_source::SourceKind;
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
+use crate::model::Protocol;
+use crate::pathtrace::mapper::{self, Mapper};
 use crate::pathtrace::{self, TraceConfig, Tracer};
 use crate::probe::registry::{self as probers, Probers};
 use crate::probe::{Ports, ScheduleConfig, Scheduler};
@@ -88,17 +91,22 @@ fn log_start(cfg: &Config) {
         host = %cfg.identity.host,
         tor = %cfg.identity.tor,
         listen = %cfg.listen,
+        web_config = ?cfg.web.as_ref().map(|w| w.path()),
+        tls = cfg.web.as_ref().is_some_and(|w| w.serves_tls()),
         udp = ?cfg.udp_listen,
         tcp = ?cfg.tcp_listen,
         protocols = ?cfg.protocols,
         interval_ms = cfg.interval.as_millis() as u64,
         timeout_ms = cfg.timeout.as_millis() as u64,
+        flows = cfg.flows.flows,
+        ecmp_width = cfg.flows.ecmp_width,
         "skeletonhunter-exporter starting"
     );
 }
 
 fn spawn_responders(
     cfg: &Config,
+    peers: &PeerSet,
     bound: &mut Bound,
     metrics: &Arc<Metrics>,
     probers: &Probers,
@@ -106,8 +114,12 @@ fn spawn_responders(
     tasks: &mut JoinSet<()>,
 ) {
     if let Some(sock) = bound.udp.take() {
+        if cfg.responder.open() {
+            tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
+        }
         tasks.spawn(responder::run_udp(
             sock,
+            responder::Guard::new(cfg.responder.clone(), peers),
             cfg.identity.clone(),
             metrics.clone(),
             probers.peer_info.clone(),
@@ -127,14 +139,26 @@ fn tracing_context(
     probers: &Probers,
 ) -> Arc<pathtrace::Context> {
     let counters = metrics.clone();
+    let book = probers.flow_book.clone();
+    let flows: pathtrace::context::FlowCounts = Arc::new(move |peer: std::net::IpAddr| {
+        book.as_ref()?.counts(peer, std::time::Instant::now())
+    });
+    let mapper = Mapper::new(
+        cfg.flows.traces_per_minute,
+        mapper::REFRESH,
+        sys::time::random_u64(),
+        std::time::Instant::now(),
+    );
     Arc::new(pathtrace::Context {
-        tracer: Tracer::new(TraceConfig::default(), metrics.hop_info()),
+        tracer: Tracer::new(TraceConfig::default(), metrics.path_families()),
         peers: peers.clone(),
         peer_info: probers.peer_info.clone(),
         loss: Arc::new(move |dst: &str| counters.udp_counts(dst)),
+        flows,
         src_node: metrics.src_node(),
         udp_port: cfg.udp_port,
-        src_port: probers.udp_source_port,
+        src_ports: probers.udp_source_ports.clone(),
+        mapper: std::sync::Mutex::new(mapper),
     })
 }
 
@@ -189,6 +213,65 @@ fn http_limits(cfg: &Config) -> skeletonhunter_common::http::Limits {
     limits
 }
 
+/// The capabilities the running exporter still uses once set up: raw
+/// sockets (path tracing opens them for every trace; the ICMP prober's
+/// raw fallback is already open); with RDMA probing, locked memory for the
+/// queue pairs registered as peers come; with the polling discovery and
+/// cgroup filters, reading other processes' `/proc/<pid>/fd` at every
+/// poll. Everything used only at start — `CAP_BPF`, `CAP_PERFMON`,
+/// `CAP_DAC_READ_SEARCH` (tracefs), `CAP_SYS_ADMIN` (uprobes, mounting
+/// tracefs), `CAP_NET_ADMIN` (forced receive buffers), `CAP_SYS_RESOURCE`
+/// (memlock) — and anything else is dropped. See docs/operations.md,
+/// "Privileges".
+pub fn runtime_capabilities(protocols: &[Protocol], polls_cgroups: bool) -> sys::caps::CapMask {
+    use sys::caps::{bit, CAP_IPC_LOCK, CAP_NET_RAW, CAP_SYS_PTRACE};
+    let when = |yes: bool, cap| if yes { bit(cap) } else { 0 };
+    bit(CAP_NET_RAW)
+        | when(protocols.contains(&Protocol::Rdma), CAP_IPC_LOCK)
+        | when(polls_cgroups, CAP_SYS_PTRACE)
+}
+
+/// Drop, in every thread, the capabilities set-up needed and the run does
+/// not; log what is left.
+fn drop_capabilities(cfg: &Config, traffic: Option<SourceKind>) {
+    let polls_cgroups = traffic == Some(SourceKind::Poll) && !cfg.ebpf.cgroups.is_empty();
+    let keep = runtime_capabilities(&cfg.protocols, polls_cgroups);
+    let before = sys::caps::current().map(|(_, p)| p).unwrap_or(0);
+    match sys::caps::keep_only(keep) {
+        Ok(()) => tracing::info!(
+            kept = ?sys::caps::names(before & keep),
+            dropped = ?sys::caps::names(before & !keep),
+            "capabilities after set-up"
+        ),
+        Err(e) => tracing::warn!("cannot drop capabilities after set-up: {e}"),
+    }
+}
+
+/// Freed heap the exporter keeps before giving it back. A burst of
+/// connections (hyper's per-connection buffers, rendered bodies) leaves
+/// freed chunks between live ones that glibc keeps resident (7 -> 94 MB
+/// was reported); trimming once more than this is free returns it.
+const HEAP_FREE_KEPT: u64 = 2 << 20;
+/// How often the freed heap is looked at (one `mallinfo2` call).
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+
+/// Give freed heap back to the kernel after bursts, until `stopped`.
+async fn trim_after_bursts(stopped: impl Future<Output = ()>) {
+    let mut tick = tokio::time::interval(TRIM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = tick.tick() => {}
+        }
+        if let Some(free) = sys::host::heap_free_bytes().filter(|f| *f > HEAP_FREE_KEPT) {
+            let trimmed = sys::host::trim_heap();
+            tracing::debug!(free, trimmed, "freed heap given back");
+        }
+    }
+}
+
 /// Run the exporter until SIGTERM or SIGINT; SIGHUP reloads the
 /// configuration from `args` (see [`crate::reload`]).
 pub async fn run(args: Args, cfg: Config) -> Result<()> {
@@ -200,18 +283,23 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         timeout: cfg.timeout,
         udp_size: cfg.udp_size,
         nic: cfg.identity.nic.clone(),
+        flows: cfg.flows.flows,
+        flow_window: cfg.flows.window,
     };
     let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
     log_start(&cfg);
     let mut tasks = JoinSet::new();
-    spawn_responders(&cfg, &mut bound, &metrics, &probers, &shutdown, &mut tasks);
+    spawn_responders(
+        &cfg, &peers, &mut bound, &metrics, &probers, &shutdown, &mut tasks,
+    );
     let health = Health::default();
     let tracing_ctx = tracing_context(&cfg, &metrics, &peers, &probers);
     let watch = tracing_ctx
         .clone()
         .watch(Duration::from_secs(2), 10, 0.2, shutdown.stopped());
     tasks.spawn(watch);
-    discovery::registry::start_traffic(&cfg, &peers, &metrics)?;
+    let traffic = discovery::registry::start_traffic(&cfg, &peers, &metrics)?;
+    drop_capabilities(&cfg, traffic);
     let reloader = Arc::new(Reloader::start(
         args,
         cfg.clone(),
@@ -223,16 +311,19 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         health: health.clone(),
         tracing: tracing_ctx,
         reload: Some(reloader.clone()),
+        trace_limit: Arc::default(),
     };
-    tasks.spawn(skeletonhunter_common::http::serve_with(
+    tasks.spawn(skeletonhunter_common::http::serve_web(
         bound.http,
         http::handler(state),
         http_limits(&cfg),
+        cfg.web.clone(),
         shutdown.stopped(),
     ));
     let scheduler = scheduler(&cfg, probers, peers, metrics);
     health.set_ready(true);
     tasks.spawn(scheduler.run(shutdown.stopped()));
+    tasks.spawn(trim_after_bursts(shutdown.stopped()));
     wait_for_signal(&reloader).await;
     reloader.stop();
     stop(&health, &shutdown, tasks).await;
@@ -273,5 +364,30 @@ async fn wait_for_signal(reloader: &Reloader) {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::caps::{bit, names, CAP_IPC_LOCK, CAP_NET_RAW, CAP_SYS_PTRACE};
+
+    #[test]
+    fn the_run_keeps_raw_sockets_and_only_what_its_probes_and_discovery_use() {
+        let udp = [Protocol::Udp, Protocol::Tcp, Protocol::Icmp];
+        assert_eq!(runtime_capabilities(&udp, false), bit(CAP_NET_RAW));
+        let rdma = [Protocol::Udp, Protocol::Rdma];
+        assert_eq!(
+            names(runtime_capabilities(&rdma, true)),
+            ["CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_SYS_PTRACE"]
+        );
+        assert_eq!(
+            runtime_capabilities(&rdma, false),
+            bit(CAP_NET_RAW) | bit(CAP_IPC_LOCK)
+        );
+        assert_eq!(
+            runtime_capabilities(&udp, true),
+            bit(CAP_NET_RAW) | bit(CAP_SYS_PTRACE)
+        );
     }
 }

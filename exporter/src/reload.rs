@@ -115,11 +115,15 @@ impl Reload for Reloader {
 
 /// Keys that differ between `old` and `new` but a reload does not apply.
 pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
-    let checks: [(&'static str, bool); 12] = [
+    let checks: [(&'static str, bool); 14] = [
         ("listen", old.listen != new.listen),
         ("--http-*", old.http != new.http),
         ("responder.udp", old.udp_listen != new.udp_listen),
         ("responder.tcp", old.tcp_listen != new.tcp_listen),
+        (
+            "responder.allow, allow_peers, rate_limit",
+            old.responder != new.responder,
+        ),
         ("identity", old.identity != new.identity),
         ("probe.interval", old.interval != new.interval),
         ("probe.timeout", old.timeout != new.timeout),
@@ -127,6 +131,7 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         ("probe.udp_port", old.udp_port != new.udp_port),
         ("probe.tcp_port", old.tcp_port != new.tcp_port),
         ("probe.udp_size", old.udp_size != new.udp_size),
+        ("probe.{ecmp_width,flows,flow_*}", old.flows != new.flows),
         (
             "discovery.ebpf",
             format!("{:?}", old.ebpf) != format!("{:?}", new.ebpf),

@@ -1,11 +1,15 @@
-//! Fuzz the localizer's client-side JSON: `cargo run --release -p
+//! Fuzz what the localizer reads from outside — the Prometheus answer, the
+//! Alertmanager JSON, the ping-log CSV: `cargo run --release -p
 //! skeletonhunter-localizer --example fuzz -- [INPUTS] [SEED]` (default
 //! 1,000,000 inputs per target, seed 12). Prints the figures; any panic is
 //! caught, counted, its input saved under /tmp, and the exit status is 1.
 
+#[path = "../tests/fuzz/csv.rs"]
+mod csv;
 #[path = "../tests/fuzz/gen.rs"]
 mod gen;
 
+use csv::{check_csv, ping_log, CsvVerdict};
 use gen::{check_alertmanager, check_prom, prom_answer, Rng, Verdict};
 use skeletonhunter_localizer::clients::alertmanager::Outbox;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -58,7 +62,33 @@ fn main() {
         "alertmanager JSON: {n} batches in {:.1?}: {am_panics} panics or violated invariants",
         started.elapsed()
     );
-    if panics + am_panics > 0 {
+    let csv_panics = fuzz_csv(&mut r, n, seed);
+    if panics + am_panics + csv_panics > 0 {
         std::process::exit(1);
     }
+}
+
+/// The ping-log target: read (and, when accepted, analyze) `n` logs;
+/// returns the panics.
+fn fuzz_csv(r: &mut Rng, n: u64, seed: u64) -> u64 {
+    let (mut ok, mut err, mut panics, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+    let started = Instant::now();
+    for i in 0..n {
+        let body = ping_log(r);
+        bytes += body.len() as u64;
+        match catch_unwind(AssertUnwindSafe(|| check_csv(r, &body))) {
+            Ok(CsvVerdict::Accepted) => ok += 1,
+            Ok(CsvVerdict::Refused) => err += 1,
+            Err(_) => {
+                panics += 1;
+                let _ = std::fs::write(format!("/tmp/fuzz-csv-{seed}-{i}.csv"), &body);
+            }
+        }
+    }
+    println!(
+        "ping-log CSV: {n} inputs ({:.1} MB) in {:.1?}: {ok} accepted and analyzed, {err} refused, {panics} panics or violated invariants",
+        bytes as f64 / 1e6,
+        started.elapsed()
+    );
+    panics
 }

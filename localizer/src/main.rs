@@ -1,11 +1,12 @@
 //! `skeletonhunter-localizer`: parse the command line, set up logging, hand
-//! over to the subcommand, and turn its error into exit status 1 (clap's own
-//! usage errors exit with 2).
+//! over to the subcommand, and turn its error into an exit status: 2 for bad
+//! input (clap's usage errors, bad flags and files, `analyze`'s
+//! [`analyze::AnalyzeError`]), 1 for any other failure.
 
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use skeletonhunter_localizer::commands::{analyze, bench, rules, run, simulate};
+use skeletonhunter_localizer::commands::{analyze, bench, flags, rules, run, simulate};
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +51,10 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("skeletonhunter-localizer: {e:#}");
-        std::process::exit(1);
+        // Bad flags, files or input exit 2, like clap's usage errors;
+        // failures while running exit 1.
+        let bad_input = e.downcast_ref::<flags::BadInput>().is_some()
+            || e.downcast_ref::<analyze::AnalyzeError>().is_some();
+        std::process::exit(if bad_input { 2 } else { 1 });
     }
 }

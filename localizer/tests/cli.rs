@@ -1,5 +1,6 @@
 //! The `skeletonhunter-localizer` binary end to end: `analyze` on the real
-//! production sample and on broken files, `simulate` piped into `analyze`.
+//! production sample and on broken files (exit 2, line named, a 1 GB line
+//! in bounded memory), `simulate` piped into `analyze`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -56,7 +57,7 @@ fn broken(name: &str, body: &str) -> String {
     std::fs::write(&p, body).unwrap();
     let out = analyze(&p);
     let _ = std::fs::remove_file(&p);
-    assert!(!out.status.success(), "{name} was accepted");
+    assert_eq!(out.status.code(), Some(2), "{name}: bad input must exit 2");
     assert!(out.stdout.is_empty());
     String::from_utf8(out.stderr).unwrap()
 }
@@ -87,10 +88,97 @@ fn broken_files_get_errors_naming_line_and_column() {
         "{err}"
     );
 
-    // Not a file.
+    // Not a file; a directory.
     let out = analyze(Path::new("/nonexistent/pings.csv"));
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/pings.csv"));
+    let dir = std::env::temp_dir();
+    let out = analyze(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&*dir.to_string_lossy()) && err.contains("line 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_analyze_flags_and_stdin_exit_2_with_the_place() {
+    let sample = data("skeletonhunter_samples.csv");
+    let run = |args: &[&str]| {
+        let out = bin().arg("analyze").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let p = sample.to_str().unwrap();
+    let err = run(&["--pings", p, "--packets-per-round", "0"]);
+    assert!(err.contains("--packets-per-round"), "{err}");
+    let err = run(&["--pings", p, "--max-line-length", "zero"]);
+    assert!(err.contains("--max-line-length"), "{err}");
+    let err = run(&["--pings", p, "--no-such-flag"]);
+    assert!(err.contains("--no-such-flag"), "{err}");
+
+    use std::io::Write;
+    let mut child = bin()
+        .args(["analyze", "--pings", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"a,b\n1,2\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("standard input: line 1"), "{err}");
+}
+
+/// A ping log whose second line is 1 GiB of NUL bytes with no newline: a
+/// sparse file, so it costs no disk.
+fn gigabyte_line() -> PathBuf {
+    let sample = std::fs::read_to_string(data("skeletonhunter_samples.csv")).unwrap();
+    let header = sample.lines().next().unwrap();
+    let p = tmp("gigabyte-line.csv");
+    let f = std::fs::File::create(&p).unwrap();
+    use std::io::Write;
+    writeln!(&f, "{header}").unwrap();
+    f.set_len(1 << 30).unwrap();
+    p
+}
+
+#[test]
+fn a_gigabyte_line_is_an_error_at_its_line_in_bounded_memory() {
+    let p = gigabyte_line();
+    // GNU time reports the child's peak RSS and passes its exit status on.
+    let out = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(env!("CARGO_BIN_EXE_skeletonhunter-localizer"))
+        .args(["analyze", "--pings"])
+        .arg(&p)
+        .output()
+        .expect("/usr/bin/time (Debian package `time`)");
+    let _ = std::fs::remove_file(&p);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gigabyte-line.csv: line 2: line longer than 65536 bytes (--max-line-length)"),
+        "{err}"
+    );
+    let peak_kib: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .and_then(|v| v.parse().ok())
+        .expect("peak RSS in the output of time -v");
+    eprintln!("a 1 GiB line: exit 2, peak RSS {peak_kib} KiB");
+    assert!(peak_kib < 64 * 1024, "peak RSS {peak_kib} KiB");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! a trickling body fails at the request's deadline. The server is a thread
 //! on 127.0.0.1 that writes what a broken or hostile Prometheus would.
 
-use skeletonhunter_localizer::clients::prometheus::{Client, QueryFailure};
+use skeletonhunter_localizer::clients::prometheus::QueryFailure;
+use skeletonhunter_localizer::clients::Endpoint;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -70,8 +71,8 @@ fn vm_hwm() -> u64 {
     kb * 1024
 }
 
-fn client(addr: SocketAddr, timeout: Duration, limit: usize) -> Client {
-    Client::new(&format!("http://{addr}"), timeout)
+fn client(addr: SocketAddr, timeout: Duration, limit: usize) -> Endpoint {
+    Endpoint::new(&format!("http://{addr}"), timeout, &Default::default())
         .unwrap()
         .max_response(limit)
 }

@@ -8,7 +8,7 @@
 //!
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
-//! `process`, `netns`; `servers`, `exporter`, `sink`; `fabric`,
+//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`; `fabric`,
 //! `dashboards`, `localizer`.
 
 #[allow(unsafe_code)]
@@ -26,6 +26,7 @@ pub mod process;
 pub mod repo;
 pub mod servers;
 pub mod sink;
+pub mod tls;
 
 pub use netns::Netns;
 pub use privilege::require_privileges;

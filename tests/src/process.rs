@@ -1,8 +1,9 @@
-//! Child processes that die with the test, and small bounded waits.
+//! Child processes that die with the test, command-line tools run to
+//! completion, and small bounded waits.
 
 use anyhow::{bail, Context, Result};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -142,4 +143,62 @@ pub fn wait_until<T>(
         }
         std::thread::sleep(every);
     }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB, or
+/// `None` once the process is gone.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.split(':').next() == Some(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Output of a command-line tool run.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    /// The command line, for error messages.
+    pub command: String,
+    /// Whether it exited with status 0.
+    pub success: bool,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl ToolOutput {
+    /// Fail with the command and both outputs unless it exited 0.
+    pub fn ok(self) -> Result<ToolOutput> {
+        if !self.success {
+            bail!(
+                "`{}` failed:\n{}\n{}",
+                self.command,
+                self.stdout.trim(),
+                self.stderr.trim()
+            );
+        }
+        Ok(self)
+    }
+}
+
+/// Run `program args...` in `cwd` (if given), capturing output. Errors only
+/// if it cannot start; check [`ToolOutput::success`] or call
+/// [`ToolOutput::ok`].
+pub fn run_tool(program: &str, args: &[&str], cwd: Option<&Path>) -> Result<ToolOutput> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {program} (is its Debian package installed?)"))?;
+    Ok(ToolOutput {
+        command: format!("{program} {}", args.join(" ")),
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }

@@ -1,5 +1,5 @@
 //! Real Prometheus, Alertmanager and VictoriaMetrics servers for tests, and
-//! runners for `promtool` / `amtool`.
+//! runners for `promtool` / `amtool` / `vmalert`.
 //!
 //! Everything comes from the Debian packages (`prometheus`,
 //! `prometheus-alertmanager`, `victoria-metrics`); nothing is mocked. Each
@@ -22,6 +22,7 @@
 use crate::http::{http_request, urlencode};
 use crate::netns::Netns;
 use crate::process::ChildGuard;
+use crate::tls::{curl_request, WebAccess};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
@@ -30,6 +31,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use crate::process::{run_tool, ToolOutput};
 pub use crate::repo::repo_root;
 
 static DIR_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -105,6 +107,8 @@ pub struct ServerOpts {
     pub netns: Option<String>,
     /// Bound on the wait for `/-/ready`.
     pub ready_timeout: Duration,
+    /// A `--web.config.file` (TLS, basic auth) and how tests get through it.
+    pub web: Option<(String, WebAccess)>,
 }
 
 impl ServerOpts {
@@ -117,6 +121,7 @@ impl ServerOpts {
             args: Vec::new(),
             netns: None,
             ready_timeout: Duration::from_secs(20),
+            web: None,
         }
     }
 
@@ -146,6 +151,13 @@ impl ServerOpts {
         self
     }
 
+    /// Serve behind the exporter-toolkit web configuration `yaml`
+    /// (Prometheus, Alertmanager); the test's own requests use `access`.
+    pub fn web_config(mut self, yaml: &str, access: WebAccess) -> ServerOpts {
+        self.web = Some((yaml.to_string(), access));
+        self
+    }
+
     /// Change the bound on the wait for `/-/ready`.
     pub fn ready_timeout(mut self, t: Duration) -> ServerOpts {
         self.ready_timeout = t;
@@ -171,15 +183,18 @@ pub struct Server {
     /// Where it listens (inside its namespace, if any).
     pub addr: SocketAddr,
     netns: Option<String>,
+    web: Option<WebAccess>,
     // Field order matters: the process dies before its directory goes.
     guard: ChildGuard,
     dir: TempDir,
 }
 
 impl Server {
-    /// `http://addr` (reachable from inside the server's namespace).
+    /// `http://addr`, or `https://addr` behind a web configuration
+    /// (reachable from inside the server's namespace).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.web.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The server's directory (config, extra files, data under `data/`).
@@ -238,10 +253,16 @@ impl Server {
         let addr = self.addr;
         let method = method.to_string();
         let path = path.to_string();
+        let web = self.web.clone();
         let body = body.map(|(ct, b)| (ct.to_string(), b.to_vec()));
         in_netns(self.netns.as_deref(), move || {
             let body = body.as_ref().map(|(ct, b)| (ct.as_str(), b.as_slice()));
-            http_request(addr, &method, &path, body, Duration::from_secs(10))
+            let t = Duration::from_secs(10);
+            match &web {
+                // curl is a child process: it inherits this thread's namespace.
+                Some(access) => curl_request(addr, access, &method, &path, body, t),
+                None => http_request(addr, &method, &path, body, t),
+            }
         })
     }
 
@@ -390,13 +411,7 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
     let config = dir.path().join(config_name);
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data)?;
-    for (name, text) in &opts.files {
-        let p = dir.path().join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
-    }
+    write_files(dir.path(), &opts)?;
     let has_config = !(kind == ServerKind::VictoriaMetrics && opts.config.trim().is_empty());
     if has_config {
         std::fs::write(&config, &opts.config)
@@ -431,6 +446,9 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
             a
         }
     };
+    if opts.web.is_some() {
+        args.push("--web.config.file=web.yml".into());
+    }
     args.extend(opts.args.iter().cloned());
     let mut cmd = match &opts.netns {
         Some(ns) => {
@@ -452,11 +470,28 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
         kind,
         addr: opts.listen,
         netns: opts.netns.clone(),
+        web: opts.web.map(|(_, access)| access),
         guard,
         dir,
     };
     server.wait_ready(opts.ready_timeout)?;
     Ok(server)
+}
+
+/// The extra files of `opts` and its web configuration (`web.yml`).
+fn write_files(dir: &Path, opts: &ServerOpts) -> Result<()> {
+    let web = opts
+        .web
+        .iter()
+        .map(|(yaml, _)| ("web.yml".to_string(), yaml.clone()));
+    for (name, text) in opts.files.iter().cloned().chain(web) {
+        let p = dir.join(&name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
+    }
+    Ok(())
 }
 
 impl Server {
@@ -494,54 +529,6 @@ pub fn in_netns<T: Send + 'static>(
         None => f(),
         Some(ns) => crate::netns::run_in_named(ns, f)?,
     }
-}
-
-/// Output of a command-line tool run.
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    /// The command line, for error messages.
-    pub command: String,
-    /// Whether it exited with status 0.
-    pub success: bool,
-    /// Its standard output.
-    pub stdout: String,
-    /// Its standard error.
-    pub stderr: String,
-}
-
-impl ToolOutput {
-    /// Fail with the command and both outputs unless it exited 0.
-    pub fn ok(self) -> Result<ToolOutput> {
-        if !self.success {
-            bail!(
-                "`{}` failed:\n{}\n{}",
-                self.command,
-                self.stdout.trim(),
-                self.stderr.trim()
-            );
-        }
-        Ok(self)
-    }
-}
-
-/// Run `program args...` in `cwd` (if given), capturing output. Errors only
-/// if it cannot start; check [`ToolOutput::success`] or call
-/// [`ToolOutput::ok`].
-pub fn run_tool(program: &str, args: &[&str], cwd: Option<&Path>) -> Result<ToolOutput> {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run {program} (is its Debian package installed?)"))?;
-    Ok(ToolOutput {
-        command: format!("{program} {}", args.join(" ")),
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
 }
 
 /// `promtool args...` run from the repository root (so `rules/...` paths work).

@@ -2,17 +2,19 @@
 //! HTTP connections beyond the server's limit must neither stall
 //! `/metrics` nor turn into false loss on the TCP dial probes; SIGHUP and
 //! `POST /-/reload` reload the peers without losing counters, and a bad
-//! new configuration keeps the old one. See docs/reliability.md.
+//! new configuration keeps the old one; the memory a burst of connections
+//! took is given back. See docs/reliability.md.
 
 use skeletonhunter_tests::exporter::{
     config, counts, pair, scrape, start, start_with, static_peer, METRICS,
 };
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::http::http_request;
-use skeletonhunter_tests::process::http_get;
+use skeletonhunter_tests::process::{http_get, status_kib};
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::sys::kill;
 use skeletonhunter_tests::{require_privileges, wait_until};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -213,4 +215,109 @@ fn sighup_and_post_reload_apply_peers_and_keep_counters() {
     )
     .unwrap();
     a.check_running().unwrap();
+}
+
+/// Connections in the burst: the HTTP server's default limit.
+const BURST: usize = 256;
+/// Requests pipelined on each connection of the burst.
+const PIPELINED: usize = 30;
+/// How far above its resting size the exporter may stay after a burst.
+const RETAINED_KIB: u64 = 4 * 1024;
+
+/// One connection of the burst: a request with 60 KB of headers (hyper
+/// grows the connection's read buffer for it), `PIPELINED - 1` more, the
+/// last with `Connection: close`; then read every answer to the end.
+fn pipelined_scrapes(addr: SocketAddr) -> usize {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return 0;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(60)));
+    let mut req = format!(
+        "GET /metrics HTTP/1.1\r\nHost: a\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(60_000)
+    );
+    for _ in 2..PIPELINED {
+        req.push_str("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    }
+    req.push_str("GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf)
+        .matches("HTTP/1.1 200")
+        .count()
+}
+
+#[test]
+fn a_burst_of_connections_gives_its_memory_back() {
+    if !require_privileges("a_burst_of_connections_gives_its_memory_back") {
+        return;
+    }
+    let p = pair("exmem").unwrap();
+    let dir = TempDir::new("exmem").unwrap();
+    let cfg = |node: &str, ip: &str, peer: &str| {
+        config(node, ip, "50ms", "500ms", "udp, tcp", &static_peer(peer))
+    };
+    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "198.18.1.1")).unwrap();
+    let mut a = start(&p.a, dir.path(), "a", &cfg("a", "198.18.1.1", "198.18.1.2")).unwrap();
+    let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
+    wait_until(
+        "a to probe b",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || (udp(&scrape(&p.a).ok()?).2 > 20.0).then_some(()),
+    )
+    .unwrap();
+    let pid = a.pid();
+    // The resting size: a warmed-up exporter that has served scrapes.
+    for _ in 0..20 {
+        scrape(&p.a).unwrap();
+    }
+    let rest = status_kib(pid, "VmRSS").unwrap();
+
+    let answered =
+        p.a.run_in(|| {
+            let addr: SocketAddr = METRICS.parse().unwrap();
+            let clients: Vec<_> = (0..BURST)
+                .map(|_| {
+                    std::thread::Builder::new()
+                        .stack_size(64 * 1024)
+                        .spawn(move || pipelined_scrapes(addr))
+                        .unwrap()
+                })
+                .collect();
+            clients
+                .into_iter()
+                .map(|c| c.join().unwrap_or(0))
+                .sum::<usize>()
+        })
+        .unwrap();
+    let peak = status_kib(pid, "VmHWM").unwrap();
+    let after_burst = status_kib(pid, "VmRSS").unwrap();
+    assert!(
+        answered >= BURST * PIPELINED / 2,
+        "only {answered} of {} scrapes answered",
+        BURST * PIPELINED
+    );
+    let settled = wait_until(
+        "the exporter to give the burst's memory back",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || status_kib(pid, "VmRSS").filter(|rss| *rss <= rest + RETAINED_KIB),
+    );
+    eprintln!(
+        "{answered} scrapes over {BURST} connections: RSS at rest {rest} KiB, peak {peak} KiB, \
+         right after {after_burst} KiB, settled {settled:?} KiB"
+    );
+    settled.unwrap();
+    assert!(
+        peak > rest + RETAINED_KIB / 2,
+        "the burst took no memory (rest {rest} KiB, peak {peak} KiB): it tests nothing"
+    );
+    // Still serving and probing afterwards.
+    a.check_running().unwrap();
+    assert!(udp(&scrape(&p.a).unwrap()).2 > 0.0);
 }

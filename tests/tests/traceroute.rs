@@ -4,12 +4,14 @@
 //!   A (198.18.40.2) ── R (198.18.40.1 | 198.18.41.1) ── B (198.18.41.2)
 //! ```
 //!
-//! A probes B through router R. A trace to B — on demand through
-//! `/trace?target=`, and automatically when the pair turns anomalous
-//! (loss injected on B) — must find exactly R's A-side address, then B,
-//! and publish them in `/traces` and as `skeletonhunter_path_hop_info`.
+//! A probes B through router R. A trace to B — when A maps its probe flow
+//! at start, on demand through `POST /trace?target=`, and automatically
+//! when the pair turns anomalous (loss injected on B) — must find exactly
+//! R's A-side address, then B, and publish them in `/traces` and as
+//! `skeletonhunter_path_hop_info` under the path's id.
 
 use anyhow::{Context, Result};
+use skeletonhunter_tests::http::http_request;
 use skeletonhunter_tests::netns::veth;
 use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
@@ -56,6 +58,12 @@ fn get(ns: &Netns, path: &'static str) -> Option<(u16, String)> {
     ns.run_in(move || http_get(addr, path, Duration::from_secs(2)))
         .ok()?
         .ok()
+}
+
+/// `POST path` to A's exporter (starting a trace is a POST).
+fn post(ns: &Netns, path: &'static str) -> Result<(u16, String)> {
+    let addr: SocketAddr = METRICS.parse()?;
+    ns.run_in(move || http_request(addr, "POST", path, None, Duration::from_secs(2)))?
 }
 
 /// The finished trace towards `dst` in `/traces`, if any.
@@ -119,16 +127,38 @@ fn trace_follows_the_routed_path() -> Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("{e}; log of A:\n{}", ea.log()))?;
 
+    // The probe flow is mapped at start, without being asked (as a lossy
+    // flow if its first probes went out before B's responder was up).
+    let mapped = wait_until(
+        "the flow mapped at start",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || {
+            finished_trace(&a, "198.18.41.2", "mapping")
+                .or_else(|| finished_trace(&a, "198.18.41.2", "lossy_flow"))
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}; /traces: {:?}", get(&a, "/traces")))?;
+    assert_eq!(
+        hop_addresses(&mapped),
+        vec!["198.18.40.1", "198.18.41.2"],
+        "{mapped}"
+    );
+
     // Bad requests get clear errors; non-peers are refused.
-    let (status, body) = get(&a, "/trace?target=banana").context("GET /trace")?;
+    let (status, body) = get(&a, "/trace?target=198.18.41.2").context("GET /trace")?;
+    assert_eq!(status, 405, "a GET never starts a trace: {body}");
+    let (status, body) = post(&a, "/trace?target=banana").context("POST /trace")?;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("banana"), "{body}");
-    let (status, body) = get(&a, "/trace?target=198.18.99.9").context("GET /trace")?;
+    let (status, body) = post(&a, "/trace?target=198.18.99.9").context("POST /trace")?;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("not a skeleton peer"), "{body}");
+    let (status, body) = post(&a, "/trace?target=198.18.41.2&flow=1").context("POST /trace")?;
+    assert_eq!(status, 400, "one flow only: {body}");
 
     // On demand.
-    let (status, body) = get(&a, "/trace?target=198.18.41.2").context("GET /trace")?;
+    let (status, body) = post(&a, "/trace?target=198.18.41.2").context("POST /trace")?;
     assert_eq!(status, 202, "{body}");
     let entry = wait_until(
         "on-demand trace to finish",
@@ -160,12 +190,22 @@ fn trace_follows_the_routed_path() -> Result<()> {
     assert_eq!(entry["dst_node"], "node-b", "{entry}");
     // All probes kept the flow's 5-tuple: the trace names one flow.
     assert_eq!(entry["trace"]["flow"]["dst"], "198.18.41.2:7497", "{entry}");
+    let path = entry["path"].as_str().context("no path id")?.to_string();
+    assert_eq!(path.len(), 8, "{entry}");
     let (_, metrics) = get(&a, "/metrics").context("scrape")?;
     for (hop, addr) in [("1", "198.18.40.1"), ("2", "198.18.41.2")] {
         let line = format!(
-            "skeletonhunter_path_hop_info{{src_node=\"node-a\",dst_node=\"node-b\",hop=\"{hop}\",address=\"{addr}\"}} 1"
+            "skeletonhunter_path_hop_info{{src_node=\"node-a\",dst_node=\"node-b\",path=\"{path}\",hop=\"{hop}\",address=\"{addr}\"}} 1"
         );
         assert!(metrics.contains(&line), "missing {line} in:\n{metrics}");
+    }
+    // The path's loss series sit beside its hops.
+    for name in [
+        "skeletonhunter_path_loss_ratio",
+        "skeletonhunter_path_probes",
+    ] {
+        let series = format!("{name}{{src_node=\"node-a\",dst_node=\"node-b\",path=\"{path}\"}} ");
+        assert!(metrics.contains(&series), "missing {series} in:\n{metrics}");
     }
     // The hop series pass the real linter.
     let path = dir.join("metrics.txt");

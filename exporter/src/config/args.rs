@@ -79,6 +79,15 @@ pub struct Args {
     /// that long is closed. Default 10s.
     #[arg(long, env = "SKELETONHUNTER_HTTP_HEADER_TIMEOUT")]
     pub http_header_timeout: Option<String>,
+    /// Web configuration (exporter-toolkit format: TLS, client certificates,
+    /// basic auth, headers, rate limit) for the HTTP server; re-read when it
+    /// or a certificate it names changes. See docs/operations.md.
+    #[arg(
+        long = "web.config.file",
+        env = "SKELETONHUNTER_WEB_CONFIG_FILE",
+        value_name = "FILE"
+    )]
+    pub web_config_file: Option<PathBuf>,
     /// Log level when RUST_LOG is unset.
     #[arg(long, env = "SKELETONHUNTER_LOG_LEVEL", default_value = "info")]
     pub log_level: String,

@@ -24,6 +24,9 @@ pub enum ConfigError {
     /// YAML text that does not fit the schema (no file involved).
     #[error("{0}")]
     Yaml(String),
+    /// `--web.config.file` does not load (the error names file and key).
+    #[error(transparent)]
+    Web(#[from] skeletonhunter_common::web::WebConfigError),
     /// A value is wrong; `key` is its YAML path or flag.
     #[error("{key}: {message}")]
     Invalid {

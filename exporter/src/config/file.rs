@@ -47,12 +47,19 @@ pub struct FileIdentity {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-/// `responder:` bind addresses (`off` disables one).
+/// `responder:` bind addresses (`off` disables one) and whom the UDP echo
+/// responder answers.
 pub struct FileResponder {
     /// UDP echo responder address.
     pub udp: Option<String>,
     /// TCP dial acceptor address.
     pub tcp: Option<String>,
+    /// Source networks answered (CIDRs); with `allow_peers`, either suffices.
+    pub allow: Vec<String>,
+    /// Answer the current peers (every discovery source).
+    pub allow_peers: bool,
+    /// Requests per second answered per source address (0: no limit).
+    pub rate_limit: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -71,6 +78,14 @@ pub struct FileProbe {
     pub tcp_port: Option<u16>,
     /// Size of UDP echo requests in bytes.
     pub udp_size: Option<usize>,
+    /// Equal-cost paths between two ToRs (sets the default `flows`).
+    pub ecmp_width: Option<u32>,
+    /// UDP flows (source ports) each peer is probed over.
+    pub flows: Option<u32>,
+    /// Window of the per-flow and per-path loss ratios.
+    pub flow_window: Option<String>,
+    /// Path traces per minute that map flows to paths (0: off).
+    pub flow_traces_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -2,10 +2,12 @@
 //! has its own small function, and every error names its key.
 
 use super::args::Args;
+use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe};
+use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe, FileResponder};
 use super::settings::{
-    Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+    Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
+    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 use super::validate;
 use crate::model::{Peer, PeerSource, Protocol};
@@ -128,8 +130,10 @@ impl Config {
         Ok(Config {
             listen,
             http: super::server::http_limits(args)?,
+            web: super::server::web_config(args)?,
             udp_listen: udp,
             tcp_listen: tcp,
+            responder: responder_policy(&file.responder)?,
             identity,
             interval: probe.interval,
             timeout: probe.timeout,
@@ -137,6 +141,7 @@ impl Config {
             udp_port: probe.udp_port,
             tcp_port: probe.tcp_port,
             udp_size: probe.udp_size,
+            flows: probe.flows,
             static_peers,
             dns,
             tor_mesh,
@@ -171,6 +176,15 @@ fn listeners(file: &FileConfig, args: &Args) -> Result<Listeners> {
         DEFAULT_TCP_PORT,
     )?;
     Ok(Listeners { listen, udp, tcp })
+}
+
+/// `responder.{allow,allow_peers,rate_limit}`.
+fn responder_policy(fr: &FileResponder) -> Result<ResponderPolicy> {
+    Ok(ResponderPolicy {
+        allow: super::traffic::list("responder", "allow", &fr.allow)?,
+        allow_peers: fr.allow_peers,
+        rate_limit: fr.rate_limit.unwrap_or(DEFAULT_RESPONDER_RATE),
+    })
 }
 
 /// `identity:` overridden by flags, with host defaults for what is empty.
@@ -216,6 +230,7 @@ struct ProbeSection {
     udp_port: u16,
     tcp_port: u16,
     udp_size: usize,
+    flows: FlowSettings,
 }
 
 /// `probe:` (timing, protocols, ports, request size).
@@ -238,6 +253,7 @@ fn probe_section(
             format!("{udp_size} is out of range ({HEADER_LEN}..=1472 bytes)"),
         ));
     }
+    let flows = flow_settings(fp, interval)?;
     Ok(ProbeSection {
         interval,
         timeout,
@@ -245,6 +261,7 @@ fn probe_section(
         udp_port,
         tcp_port,
         udp_size,
+        flows,
     })
 }
 

@@ -4,12 +4,14 @@
 //! from `spec.nodeName`, ...). Every error names the key and the problem.
 //!
 //! Layout: [`args`] (flags), [`file`] (the YAML schema), [`traffic`] (the
-//! traffic-discovery section), [`settings`] (the validated [`Config`]),
+//! traffic-discovery section), [`ecmp`] (flows per peer and the
+//! coverage formula), [`settings`] (the validated [`Config`]),
 //! `merge` (file + flags to [`Config`], one function per section),
 //! [`error`]. May use `model/`, `sys/` and `wire/`; never the modules it
 //! configures.
 
 pub mod args;
+pub mod ecmp;
 pub mod error;
 pub mod file;
 mod merge;
@@ -21,10 +23,12 @@ pub mod traffic;
 pub mod validate;
 
 pub use args::Args;
+pub use ecmp::FlowSettings;
 pub use error::ConfigError;
 pub use file::{parse_file, FileConfig, MeshEntry};
 pub use merge::default_route_address;
 pub use settings::{
-    Config, DnsSource, TorMesh, DEFAULT_LISTEN, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+    Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
+    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 pub use traffic::{CgroupEntry, DurationStr, EbpfSection, Mode, TrafficConfig, TrafficSettings};

@@ -1,11 +1,22 @@
 //! The HTTP server's bounds (`--http-*` flags): connections, requests in
-//! flight, header and idle time.
+//! flight, header and idle time; and its web configuration
+//! (`--web.config.file`).
 
 use super::args::Args;
 use super::error::ConfigError;
 use skeletonhunter_common::duration;
 use skeletonhunter_common::http::Limits;
+use skeletonhunter_common::web::WebSource;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// `--web.config.file`, loaded (so a bad file stops the start with exit 2).
+pub(super) fn web_config(args: &Args) -> Result<Option<Arc<WebSource>>, ConfigError> {
+    match &args.web_config_file {
+        Some(path) => Ok(Some(Arc::new(WebSource::open(path)?))),
+        None => Ok(None),
+    }
+}
 
 /// `--http-max-connections`, `--http-max-in-flight`, `--http-header-timeout`.
 pub(super) fn http_limits(args: &Args) -> Result<Limits, ConfigError> {

@@ -1,12 +1,16 @@
 //! The validated configuration the exporter runs with.
 
+use super::ecmp::FlowSettings;
 use super::file::MeshEntry;
 use super::traffic::TrafficSettings;
+use crate::model::traffic::Cidr;
 use crate::model::{Peer, Protocol};
 use skeletonhunter_common::http::Limits;
+use skeletonhunter_common::web::WebSource;
 use skeletonhunter_common::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default `/metrics` address.
@@ -15,6 +19,28 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9465";
 pub const DEFAULT_UDP_PORT: u16 = 9466;
 /// Default TCP dial port.
 pub const DEFAULT_TCP_PORT: u16 = 9467;
+
+/// Default of `responder.rate_limit`: requests per second answered per
+/// source, far above any peer's probe rate (a 1 ms interval on one flow).
+pub const DEFAULT_RESPONDER_RATE: u32 = 1000;
+
+/// Whom the UDP echo responder answers, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponderPolicy {
+    /// Source networks answered.
+    pub allow: Vec<Cidr>,
+    /// Answer the current peers.
+    pub allow_peers: bool,
+    /// Requests per second per source (burst: one second's worth); 0: off.
+    pub rate_limit: u32,
+}
+
+impl ResponderPolicy {
+    /// Whether every source may be answered (no allow-list at all).
+    pub fn open(&self) -> bool {
+        self.allow.is_empty() && !self.allow_peers
+    }
+}
 
 /// A DNS source, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,10 +73,14 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Bounds of the HTTP server.
     pub http: Limits,
+    /// `--web.config.file`: TLS and authentication of the HTTP server.
+    pub web: Option<Arc<WebSource>>,
     /// UDP echo responder address (`None`: off).
     pub udp_listen: Option<SocketAddr>,
     /// TCP dial acceptor address (`None`: off).
     pub tcp_listen: Option<SocketAddr>,
+    /// Whom the UDP echo responder answers.
+    pub responder: ResponderPolicy,
     /// This exporter's labels.
     pub identity: Identity,
     /// Probe interval per peer and protocol.
@@ -65,6 +95,8 @@ pub struct Config {
     pub tcp_port: u16,
     /// UDP echo request size.
     pub udp_size: usize,
+    /// Multi-flow probing and flow-to-path tracing.
+    pub flows: FlowSettings,
     /// Configured peers.
     pub static_peers: Vec<Peer>,
     /// DNS sources.

@@ -140,7 +140,7 @@ impl<'de> Deserialize<'de> for EbpfSection {
 
 /// Parse every entry of the list at `prefix.key`, naming the index of a
 /// bad one.
-fn list<T>(prefix: &str, key: &str, v: &[String]) -> Result<Vec<T>, ConfigError>
+pub(super) fn list<T>(prefix: &str, key: &str, v: &[String]) -> Result<Vec<T>, ConfigError>
 where
     T: std::str::FromStr<Err = ParseError>,
 {

@@ -14,16 +14,24 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
-/// Start traffic discovery on its own thread, unless turned off. An error
-/// is a traffic discovery that was required (`mode: ebpf`) and failed.
-pub fn start_traffic(cfg: &Config, peers: &PeerSet, metrics: &Arc<Metrics>) -> anyhow::Result<()> {
+/// Start traffic discovery on its own thread, unless turned off; returns
+/// the source in use (the privileges it keeps needing depend on it). An
+/// error is a traffic discovery that was required (`mode: ebpf`) and failed.
+pub fn start_traffic(
+    cfg: &Config,
+    peers: &PeerSet,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Option<traffic_source::SourceKind>> {
     match traffic_source::spawn(cfg.ebpf.clone(), peers.clone(), Some(metrics.clone()))? {
         Some(active) => {
             tracing::info!(source = active.source.as_str(), reason = %active.reason, "traffic discovery active");
+            Ok(Some(active.source))
         }
-        None => tracing::info!("traffic discovery off"),
+        None => {
+            tracing::info!("traffic discovery off");
+            Ok(None)
+        }
     }
-    Ok(())
 }
 
 /// Publish the static peers and start the DNS and ToR-mesh sources of

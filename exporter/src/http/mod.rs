@@ -1,6 +1,6 @@
 //! The HTTP endpoints: `/metrics`, `/-/healthy`, `/-/ready` (`/healthz`),
-//! `/` and path tracing's `/trace` and `/traces`, GET (or HEAD) only; and
-//! `POST /-/reload`. Handlers get
+//! `/` and path tracing's `/traces`, GET (or HEAD) only; and
+//! `POST /trace` and `POST /-/reload`. Handlers get
 //! their state explicitly ([`routes::State`]). May use every behaviour
 //! layer below it.
 

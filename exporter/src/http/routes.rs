@@ -1,4 +1,6 @@
-//! Routing, the readiness flag and the reload hook. `/-/healthy`: the
+//! Routing, the readiness flag and the reload hook. `POST /trace` starts
+//! a path trace (rate limited); every other endpoint but `/-/reload` is
+//! GET or HEAD. `/-/healthy`: the
 //! process is up; `/-/ready` (and the older `/healthz`): probing and
 //! discovery have started and the exporter is not stopping.
 
@@ -41,6 +43,8 @@ pub struct State {
     pub health: Health,
     /// Serves `/trace` and `/traces`.
     pub tracing: Arc<pathtrace::Context>,
+    /// Rate limit of `POST /trace`.
+    pub trace_limit: Arc<pathtrace::http::OnDemand>,
     /// Serves `POST /-/reload`; `None`: 503.
     pub reload: Option<Arc<dyn Reload>>,
 }
@@ -54,11 +58,11 @@ fn route(state: &State, req: &Request) -> Reply {
     if req.path == "/-/reload" {
         return reload(state, req);
     }
-    if req.method != Method::GET && req.method != Method::HEAD {
-        return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is supported\n");
-    }
-    if let Some(r) = pathtrace::http::handle(&state.tracing, req) {
+    if let Some(r) = pathtrace::http::handle(&state.tracing, &state.trace_limit, req) {
         return r;
+    }
+    if req.method != Method::GET && req.method != Method::HEAD {
+        return Reply::method_not_allowed("GET, HEAD");
     }
     match req.path.as_str() {
         "/metrics" => state.metrics.render(req.accept.as_deref()),
@@ -97,25 +101,20 @@ fn reload(state: &State, req: &Request) -> Reply {
 mod tests {
     use super::*;
     use crate::discovery::PeerSet;
-    use crate::pathtrace::{TraceConfig, Tracer};
     use crate::probe::PeerInfo;
-    use prometheus_client::metrics::family::Family;
 
     fn state() -> State {
         let metrics = Arc::new(Metrics::new(&Default::default()));
         State {
             metrics: metrics.clone(),
             health: Health::default(),
-            tracing: Arc::new(pathtrace::Context {
-                tracer: Tracer::new(TraceConfig::default(), Family::default()),
-                peers: PeerSet::new(None),
-                peer_info: PeerInfo::new(metrics, None),
-                loss: Arc::new(|_: &str| None),
-                src_node: "a".into(),
-                udp_port: 7477,
-                src_port: None,
-            }),
+            tracing: Arc::new(pathtrace::Context::detached(
+                PeerSet::new(None),
+                PeerInfo::new(metrics, None),
+                Vec::new(),
+            )),
             reload: None,
+            trace_limit: Arc::default(),
         }
     }
 
@@ -129,14 +128,22 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_get_only() {
+    fn every_route_but_trace_and_reload_is_get_only() {
         let s = state();
-        for path in ["/metrics", "/healthz", "/trace", "/traces", "/"] {
+        for path in ["/metrics", "/healthz", "/traces", "/"] {
             let r = route(&s, &req(Method::POST, path));
             assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+            assert_eq!(r.headers[0].1, "GET, HEAD", "{path}");
         }
+        let r = route(&s, &req(Method::GET, "/trace"));
         assert_eq!(
-            route(&s, &req(Method::GET, "/trace")).status,
+            r.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "starting a trace is a POST"
+        );
+        assert_eq!(r.headers[0].1, "POST");
+        assert_eq!(
+            route(&s, &req(Method::POST, "/trace")).status,
             StatusCode::NOT_FOUND,
             "not a peer"
         );

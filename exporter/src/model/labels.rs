@@ -84,8 +84,22 @@ pub struct HopLabels {
     pub src_node: String,
     /// The traced peer's node.
     pub dst_node: String,
+    /// The path id: 8 hex digits, a stable hash of the hop addresses.
+    pub path: String,
     /// The TTL of the hop.
     pub hop: String,
     /// Who answered at that TTL; empty for a silent hop.
     pub address: String,
+}
+
+/// Labels of the per-path series (`skeletonhunter_path_loss_ratio`,
+/// `skeletonhunter_path_probes`): one per distinct path of a pair.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    /// This exporter's node.
+    pub src_node: String,
+    /// The peer's node.
+    pub dst_node: String,
+    /// The path id, as in `skeletonhunter_path_hop_info`.
+    pub path: String,
 }

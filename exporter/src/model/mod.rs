@@ -11,8 +11,8 @@ mod reasons;
 pub mod traffic;
 
 pub use labels::{
-    BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
-    ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    BuildLabels, HopLabels, PairLabels, PathLabels, ProbeLabels, ProtocolLabels,
+    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 pub use peer::{Peer, PeerSource};
 pub use protocol::{Protocol, UnknownProtocol};

@@ -147,6 +147,11 @@ pub enum DropReason {
     NotRequest,
     /// The reply could not be sent.
     SendFailed,
+    /// The source is not on the allow-list (`responder.allow`,
+    /// `responder.allow_peers`).
+    NotAllowed,
+    /// The source sent more than `responder.rate_limit` per second.
+    RateLimited,
 }
 
 impl DropReason {
@@ -156,6 +161,8 @@ impl DropReason {
             DropReason::Oversized => "oversized",
             DropReason::NotRequest => "not_request",
             DropReason::SendFailed => "send_failed",
+            DropReason::NotAllowed => "not_allowed",
+            DropReason::RateLimited => "rate_limited",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! back-off for peers whose traces keep being triggered. Pure: the caller
 //! passes the time, so tests drive the clock.
 
+use skeletonhunter_common::ratelimit::TokenBucket;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -15,45 +16,32 @@ pub const BASE_BACKOFF: Duration = Duration::from_secs(60);
 /// The longest wait between automatic traces of one peer.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
-/// A token bucket: `per_minute` tokens a minute, at most `per_minute`
-/// saved up (so a fabric-wide fault gets one minute's worth at once).
+/// A token bucket ([`TokenBucket`]): `per_minute` tokens a minute, at
+/// most `per_minute` saved up (so a fabric-wide fault gets one minute's
+/// worth at once).
 #[derive(Debug, Clone)]
-pub struct Budget {
-    per_minute: f64,
-    tokens: f64,
-    at: Instant,
-}
+pub struct Budget(TokenBucket);
 
 impl Budget {
     /// A full bucket at `now`.
     pub fn new(per_minute: u32, now: Instant) -> Budget {
-        let per_minute = f64::from(per_minute.max(1));
-        Budget {
+        let per_minute = per_minute.max(1);
+        Budget(TokenBucket::new(
             per_minute,
-            tokens: per_minute,
-            at: now,
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let dt = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + dt * self.per_minute / 60.0).min(self.per_minute);
-        self.at = self.at.max(now);
+            Duration::from_secs(60),
+            per_minute,
+            now,
+        ))
     }
 
     /// Whether a token is there at `now` (none is taken).
     pub fn available(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        self.tokens >= 1.0
+        self.0.available(now)
     }
 
     /// Take a token; false when the budget is spent.
     pub fn take(&mut self, now: Instant) -> bool {
-        let ok = self.available(now);
-        if ok {
-            self.tokens -= 1.0;
-        }
-        ok
+        self.0.take(now)
     }
 }
 

@@ -16,12 +16,18 @@
 //! destination port back to its source port (the peer's responder echoing
 //! the request, which is a valid UDP echo request for that reason).
 //!
+//! The UDP prober probes each peer over several flows (source ports);
+//! each is traced on its own 5-tuple, so each shows the ECMP path that
+//! flow takes, and flows with the same hops form one path of the pair.
+//!
 //! Layout: [`packet`] builds and parses packets (pure); [`paris`] is the
 //! blocking engine over raw sockets (CAP_NET_RAW, through `sys::raw`);
-//! [`tracer`] keeps the last trace per destination and the budget of
-//! concurrent traces; [`hops`] publishes `skeletonhunter_path_hop_info`;
-//! [`anomaly`] and [`context`] decide when a pair is traced; [`http`]
-//! serves `/trace` and `/traces`. May use `model/`, `sys/`, `wire/`,
+//! [`tracer`] keeps the last trace per flow and the budget of concurrent
+//! traces; [`paths`] groups flows into paths (pure) and [`hops`] publishes
+//! the path series (`skeletonhunter_path_hop_info`,
+//! `skeletonhunter_path_loss_ratio`, `skeletonhunter_path_probes`);
+//! [`anomaly`], [`mapper`] and [`context`] decide when a flow is traced;
+//! [`http`] serves `/trace` and `/traces`. May use `model/`, `sys/`, `wire/`,
 //! `telemetry/`, `discovery/` (the peer set) and `probe/` (learned names).
 
 pub mod anomaly;
@@ -29,8 +35,10 @@ pub mod budget;
 pub mod context;
 pub mod hops;
 pub mod http;
+pub mod mapper;
 pub mod packet;
 pub mod paris;
+pub mod paths;
 pub mod tracer;
 
 pub use context::Context;

@@ -1,30 +1,35 @@
-//! The traces by destination: starting them within the budget of
-//! concurrent traces, rate-limiting automatic ones (a global budget per
-//! minute and a per-peer back-off, [`super::budget`]), aggregating repeated
-//! log lines, keeping the last result, and serving them as JSON.
+//! The traces by flow: starting them within the budget of concurrent
+//! traces, rate-limiting anomaly traces (a global budget per minute and a
+//! per-peer back-off, [`super::budget`]; mapping traces have their own,
+//! [`super::mapper`]), aggregating repeated log lines, keeping the last
+//! result per flow, handing it to the path series, and serving them as
+//! JSON.
 
 use super::budget::{AutoPolicy, Refusal, TRACES_PER_MINUTE};
-use super::hops::HopSeries;
+use super::hops::PathSeries;
 use super::{paris, Flow, Trace, TraceConfig};
-use crate::model::HopLabels;
-use crate::telemetry::{Repeats, Verdict};
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use crate::telemetry::{PathFamilies, Repeats, Verdict};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Why a path is traced; serialized as `on_demand` / `anomaly`.
+/// Why a path is traced; serialized as `on_demand` / `anomaly` /
+/// `mapping` / `lossy_flow`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceReason {
     /// `/trace?target=` asked for it.
     OnDemand,
-    /// The pair turned anomalous.
+    /// The pair turned anomalous (its worst flow is traced).
     Anomaly,
+    /// Mapping a flow to its path: at start and on the refresh timer.
+    Mapping,
+    /// The flow started losing probes.
+    LossyFlow,
 }
 
 impl TraceReason {
@@ -33,13 +38,22 @@ impl TraceReason {
         match self {
             TraceReason::OnDemand => "on_demand",
             TraceReason::Anomaly => "anomaly",
+            TraceReason::Mapping => "mapping",
+            TraceReason::LossyFlow => "lossy_flow",
         }
+    }
+
+    /// Whether the flow mapper started it (and its concurrency cap holds).
+    pub fn is_mapping(self) -> bool {
+        matches!(self, TraceReason::Mapping | TraceReason::LossyFlow)
     }
 }
 
-/// The last trace towards one destination, or the one running.
+/// The last trace of one flow, or the one running.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
+    /// The flow's index among the prober's flows.
+    pub flow: usize,
     /// This exporter's node.
     pub src_node: String,
     /// The traced peer's node.
@@ -58,6 +72,9 @@ pub struct Entry {
 /// three raw sockets); a fabric-wide fault makes many pairs anomalous at
 /// the same moment.
 pub const MAX_CONCURRENT: usize = 8;
+/// Of those, at most this many map flows, so anomaly and on-demand
+/// traces always find room.
+pub const MAX_MAPPING_CONCURRENT: usize = 4;
 
 /// Outcome of [`Tracer::start`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +83,8 @@ pub enum Start {
     Started,
     /// One to the same destination already runs.
     AlreadyRunning,
-    /// [`MAX_CONCURRENT`] traces run.
+    /// [`MAX_CONCURRENT`] traces run (or, for mapping,
+    /// [`MAX_MAPPING_CONCURRENT`]).
     Busy,
 }
 
@@ -81,11 +99,14 @@ impl Start {
     }
 }
 
-/// Traces by destination, their metric, and the anomaly trigger.
+/// Traces by flow, the path series, and the anomaly trigger.
 pub struct Tracer {
     config: TraceConfig,
-    entries: Mutex<HashMap<IpAddr, Entry>>,
-    hops: HopSeries,
+    entries: Mutex<HashMap<Flow, Entry>>,
+    paths: PathSeries,
+    /// Raw sockets were refused: mapping stops (anomaly and on-demand
+    /// traces still say why in `/traces`).
+    denied: AtomicBool,
     auto: Mutex<AutoPolicy>,
     logs: Mutex<Repeats>,
 }
@@ -99,6 +120,8 @@ const MSG_TRACING: &str = "tracing the path of an anomalous pair";
 const MSG_TRACED: &str = "path traced";
 const MSG_FAILED: &str = "path trace failed";
 const MSG_BUDGET: &str = "automatic path trace skipped: the budget of traces per minute is spent";
+const MSG_DENIED: &str =
+    "path tracing needs raw sockets (root or CAP_NET_RAW); flows are not mapped to paths";
 
 impl std::fmt::Debug for Tracer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,8 +132,10 @@ impl std::fmt::Debug for Tracer {
 /// What the caller knows about the flow to trace.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The probe flow to follow.
+    /// The probe flow to follow (source address unspecified: the route's).
     pub flow: Flow,
+    /// Its index among the prober's flows.
+    pub flow_index: usize,
     /// This exporter's node.
     pub src_node: String,
     /// The peer's node.
@@ -123,37 +148,51 @@ pub struct Request {
 }
 
 impl Tracer {
-    /// A tracer publishing its hops into `hop_info` (the exporter's
-    /// `skeletonhunter_path_hop_info`; tests use a private family).
-    pub fn new(config: TraceConfig, hop_info: Family<HopLabels, Gauge>) -> Arc<Tracer> {
+    /// A tracer publishing its paths into `families` (the exporter's
+    /// `skeletonhunter_path_*`; tests use private families).
+    pub fn new(config: TraceConfig, families: PathFamilies) -> Arc<Tracer> {
         Arc::new(Tracer {
             config,
             entries: Mutex::new(HashMap::new()),
-            hops: HopSeries::new(hop_info),
+            paths: PathSeries::new(families),
+            denied: AtomicBool::new(false),
             auto: Mutex::new(AutoPolicy::new(Instant::now())),
             logs: Mutex::new(Repeats::new(Duration::from_secs(60))),
         })
     }
 
-    /// Start a trace unless one to the same destination is running or
-    /// [`MAX_CONCURRENT`] traces are. Needs a tokio runtime.
+    /// The path series (the watch loop feeds them the flows' counts).
+    pub fn paths(&self) -> &PathSeries {
+        &self.paths
+    }
+
+    /// Whether raw sockets were refused (mapping is pointless then).
+    pub fn denied(&self) -> bool {
+        self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Start a trace unless one of the same flow is running or
+    /// [`MAX_CONCURRENT`] traces are (mapping: [`MAX_MAPPING_CONCURRENT`]).
+    /// Needs a tokio runtime.
     pub fn start(self: &Arc<Self>, req: Request) -> Start {
         let dst = IpAddr::V4(*req.flow.dst.ip());
         {
-            let mut entries = self
-                .entries
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if entries.get(&dst).is_some_and(|e| e.running) {
+            let mut entries = lock(&self.entries);
+            if entries.get(&req.flow).is_some_and(|e| e.running) {
                 return Start::AlreadyRunning;
             }
-            if entries.values().filter(|e| e.running).count() >= MAX_CONCURRENT {
+            let running = entries.values().filter(|e| e.running);
+            let mapping = running.clone().filter(|e| e.reason.is_mapping()).count();
+            if running.count() >= MAX_CONCURRENT
+                || (req.reason.is_mapping() && mapping >= MAX_MAPPING_CONCURRENT)
+            {
                 return Start::Busy;
             }
-            let previous = entries.remove(&dst);
+            let previous = entries.remove(&req.flow);
             entries.insert(
-                dst,
+                req.flow,
                 Entry {
+                    flow: req.flow_index,
                     src_node: req.src_node.clone(),
                     dst_node: req.dst_node.clone(),
                     reason: req.reason,
@@ -243,11 +282,8 @@ impl Tracer {
     }
 
     fn finish(&self, dst: IpAddr, req: &Request, result: io::Result<Trace>) {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(entry) = entries.get_mut(&dst) else {
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(&req.flow) else {
             return; // forgotten meanwhile
         };
         entry.running = false;
@@ -262,9 +298,16 @@ impl Tracer {
                         "{MSG_TRACED}"
                     );
                 }
-                self.hops.publish(dst, &req.src_node, &req.dst_node, &t);
+                self.paths
+                    .traced(dst, req.flow_index, &req.src_node, &req.dst_node, &t);
                 entry.trace = Some(t);
                 entry.error = None;
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                if !self.denied.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("{MSG_DENIED}: {e}");
+                }
+                entry.error = Some(e.to_string());
             }
             Err(e) => {
                 if self.should_log(MSG_FAILED, now) {
@@ -275,30 +318,32 @@ impl Tracer {
         }
     }
 
-    /// Drop a destination's trace and series (the peer left).
+    /// Drop a destination's traces and series (the peer left).
     pub fn forget(&self, dst: IpAddr) {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&dst);
-        self.hops.forget(dst);
+        lock(&self.entries).retain(|f, _| IpAddr::V4(*f.dst.ip()) != dst);
+        self.paths.forget(dst);
         self.recovered(dst);
     }
 
-    /// All entries as JSON, keyed by destination address.
+    /// All entries as JSON, by destination address and flow, each with the
+    /// id of the path its flow is counted under.
     pub fn to_json(&self) -> String {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut v: Vec<(&IpAddr, &Entry)> = entries.iter().collect();
-        v.sort_by_key(|(a, _)| **a);
+        let entries = lock(&self.entries);
+        let mut v: Vec<(IpAddr, &Entry)> = entries
+            .iter()
+            .map(|(f, e)| (IpAddr::V4(*f.dst.ip()), e))
+            .collect();
+        v.sort_by_key(|(a, e)| (*a, e.flow));
+        let mut paths: HashMap<IpAddr, Vec<super::paths::PathView>> = HashMap::new();
         let list: Vec<serde_json::Value> = v
             .into_iter()
             .map(|(a, e)| {
+                let views = paths.entry(a).or_insert_with(|| self.paths.paths(a));
+                let path = views.iter().find(|p| p.flows.contains(&e.flow));
                 let mut j = serde_json::to_value(e).unwrap_or_default();
                 if let Some(o) = j.as_object_mut() {
                     o.insert("destination".into(), a.to_string().into());
+                    o.insert("path".into(), path.map(|p| p.id.clone()).into());
                 }
                 j
             })
@@ -314,8 +359,13 @@ mod tests {
 
     #[test]
     fn concurrent_traces_are_capped() {
-        let t = Tracer::new(TraceConfig::default(), Family::default());
+        let t = Tracer::new(TraceConfig::default(), PathFamilies::default());
+        let flow = |last: u8| Flow {
+            src: "0.0.0.0:40000".parse().unwrap(),
+            dst: SocketAddrV4::new(Ipv4Addr::new(198, 18, 60, last), 9970),
+        };
         let running = |i: u8| Entry {
+            flow: 0,
             src_node: "a".into(),
             dst_node: format!("n{i}"),
             reason: TraceReason::Anomaly,
@@ -326,14 +376,12 @@ mod tests {
         {
             let mut e = t.entries.lock().unwrap();
             for i in 0..MAX_CONCURRENT as u8 {
-                e.insert(IpAddr::V4(Ipv4Addr::new(198, 18, 60, i)), running(i));
+                e.insert(flow(i), running(i));
             }
         }
         let req = |last: u8| Request {
-            flow: Flow {
-                src: "198.18.1.2:40000".parse().unwrap(),
-                dst: SocketAddrV4::new(Ipv4Addr::new(198, 18, 60, last), 9970),
-            },
+            flow: flow(last),
+            flow_index: 0,
             src_node: "a".into(),
             dst_node: "b".into(),
             reason: TraceReason::OnDemand,
@@ -341,6 +389,19 @@ mod tests {
         };
         // Neither path spawns anything here (no runtime is needed).
         assert_eq!(t.start(req(0)), Start::AlreadyRunning);
+        // Mapping gets at most its share: with that many mapping traces
+        // running, another mapping trace waits even though room is left.
+        let m = Tracer::new(TraceConfig::default(), PathFamilies::default());
+        for i in 0..MAX_MAPPING_CONCURRENT as u8 {
+            let mut e = running(i);
+            e.reason = TraceReason::Mapping;
+            m.entries.lock().unwrap().insert(flow(i), e);
+        }
+        let mapping = Request {
+            reason: TraceReason::LossyFlow,
+            ..req(100)
+        };
+        assert_eq!(m.start(mapping), Start::Busy);
         assert_eq!(t.start(req(200)), Start::Busy);
         let now = Instant::now();
         assert!(!t.on_anomaly_at(req(200), now), "busy: not started");

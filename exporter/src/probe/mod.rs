@@ -1,8 +1,9 @@
 //! The probing engine: one [`Prober`] per protocol, one [`Scheduler`].
 //!
 //! Contract (all protocols, RDMA included):
-//! - A prober owns a few sockets (one per address family at most) and its
-//!   own receive task(s). It never creates a task or socket per peer; the
+//! - A prober owns a few sockets (one per address family at most; the UDP
+//!   prober a fixed pool of `probe.flows` per family, see [`flows`]) and
+//!   its own receive task(s). It never creates a task or socket per peer; the
 //!   TCP dial prober is the exception the protocol forces (a connection is
 //!   a socket), and its dials are short-lived.
 //! - [`Prober::probe`] is called by the scheduler and must not block: it
@@ -17,6 +18,7 @@
 //!   protocols evenly over the interval (slot k of M fires at k/M of the
 //!   round), so thousands of peers cost a steady trickle, not bursts.
 
+pub mod flows;
 pub mod icmp;
 pub mod inflight;
 pub mod peer_info;
@@ -27,10 +29,11 @@ pub mod target;
 pub mod tcp;
 pub mod udp;
 
+pub use flows::{FlowBook, FlowCount};
 pub use inflight::{Completion, InFlight};
 pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
-pub use target::{Ports, Target};
+pub use target::{NodeClaim, Ports, Target};
 
 use crate::model::Protocol;
 use std::sync::Arc;

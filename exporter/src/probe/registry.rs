@@ -1,6 +1,7 @@
 //! Which probers run: one per configured protocol, started in the
 //! configuration's order (which is also their slot order in a round).
 
+use super::flows::FlowBook;
 use super::icmp::IcmpProber;
 use super::rdma::{self, RdmaProber};
 use super::tcp::TcpProber;
@@ -20,6 +21,10 @@ pub struct Options {
     pub udp_size: usize,
     /// This exporter's `nic` identity (RDMA picks the RNIC carrying it).
     pub nic: String,
+    /// UDP flows (source ports) per peer.
+    pub flows: usize,
+    /// Window of the per-flow loss counts.
+    pub flow_window: Duration,
 }
 
 /// A prober that could not start (the exporter then does not start).
@@ -37,8 +42,11 @@ pub enum StartError {
 pub struct Probers {
     /// In configuration order.
     pub list: Vec<Arc<dyn Prober>>,
-    /// Source port of the UDP probe flow, for path tracing.
-    pub udp_source_port: Option<u16>,
+    /// Source ports of the UDP probe flows in flow order, for path
+    /// tracing (empty without UDP probing).
+    pub udp_source_ports: Vec<u16>,
+    /// Per-flow loss of the UDP probes, for path tracing.
+    pub flow_book: Option<Arc<FlowBook>>,
     /// TLVs this exporter adds to its UDP requests and replies.
     pub advertise: Vec<(u16, Vec<u8>)>,
     /// Where peers' self-descriptions are learned.
@@ -61,19 +69,27 @@ pub fn start(
     let advertise: Vec<(u16, Vec<u8>)> = rdma.iter().map(|p| p.advertisement()).collect();
     let peer_info = PeerInfo::new(metrics.clone(), rdma.as_ref().map(|p| p.book().clone()));
     let mut list: Vec<Arc<dyn Prober>> = Vec::new();
-    let mut udp_source_port = None;
+    let mut udp_source_ports = Vec::new();
+    let mut flow_book = None;
     for p in protocols {
         match p {
             Protocol::Udp => {
+                let book = Arc::new(FlowBook::new(
+                    opts.flows,
+                    opts.flow_window,
+                    std::time::Instant::now(),
+                ));
                 let udp = UdpProber::start(
                     metrics.clone(),
                     peer_info.clone(),
                     advertise.clone(),
                     opts.timeout,
                     opts.udp_size,
+                    book.clone(),
                 )
                 .map_err(StartError::Udp)?;
-                udp_source_port = udp.local_port();
+                udp_source_ports = udp.local_ports();
+                flow_book = Some(book);
                 list.push(udp);
             }
             Protocol::Tcp => list.push(TcpProber::new(metrics.clone(), opts.timeout)),
@@ -88,7 +104,8 @@ pub fn start(
     }
     Ok(Probers {
         list,
-        udp_source_port,
+        udp_source_ports,
+        flow_book,
         advertise,
         peer_info,
     })

@@ -79,8 +79,10 @@ impl Scheduler {
                     // the learned name so series do not flap.
                     let fresh = Target::new(peer, self.config.ports, self.metrics.clone());
                     if t.identity_learned() {
+                        // Kept unless the new entry names the peer itself.
                         fresh.learn_node(&t.dst_node());
-                    } else if fresh.dst_node() != t.dst_node() {
+                    }
+                    if fresh.dst_node() != t.dst_node() {
                         self.metrics.forget_name(t.addr(), &t.dst_node());
                     }
                     t.retire();

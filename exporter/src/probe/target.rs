@@ -2,7 +2,7 @@
 //! use, and its cached metric handles.
 
 use crate::model::{Peer, Protocol};
-use crate::telemetry::{DialSeries, Metrics, RdmaSeries, Series};
+use crate::telemetry::{DialSeries, FlowSeries, Metrics, RdmaSeries, Series};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +15,20 @@ pub struct Ports {
     pub udp: u16,
     /// TCP dial port.
     pub tcp: u16,
+}
+
+/// What a reply's node name did to its peer's label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeClaim {
+    /// The label in use (or no name at all).
+    Same,
+    /// The peer's first name: the label moved to it and is now pinned.
+    Pinned,
+    /// Another name than the pinned one: ignored.
+    Conflict {
+        /// The label kept.
+        pinned: String,
+    },
 }
 
 /// One peer as the probers see it: addresses, the `dst_node` label (learned
@@ -33,10 +47,15 @@ pub struct Target {
 
 struct TargetState {
     dst_node: String,
+    /// A reply confirmed the name.
     learned: bool,
+    /// The name is fixed: from configuration or discovery, or the first
+    /// name the peer gave (see [`Target::learn_node`]).
+    pinned: bool,
     series: [Option<Series>; 4],
     dial: Option<DialSeries>,
     rdma: Option<RdmaSeries>,
+    flow: Option<FlowSeries>,
 }
 
 impl fmt::Debug for Target {
@@ -52,17 +71,20 @@ impl Target {
     /// A fresh target labelled with the peer's known name or address.
     pub fn new(peer: Peer, ports: Ports, metrics: Arc<Metrics>) -> Target {
         let dst_node = peer.name.clone().unwrap_or_else(|| peer.addr.to_string());
+        let pinned = peer.name.is_some();
         Target {
             udp_addr: peer.udp_addr(ports.udp),
             tcp_addr: peer.tcp_addr(ports.tcp),
             peer,
             metrics,
             state: Mutex::new(TargetState {
+                pinned,
                 dst_node,
                 learned: false,
                 series: [None, None, None, None],
                 dial: None,
                 rdma: None,
+                flow: None,
             }),
             retired: AtomicBool::new(false),
         }
@@ -131,26 +153,53 @@ impl Target {
         )
     }
 
-    /// A reply told us who answered. If the node name differs from the
-    /// label in use, move to the new name: the old series are removed (a
-    /// peer is one series per protocol, never two).
-    pub fn learn_node(&self, node: &str) {
+    /// The multi-flow UDP series (worst flow, flow count).
+    pub fn flow_series(&self) -> Option<FlowSeries> {
+        if self.is_retired() {
+            return None;
+        }
+        let mut st = self.lock();
+        let dst = st.dst_node.clone();
+        Some(
+            st.flow
+                .get_or_insert_with(|| self.metrics.flow_series(self.peer.addr, &dst))
+                .clone(),
+        )
+    }
+
+    /// A reply told us who answered. A peer's identity is pinned: by its
+    /// configured or discovered name, else by the first name it gives —
+    /// then the label moves from the address to that name once (the old
+    /// series are removed: a peer is one series per protocol, never two).
+    /// A later, different claim changes nothing and is returned as a
+    /// [`NodeClaim::Conflict`], so a peer cannot churn series or take
+    /// another node's name.
+    pub fn learn_node(&self, node: &str) -> NodeClaim {
         if node.is_empty() || self.is_retired() {
-            return;
+            return NodeClaim::Same;
         }
         let mut st = self.lock();
         if st.dst_node == node {
             st.learned = true;
-            return;
+            st.pinned = true;
+            return NodeClaim::Same;
+        }
+        if st.pinned {
+            return NodeClaim::Conflict {
+                pinned: st.dst_node.clone(),
+            };
         }
         let old = std::mem::replace(&mut st.dst_node, node.to_string());
         st.learned = true;
+        st.pinned = true;
         st.series = [None, None, None, None];
         st.dial = None;
         st.rdma = None;
+        st.flow = None;
         drop(st);
-        tracing::info!(peer = %self.peer.addr, old = %old, new = %node, "peer identified by its reply");
+        tracing::info!(peer = %self.peer.addr, old = %old, new = %node, "peer identified by its reply; name pinned");
         self.metrics.forget_name(self.peer.addr, &old);
+        NodeClaim::Pinned
     }
 
     /// Whether `dst_node` came from the peer itself.
@@ -164,5 +213,53 @@ impl Target {
         st.series = [None, None, None, None];
         st.dial = None;
         st.rdma = None;
+        st.flow = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::PeerSource;
+    use skeletonhunter_common::Identity;
+
+    fn target(name: Option<&str>) -> (Target, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::new(&Identity::default()));
+        let mut peer = Peer::new("10.0.0.2".parse().unwrap(), PeerSource::Ebpf);
+        if let Some(n) = name {
+            peer = peer.with_name(n);
+        }
+        let ports = Ports { udp: 1, tcp: 2 };
+        (Target::new(peer, ports, metrics.clone()), metrics)
+    }
+
+    #[test]
+    fn the_first_name_is_pinned_and_later_claims_are_conflicts() {
+        let (t, _) = target(None);
+        assert_eq!(t.dst_node(), "10.0.0.2");
+        assert_eq!(t.learn_node(""), NodeClaim::Same);
+        assert_eq!(t.learn_node("b"), NodeClaim::Pinned);
+        assert_eq!(t.learn_node("b"), NodeClaim::Same);
+        for claim in ["c", "a", "b2"] {
+            assert_eq!(
+                t.learn_node(claim),
+                NodeClaim::Conflict { pinned: "b".into() }
+            );
+        }
+        assert_eq!(t.dst_node(), "b");
+        assert!(t.identity_learned());
+    }
+
+    #[test]
+    fn a_configured_name_is_pinned_from_the_start() {
+        let (t, _) = target(Some("b"));
+        assert_eq!(
+            t.learn_node("evil"),
+            NodeClaim::Conflict { pinned: "b".into() }
+        );
+        assert_eq!(t.dst_node(), "b");
+        assert!(!t.identity_learned());
+        assert_eq!(t.learn_node("b"), NodeClaim::Same);
+        assert!(t.identity_learned());
     }
 }

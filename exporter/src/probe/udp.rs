@@ -1,6 +1,10 @@
 //! UDP echo prober: the main probe, answered by peers' responders.
 //!
-//! One socket per address family carries every peer's probes. RTT is the
+//! A pool of K sockets per address family (K = `probe.flows`, each bound
+//! to its own source port, so each is one flow that ECMP hashes onto one
+//! path) carries every peer's probes; each peer's probes take the K flows
+//! in turn ([`FlowBook`]), so descriptors stay K per family whatever the
+//! number of peers. RTT is the
 //! kernel receive time of the reply minus the kernel transmit time of the
 //! request (both SO_TIMESTAMPING software timestamps; the user-space send
 //! time when the kernel gives none), minus the time the responder held
@@ -8,7 +12,8 @@
 //! show up as network latency. The reply's identity TLVs name the peer
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
 
-use super::{Completion, InFlight, PeerInfo, Prober, Target};
+use super::flows::FlowBook;
+use super::{Completion, InFlight, NodeClaim, PeerInfo, Prober, Target};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
@@ -30,6 +35,8 @@ struct Sent {
     target: Arc<Target>,
     series: Series,
     tx_ns: u64,
+    /// Which of the K flows carried it.
+    flow: usize,
 }
 
 /// The UDP prober; see the module docs.
@@ -53,8 +60,12 @@ struct ProbeSocket {
 
 /// The UDP echo prober; see the module docs.
 pub struct UdpProber {
-    v4: Arc<ProbeSocket>,
-    v6: Option<Arc<ProbeSocket>>,
+    /// Flow `i` of an IPv4 peer leaves from `v4[i]`.
+    v4: Vec<Arc<ProbeSocket>>,
+    /// The same for IPv6; empty without IPv6.
+    v6: Vec<Arc<ProbeSocket>>,
+    /// The flow rotation and per-flow loss.
+    book: Arc<FlowBook>,
     session: u64,
     seq: AtomicU64,
     inflight: Mutex<InFlight<Sent>>,
@@ -86,21 +97,29 @@ fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
 }
 
 impl UdpProber {
-    /// Open the sockets and start the receive tasks (they end with the
-    /// runtime). `probe_size` is the request size, so replies have room
-    /// for the responder's identity.
+    /// Open `book.flows()` sockets per family and start their receive
+    /// tasks (they end with the runtime). `probe_size` is the request
+    /// size, so replies have room for the responder's identity.
     pub fn start(
         metrics: Arc<Metrics>,
         peer_info: Arc<PeerInfo>,
         advertise: Vec<(u16, Vec<u8>)>,
         timeout: Duration,
         probe_size: usize,
+        book: Arc<FlowBook>,
     ) -> std::io::Result<Arc<UdpProber>> {
-        let v4 = open(SocketAddr::from(([0, 0, 0, 0], 0)))?;
-        let v6 = open(SocketAddr::from(([0u16; 8], 0))).ok();
+        let k = book.flows();
+        let v4 = (0..k)
+            .map(|_| open(SocketAddr::from(([0, 0, 0, 0], 0))))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let v6 = (0..k)
+            .map(|_| open(SocketAddr::from(([0u16; 8], 0))))
+            .collect::<std::io::Result<Vec<_>>>()
+            .unwrap_or_default();
         let p = Arc::new(UdpProber {
             v4,
             v6,
+            book,
             session: random_u64(),
             seq: AtomicU64::new(1),
             inflight: Mutex::new(InFlight::new(timeout)),
@@ -110,7 +129,7 @@ impl UdpProber {
             probe_size: probe_size.clamp(wire::HEADER_LEN, wire::MAX_DATAGRAM),
             buf: Mutex::new(Vec::with_capacity(probe_size)),
         });
-        let socks: Vec<_> = std::iter::once(p.v4.clone()).chain(p.v6.clone()).collect();
+        let socks: Vec<_> = p.v4.iter().chain(&p.v6).cloned().collect();
         for s in socks {
             let weak = Arc::downgrade(&p);
             tokio::spawn(async move { receive_loop(s, weak).await });
@@ -118,10 +137,24 @@ impl UdpProber {
         Ok(p)
     }
 
-    /// Source port of the IPv4 probe flow, so path tracing can keep the
-    /// flow's 5-tuple (and with it the ECMP path).
-    pub fn local_port(&self) -> Option<u16> {
-        self.v4.fd.get_ref().local_addr().ok().map(|a| a.port())
+    /// Source ports of the IPv4 probe flows, in flow order, so path
+    /// tracing can keep each flow's 5-tuple (and with it its ECMP path).
+    pub fn local_ports(&self) -> Vec<u16> {
+        self.v4
+            .iter()
+            .filter_map(|s| s.fd.get_ref().local_addr().ok().map(|a| a.port()))
+            .collect()
+    }
+
+    /// Count a finished probe of `target` over `flow` and refresh the
+    /// pair's worst-flow loss ratio.
+    fn finished(&self, target: &Target, flow: usize, lost: bool, now: Instant) {
+        if let Some(worst) = self.book.record(target.addr(), flow, lost, now) {
+            if let Some(f) = target.flow_series() {
+                f.worst_loss.set(worst);
+                f.flows.set(self.book.flows() as i64);
+            }
+        }
     }
 
     /// The kernel reports when datagram `id` left: use it as the probe's
@@ -190,11 +223,12 @@ impl UdpProber {
                 return;
             }
         };
+        let now = Instant::now();
         let done = self
             .inflight
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .complete(p.header.seq, Instant::now());
+            .complete(p.header.seq, now);
         let sent = match done {
             Completion::Answered(s) => s.data,
             other => {
@@ -205,12 +239,20 @@ impl UdpProber {
         if sent.target.is_retired() {
             return;
         }
+        self.finished(&sent.target, sent.flow, false, now);
         let rtt_ns = rx_ns
             .saturating_sub(sent.tx_ns)
             .saturating_sub(p.header.responder_delay_ns);
         let node = p.identity().node;
-        let series = if !node.is_empty() && node != sent.series.labels.dst_node {
-            sent.target.learn_node(&node);
+        let moved = match sent.target.learn_node(&node) {
+            NodeClaim::Conflict { pinned } => {
+                let addr = sent.target.addr();
+                self.peer_info.identity_conflict(addr, &pinned, &node);
+                false
+            }
+            _ => !node.is_empty() && node != sent.series.labels.dst_node,
+        };
+        let series = if moved {
             // The probe was counted as sent under the old name; count it
             // again under the new one so the books balance there.
             match sent.target.series(Protocol::Udp) {
@@ -290,14 +332,15 @@ impl Prober for UdpProber {
             return;
         };
         let dst = target.udp_addr;
-        let sock = match (&dst, &self.v6) {
-            (SocketAddr::V4(_), _) => &self.v4,
-            (SocketAddr::V6(_), Some(s)) => s,
-            (SocketAddr::V6(_), None) => {
-                self.metrics
-                    .probe_error(Protocol::Udp, ProbeErrorReason::NoIpv6Socket.as_str());
-                return;
-            }
+        let flow = self.book.next_flow(target.addr(), Instant::now());
+        let pool = match dst {
+            SocketAddr::V4(_) => &self.v4,
+            SocketAddr::V6(_) => &self.v6,
+        };
+        let Some(sock) = pool.get(flow) else {
+            self.metrics
+                .probe_error(Protocol::Udp, ProbeErrorReason::NoIpv6Socket.as_str());
+            return;
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let sock = sock.as_ref();
@@ -328,6 +371,7 @@ impl Prober for UdpProber {
                     target: target.clone(),
                     series,
                     tx_ns,
+                    flow,
                 },
             );
         // The id map is locked across the send, so the receive task cannot
@@ -365,7 +409,9 @@ impl Prober for UdpProber {
         for p in lost {
             if !p.data.target.is_retired() {
                 p.data.series.lost.inc();
+                self.finished(&p.data.target, p.data.flow, true, now);
             }
         }
+        self.book.sweep(now);
     }
 }

@@ -1,10 +1,13 @@
-//! The UDP echo responder. It answers each valid request with the same session and
+//! The UDP echo responder. It answers each valid request from an allowed
+//! source within its rate ([`super::guard`]) with the same session and
 //! sequence number, the time it held the request (kernel receive to reply
-//! send) and as much of this exporter's identity as fits in the request's
-//! size, so the prober learns who answered and a reply is never larger than
-//! its request. Anything that is not a valid request is dropped and counted
-//! by reason; nothing a peer sends can make it panic or reply bigger.
+//! send), this exporter's node name and, with RDMA probing, its RDMA
+//! endpoint — only what the prober needs — as far as they fit in the
+//! request's size, so a reply is never larger than its request. Anything
+//! else is dropped and counted by reason; nothing a peer sends can make it
+//! panic or reply bigger.
 
+use super::guard::Guard;
 use crate::model::{DropReason, OwnSocket, Protocol};
 use crate::probe::PeerInfo;
 use crate::sys::sock::{
@@ -17,6 +20,7 @@ use skeletonhunter_common::Identity;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::unix::AsyncFd;
 
 /// Bind the UDP echo socket (an error names the address).
@@ -42,9 +46,11 @@ pub struct BindError {
     pub source: std::io::Error,
 }
 
-/// Answer UDP probes until `shutdown`.
+/// Answer UDP probes that `guard` admits until `shutdown`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_udp(
     sock: AsyncFd<UdpSocket>,
+    mut guard: Guard,
     identity: Identity,
     metrics: Arc<Metrics>,
     peer_info: Arc<PeerInfo>,
@@ -58,7 +64,7 @@ pub async fn run_udp(
     let tlvs = wire::reply_tlvs(&identity, &advertise);
     let mut drops = metrics.socket_drops(OwnSocket::UdpResponder);
     loop {
-        let mut guard = tokio::select! {
+        let mut ready = tokio::select! {
             _ = &mut shutdown => return,
             g = sock.readable() => match g {
                 Ok(g) => g,
@@ -75,7 +81,7 @@ pub async fn run_udp(
                     r
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    guard.clear_ready();
+                    ready.clear_ready();
                     break;
                 }
                 Err(e) => {
@@ -84,6 +90,10 @@ pub async fn run_udp(
                     continue;
                 }
             };
+            if let Err(reason) = guard.check(r.from.ip(), Instant::now()) {
+                metrics.responder_drop(reason.as_str());
+                continue;
+            }
             if r.truncated || r.len > wire::MAX_DATAGRAM {
                 metrics.responder_drop(DropReason::Oversized.as_str());
                 continue;

@@ -49,8 +49,17 @@ pub fn ensure_tracefs() -> Result<Option<String>> {
     if !dir.is_dir() {
         bail!("the kernel has no tracefs (/sys/kernel/tracing does not exist)");
     }
+    if let Err(e) = std::fs::read_dir(dir) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            bail!(
+                "tracefs at /sys/kernel/tracing is not readable by this user ({e}): needs CAP_DAC_READ_SEARCH"
+            );
+        }
+    }
     if let Err(e) = mount_tracefs() {
-        bail!("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {e}");
+        bail!(
+            "tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {e} (mounting needs CAP_SYS_ADMIN)"
+        );
     }
     Ok(Some("mounted tracefs at /sys/kernel/tracing".into()))
 }
@@ -129,7 +138,8 @@ impl EbpfSource {
                 .program_mut("tcp_state")
                 .context("program tcp_state missing")?
                 .try_into()?;
-            tp.load().context("verifying tcp_state")?;
+            tp.load()
+                .context("verifying tcp_state (needs CAP_BPF+CAP_PERFMON)")?;
             tp.attach("sock", "inet_sock_set_state")
                 .context("attaching tracepoint sock/inet_sock_set_state")?;
             notes.push("tracepoint sock/inet_sock_set_state attached".into());
@@ -175,7 +185,10 @@ impl EbpfSource {
             for off in offsets {
                 p.attach(off, target, UProbeScope::AllProcesses)
                     .with_context(|| {
-                        format!("attaching uprobe {prog} at {}+{off:#x}", target.display())
+                        format!(
+                            "attaching uprobe {prog} at {}+{off:#x} (needs CAP_SYS_ADMIN)",
+                            target.display()
+                        )
                     })?;
                 n += 1;
             }

@@ -29,6 +29,33 @@ pub fn limit_malloc_retention() {
     }
 }
 
+/// Bytes the allocator holds free in its heap (`mallinfo2().fordblks`):
+/// memory the process freed but glibc has not given back to the kernel.
+/// `None` where the allocator is not glibc.
+pub fn heap_free_bytes() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let info = unsafe { libc::mallinfo2() };
+        Some(info.fordblks as u64)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// Give the free pages of the heap back to the kernel (`malloc_trim(0)`,
+/// which also releases whole free pages in the middle of the heap, not
+/// only its top). Returns whether any memory was released.
+pub fn trim_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes the arena locks itself; any thread may call it.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
 /// Raise RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (< 5.11).
 pub fn raise_memlock() {
     let lim = libc::rlimit {

@@ -3,6 +3,7 @@
 //! safe functions and types. Nothing here knows about probing, discovery or
 //! metrics; it may use [`crate::model`] and [`crate::wire`] types only.
 
+pub mod caps;
 pub mod completion;
 pub mod ebpf;
 pub mod eventfd;

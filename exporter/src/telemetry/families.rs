@@ -2,8 +2,8 @@
 //! name and help text.
 
 use crate::model::{
-    BuildLabels, HopLabels, PairLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels,
-    ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    BuildLabels, HopLabels, PairLabels, PathLabels, ProbeLabels, ProtocolLabels,
+    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +27,20 @@ fn rtt_histogram() -> Histogram {
 
 /// A histogram family with the RTT buckets.
 pub type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// A gauge holding a ratio or other fraction.
+pub type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The families path tracing publishes into, handed to it explicitly.
+#[derive(Clone, Debug, Default)]
+pub struct PathFamilies {
+    /// `skeletonhunter_path_hop_info`.
+    pub hops: Family<HopLabels, Gauge>,
+    /// `skeletonhunter_path_loss_ratio`.
+    pub loss: Family<PathLabels, FloatGauge>,
+    /// `skeletonhunter_path_probes`.
+    pub probes: Family<PathLabels, Gauge>,
+}
 
 /// Handles to every family (clones share the series).
 #[derive(Clone)]
@@ -61,10 +75,16 @@ pub struct Families {
     pub responder_dropped: Family<ReasonLabels, Counter>,
     /// `skeletonhunter_responder_replies`: Probes answered by this exporter's responder, by protocol.
     pub responder_replies: Family<ProtocolLabels, Counter>,
+    /// `skeletonhunter_peer_identity_conflicts`: Replies whose node name differs from the peer's pinned identity (ignored, never relabelled).
+    pub identity_conflicts: Counter,
     /// `skeletonhunter_exporter_render_seconds`: Time the previous /metrics response took to encode.
     pub render_seconds: Gauge<f64, AtomicU64>,
-    /// `skeletonhunter_path_hop_info`: Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop).
-    pub hop_info: Family<HopLabels, Gauge>,
+    /// `skeletonhunter_path_hop_info`, `skeletonhunter_path_loss_ratio`, `skeletonhunter_path_probes`: the paths of a pair's probe flows.
+    pub paths: PathFamilies,
+    /// `skeletonhunter_probe_worst_flow_loss_ratio`: Loss ratio of the pair's worst probe flow over the flow window.
+    pub worst_flow_loss: Family<ProbeLabels, FloatGauge>,
+    /// `skeletonhunter_probe_flows`: Probe flows (source ports) the pair is probed over.
+    pub flows: Family<ProbeLabels, Gauge>,
     /// `skeletonhunter_config_last_reload_successful`: 1 if the last configuration reload succeeded (Prometheus' convention).
     pub reload_ok: Gauge,
     /// `skeletonhunter_config_last_reload_success_timestamp_seconds`: Unix time of the last successful configuration load.
@@ -98,8 +118,11 @@ impl Families {
             dropped_events: Default::default(),
             responder_dropped: Default::default(),
             responder_replies: Default::default(),
+            identity_conflicts: Default::default(),
             render_seconds: Default::default(),
-            hop_info: Default::default(),
+            paths: Default::default(),
+            worst_flow_loss: Default::default(),
+            flows: Default::default(),
             reload_ok: Default::default(),
             reload_time: Default::default(),
             socket_drops: Default::default(),
@@ -163,6 +186,16 @@ impl Families {
             "RDMA probe processing delay on the prober host",
             self.rdma_prober_delay.clone(),
         );
+        r.register(
+            "skeletonhunter_probe_worst_flow_loss_ratio",
+            "Loss ratio of the pair's worst probe flow (source port) over the flow window",
+            self.worst_flow_loss.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_flows",
+            "Probe flows (UDP source ports) the pair is probed over",
+            self.flows.clone(),
+        );
     }
 
     /// Families about this exporter itself, its discovery, responder and
@@ -199,14 +232,29 @@ impl Families {
             self.responder_replies.clone(),
         );
         r.register(
+            "skeletonhunter_peer_identity_conflicts",
+            "Replies whose node name differs from the peer's pinned identity (ignored, never relabelled)",
+            self.identity_conflicts.clone(),
+        );
+        r.register(
             "skeletonhunter_exporter_render_seconds",
             "Time the previous /metrics response took to encode",
             self.render_seconds.clone(),
         );
         r.register(
             "skeletonhunter_path_hop_info",
-            "Hops of the last Paris traceroute along the probe flow of a pair (1 per hop; hop is the TTL, address empty for a silent hop)",
-            self.hop_info.clone(),
+            "Hops of each distinct path the probe flows of a pair take, by Paris traceroute (1 per hop; hop is the TTL, address empty for a silent hop)",
+            self.paths.hops.clone(),
+        );
+        r.register(
+            "skeletonhunter_path_loss_ratio",
+            "Loss ratio over the flow window of the probe flows that take this path",
+            self.paths.loss.clone(),
+        );
+        r.register(
+            "skeletonhunter_path_probes",
+            "Probes the path's loss ratio is over (finished in the flow window)",
+            self.paths.probes.clone(),
         );
         r.register(
             "skeletonhunter_config_last_reload_successful",

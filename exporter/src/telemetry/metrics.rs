@@ -7,16 +7,14 @@
 
 #[cfg(test)]
 use super::families::rtt_buckets;
-use super::families::Families;
+use super::families::{Families, FloatGauge, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, HopLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol,
-    ProtocolLabels, ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels,
-    SourceLabels,
+    DiscoveryEvent, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
+    ProtocolReasonLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -39,6 +37,15 @@ pub struct Series {
     pub lost: Counter,
     /// Round-trip times.
     pub rtt: Histogram,
+}
+
+/// Handles to one peer's multi-flow UDP series.
+#[derive(Clone, Debug)]
+pub struct FlowSeries {
+    /// Loss ratio of the worst flow over the flow window.
+    pub worst_loss: FloatGauge,
+    /// Flows in use.
+    pub flows: Gauge,
 }
 
 /// Handles to one peer's TCP dial series.
@@ -100,9 +107,9 @@ impl Metrics {
         m
     }
 
-    /// The `skeletonhunter_path_hop_info` family, for path tracing.
-    pub fn hop_info(&self) -> Family<HopLabels, Gauge> {
-        self.f.hop_info.clone()
+    /// The path families (`skeletonhunter_path_*`), for path tracing.
+    pub fn path_families(&self) -> PathFamilies {
+        self.f.paths.clone()
     }
 
     /// The cumulative (sent, lost) UDP probe counts towards `dst_node`, if
@@ -174,6 +181,16 @@ impl Metrics {
         }
     }
 
+    /// The multi-flow UDP series of `peer`.
+    pub fn flow_series(&self, peer: IpAddr, dst_node: &str) -> FlowSeries {
+        self.own(peer, dst_node);
+        let labels = self.labels(dst_node, Protocol::Udp);
+        FlowSeries {
+            worst_loss: self.f.worst_flow_loss.get_or_create_owned(&labels),
+            flows: self.f.flows.get_or_create_owned(&labels),
+        }
+    }
+
     /// The RDMA delay histograms of `peer`.
     pub fn rdma_series(&self, peer: IpAddr, dst_node: &str) -> RdmaSeries {
         self.own(peer, dst_node);
@@ -200,6 +217,8 @@ impl Metrics {
             self.f.lost.remove(&l);
             self.f.dial_success.remove(&l);
             self.f.dial_failures.remove(&l);
+            self.f.worst_flow_loss.remove(&l);
+            self.f.flows.remove(&l);
         }
         let l = PairLabels {
             src_node,
@@ -274,6 +293,11 @@ impl Metrics {
             .responder_dropped
             .get_or_create(&ReasonLabels { reason })
             .inc();
+    }
+
+    /// Count a reply that claimed another name than its peer's pinned one.
+    pub fn identity_conflict(&self) {
+        self.f.identity_conflicts.inc();
     }
 
     /// Count a probe the responder answered.

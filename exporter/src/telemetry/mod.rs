@@ -10,7 +10,7 @@ pub mod host;
 mod metrics;
 pub mod repeats;
 
-pub use families::rtt_buckets;
+pub use families::{rtt_buckets, FloatGauge, PathFamilies};
 pub use host::SocketDrops;
-pub use metrics::{DialSeries, Metrics, RdmaSeries, Series};
+pub use metrics::{DialSeries, FlowSeries, Metrics, RdmaSeries, Series};
 pub use repeats::{Repeats, Verdict};

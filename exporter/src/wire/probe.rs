@@ -13,8 +13,11 @@
 //! types are skipped, so a newer peer can add fields (the RDMA endpoint,
 //! [`TLV_RDMA_ENDPOINT`]) without breaking older ones. Requests carry a
 //! padding TLV because a reply is never larger than its request: the
-//! responder fills the reply with identity TLVs in priority order and omits
+//! responder fills the reply with its TLVs in priority order and omits
 //! what does not fit, so the responder can never be used as an amplifier.
+//! A reply carries only what the prober needs: the node name (the
+//! `dst_node` of a peer found by eBPF, pinned at its first reply) and the
+//! RDMA endpoint; the rest of the identity stays in `/metrics`.
 
 use skeletonhunter_common::{Identity, Kind};
 use std::fmt;
@@ -240,8 +243,10 @@ pub fn encode_request(
     }
 }
 
-/// The TLVs a responder offers, most important first: node, then any
-/// extensions (RDMA endpoint), then the rest of the identity.
+/// The TLVs a responder offers, most important first: the node name, then
+/// any extensions (RDMA endpoint). The rest of the identity (NIC, host,
+/// ToR, spine, pod, tenant) is not sent: no prober needs it, and anyone
+/// who can send a request would learn the fabric's layout from it.
 pub fn reply_tlvs(id: &Identity, extensions: &[(u16, Vec<u8>)]) -> Vec<(u16, Vec<u8>)> {
     let mut v = Vec::new();
     let label = |kind: Kind| -> Option<(u16, Vec<u8>)> {
@@ -258,16 +263,6 @@ pub fn reply_tlvs(id: &Identity, extensions: &[(u16, Vec<u8>)]) -> Vec<(u16, Vec
     };
     v.extend(label(Kind::Node));
     v.extend(extensions.iter().cloned());
-    for k in [
-        Kind::Tor,
-        Kind::Host,
-        Kind::Nic,
-        Kind::Spine,
-        Kind::Pod,
-        Kind::Tenant,
-    ] {
-        v.extend(label(k));
-    }
     v
 }
 
@@ -341,7 +336,12 @@ mod tests {
             (42, 7, 1_000)
         );
         assert_eq!(r.header.responder_delay_ns, 5_000);
-        assert_eq!(r.identity(), ident());
+        // Only the node name of the identity is sent.
+        let sent = Identity {
+            node: "node-a".into(),
+            ..Default::default()
+        };
+        assert_eq!(r.identity(), sent);
         assert_eq!(r.tlv(TLV_RDMA_ENDPOINT), Some(&[9u8; 24][..]));
     }
 

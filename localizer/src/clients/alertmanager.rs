@@ -1,15 +1,17 @@
 //! Alertmanager's v2 API: the alert as it is posted, the client, and the
-//! per-Alertmanager outbox that keeps resolutions until they are accepted.
+//! per-Alertmanager outbox that keeps resolutions until they are accepted;
+//! the posting itself is a method of [`Endpoint`].
 //!
 //! Firing alerts need no queue because every cycle re-posts them; a
 //! resolution is sent once, so it waits in the [`Outbox`] of each
 //! Alertmanager until that one has accepted it and an outage loses no
 //! alert. What to alert on is decided in [`crate::online::alerts`].
 
-use super::http::{body_start, error_chain, http_client, validate_base_url, ClientError};
+use super::endpoint::{auth_hint, Endpoint};
+use super::http::{body_start, error_chain};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One alert as `POST /api/v2/alerts` takes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -95,7 +97,7 @@ pub enum PostError {
         reason: String,
     },
     /// Alertmanager answered with a non-success status.
-    #[error("{url} rejected {count} alert(s) with HTTP {status}: {body}")]
+    #[error("{url} rejected {count} alert(s) with HTTP {status}{}: {body}", auth_hint(*status))]
     Rejected {
         /// The endpoint.
         url: String,
@@ -108,48 +110,25 @@ pub enum PostError {
     },
 }
 
-/// Client for one Alertmanager.
-#[derive(Debug, Clone)]
-pub struct Client {
-    base: String,
-    http: reqwest::Client,
-    timeout: Duration,
-}
-
-impl Client {
-    /// `base` is the Alertmanager root; each request is bounded by `timeout`.
-    pub fn new(base: &str, timeout: Duration) -> Result<Client, ClientError> {
-        let base = validate_base_url(base)?;
-        let http = http_client(timeout)?;
-        Ok(Client {
-            base,
-            http,
-            timeout,
-        })
-    }
-
-    /// The Alertmanager root this client posts to (its metric label).
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
+/// Alertmanager's API on an [`Endpoint`].
+impl Endpoint {
     /// `POST /api/v2/alerts`. An empty batch is not sent.
-    pub async fn post(&self, alerts: &[PostableAlert]) -> Result<(), PostError> {
+    pub async fn post_alerts(&self, alerts: &[PostableAlert]) -> Result<(), PostError> {
         if alerts.is_empty() {
             return Ok(());
         }
-        let url = format!("{}/api/v2/alerts", self.base);
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut resp = self
-            .http
-            .post(&url)
+        let deadline = tokio::time::Instant::now() + self.timeout();
+        let (url, req) = self.post("/api/v2/alerts");
+        let unreachable = |reason: String| PostError::Unreachable {
+            url: url.clone(),
+            reason,
+        };
+        let mut resp = req
+            .map_err(&unreachable)?
             .json(alerts)
             .send()
             .await
-            .map_err(|e| PostError::Unreachable {
-                url: url.clone(),
-                reason: error_chain(&e),
-            })?;
+            .map_err(|e| unreachable(error_chain(&e)))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());
@@ -203,6 +182,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn t(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

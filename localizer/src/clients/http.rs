@@ -1,4 +1,4 @@
-//! What both HTTP clients share: the base-URL check, the `reqwest` client
+//! What every endpoint shares: the base-URL check, the `reqwest` client
 //! with its timeouts, the bounded body reader, the form encoding and error
 //! flattening.
 
@@ -113,15 +113,37 @@ pub enum ClientError {
         /// As given.
         url: String,
     },
+    /// A `tls_config` for an `http` URL: the operator expects TLS.
+    #[error("{url}: the http config file has a tls_config but the URL is http; use https")]
+    TlsForHttp {
+        /// The URL.
+        url: String,
+    },
+    /// TLS for an `https` URL cannot be set up.
+    #[error("{url}: {source}")]
+    Tls {
+        /// The URL.
+        url: String,
+        /// Why.
+        source: super::tls::TlsError,
+    },
     /// The TLS / HTTP stack refused its configuration.
     #[error("cannot build HTTP client: {0}")]
     Build(reqwest::Error),
 }
 
 /// The HTTP client for Prometheus and Alertmanager alike: every request is
-/// bounded by `timeout` and names this build in its user agent.
-pub fn http_client(timeout: Duration) -> Result<reqwest::Client, ClientError> {
-    reqwest::Client::builder()
+/// bounded by `timeout` and names this build in its user agent; `tls` is
+/// the rustls configuration of an `https` endpoint.
+pub fn http_client(
+    timeout: Duration,
+    tls: Option<rustls::ClientConfig>,
+) -> Result<reqwest::Client, ClientError> {
+    let builder = match tls {
+        Some(config) => reqwest::Client::builder().tls_backend_preconfigured(config),
+        None => reqwest::Client::builder(),
+    };
+    builder
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(5)))
         .user_agent(concat!(

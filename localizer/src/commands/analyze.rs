@@ -1,12 +1,24 @@
 //! `skeletonhunter-localizer analyze`: localize faults in a CSV ping log,
-//! JSON on stdout.
+//! JSON on stdout. Bad input (an unreadable file, a malformed CSV, a bad
+//! flag value) is an [`AnalyzeError`], which the binary exits with 2 for.
 
-use super::flags::EngineArgs;
+use super::flags::{parse_size, EngineArgs};
 use crate::engine::pipeline::analyze;
-use crate::input::csv::{self, CsvOptions};
-use anyhow::Context;
+use crate::input::csv::{self, CsvOptions, ReadError};
+use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
 use std::io::Write;
 use std::path::PathBuf;
+
+/// Bad input to `analyze`: exit status 2, like clap's usage errors.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    /// `--packets-per-round` below 1 or not finite.
+    #[error("--packets-per-round must be at least 1, got {0}")]
+    PacketsPerRound(f64),
+    /// The ping log cannot be opened or is not a valid ping log.
+    #[error(transparent)]
+    Input(#[from] ReadError),
+}
 
 /// Flags of `analyze`.
 #[derive(clap::Args, Debug, Clone)]
@@ -19,6 +31,10 @@ pub struct AnalyzeArgs {
     /// lattice of the `loss_rate` values (see `probes_per_row` in the JSON).
     #[arg(long)]
     pub packets_per_round: Option<f64>,
+    /// Longest CSV line accepted (bytes; units B, KiB, MiB, ...). A longer
+    /// line is an error naming its number, and is never read into memory.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_LENGTH, value_parser = parse_size)]
+    pub max_line_length: usize,
     /// Pretty-print the JSON.
     #[arg(long)]
     pub pretty: bool,
@@ -30,18 +46,18 @@ pub struct AnalyzeArgs {
 /// Read, analyze, print.
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     if let Some(n) = args.packets_per_round {
-        anyhow::ensure!(
-            n.is_finite() && n >= 1.0,
-            "--packets-per-round must be at least 1, got {n}"
-        );
+        if !(n.is_finite() && n >= 1.0) {
+            return Err(AnalyzeError::PacketsPerRound(n).into());
+        }
     }
     let opts = CsvOptions {
         packets_per_round: args.packets_per_round,
+        max_line_length: args.max_line_length,
     };
     let (pairs, probes) = if args.pings.as_os_str() == "-" {
-        csv::read_pings_counted(std::io::stdin().lock(), &opts).context("reading standard input")?
+        csv::read_pings_stdin_counted(&opts).map_err(AnalyzeError::from)?
     } else {
-        csv::read_pings_file_counted(&args.pings, &opts)?
+        csv::read_pings_file_counted(&args.pings, &opts).map_err(AnalyzeError::from)?
     };
     if !probes.confident && probes.matters {
         eprintln!(

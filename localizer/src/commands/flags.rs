@@ -179,3 +179,23 @@ mod tests {
         }
     }
 }
+
+/// Bad input found after clap (a flag's value, a file it names): `main`
+/// exits with status 2 for it, as for clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// The endpoint settings a `--*.http-config-file` flag names (the default
+/// — system roots, no credentials — without one); errors name the flag.
+pub fn endpoint_config(
+    flag: &str,
+    path: Option<&std::path::Path>,
+) -> Result<crate::clients::EndpointConfig, BadInput> {
+    match path {
+        None => Ok(Default::default()),
+        Some(p) => {
+            crate::clients::EndpointConfig::load(p).map_err(|e| BadInput(format!("{flag}: {e}")))
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! `skeletonhunter-localizer rules`: read the topology from Prometheus and
 //! write the recording rules of [`crate::rulesgen`].
 
-use super::flags::positive_duration;
-use crate::clients::prometheus::Client;
+use super::flags::{endpoint_config, positive_duration, BadInput};
+use crate::clients::Endpoint;
 use crate::input::promql::{topology_from, Queries};
 use crate::rulesgen::{check, generate, RulesOptions};
 use anyhow::Context;
@@ -21,6 +21,10 @@ pub struct RulesArgs {
     /// Prometheus-compatible API root to read the topology from.
     #[arg(long, env = "SKELETONHUNTER_PROMETHEUS", value_name = "URL")]
     pub prometheus: String,
+    /// TLS and credentials for --prometheus: a YAML file in the shape of Prometheus' http_config
+    /// (tls_config, basic_auth, authorization, bearer_token_file), as promtool's --http.config.file.
+    #[arg(long = "prometheus.http-config-file", value_name = "FILE")]
+    pub prometheus_http_config: Option<std::path::PathBuf>,
     /// Write the rules here instead of stdout (replaced atomically).
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
@@ -79,8 +83,12 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
 
 /// The node identities Prometheus sees, sorted by node id.
 fn read_topology(args: &RulesArgs) -> anyhow::Result<Vec<Identity>> {
-    let client = Client::new(&args.prometheus, args.timeout)
-        .map_err(|e| anyhow::anyhow!("--prometheus: {e}"))?;
+    let http = endpoint_config(
+        "--prometheus.http-config-file",
+        args.prometheus_http_config.as_deref(),
+    )?;
+    let client = Endpoint::new(&args.prometheus, args.timeout, &http)
+        .map_err(|e| BadInput(format!("--prometheus: {e}")))?;
     let queries = Queries::new(
         args.topology_window,
         args.topology_window,

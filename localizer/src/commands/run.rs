@@ -1,8 +1,14 @@
 //! `skeletonhunter-localizer run`: the online localizer's flags.
 
-use super::flags::{parse_ratio, parse_size, positive_duration, EngineArgs};
+use super::flags::{
+    endpoint_config, parse_ratio, parse_size, positive_duration, BadInput, EngineArgs,
+};
+use crate::clients::Endpoint;
 use crate::online::{self, Settings};
+use skeletonhunter_common::web::{WebConfigError, WebSource};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Flags of `skeletonhunter-localizer run`.
@@ -19,6 +25,10 @@ pub struct RunArgs {
     /// Prometheus-compatible API root, e.g. http://prometheus:9090 (VictoriaMetrics: http://vm:8428).
     #[arg(long, env = "SKELETONHUNTER_PROMETHEUS", value_name = "URL")]
     pub prometheus: String,
+    /// TLS and credentials for --prometheus: a YAML file in the shape of Prometheus' http_config
+    /// (tls_config, basic_auth, authorization, bearer_token_file), as promtool's --http.config.file.
+    #[arg(long = "prometheus.http-config-file", value_name = "FILE")]
+    pub prometheus_http_config: Option<PathBuf>,
     /// Alertmanager root, e.g. http://alertmanager:9093; repeat for an HA cluster (each gets every alert).
     /// Without any, the localizer only serves metrics.
     #[arg(
@@ -28,9 +38,18 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub alertmanager: Vec<String>,
+    /// TLS and credentials for every --alertmanager, in the same format as
+    /// --prometheus.http-config-file.
+    #[arg(long = "alertmanager.http-config-file", value_name = "FILE")]
+    pub alertmanager_http_config: Option<PathBuf>,
     /// Address of the /metrics, /report and /healthz endpoint.
     #[arg(long, default_value = "0.0.0.0:9479", value_name = "ADDR")]
     pub listen: SocketAddr,
+    /// Web configuration (exporter-toolkit format: TLS, client certificates, basic auth,
+    /// headers, rate limit) for the HTTP server; re-read when it or a certificate changes.
+    #[arg(long = "web.config.file", env = "SKELETONHUNTER_WEB_CONFIG_FILE", value_name = "FILE",
+          value_parser = open_web_config)]
+    pub web_config_file: Option<Arc<WebSource>>,
     /// Time between cycles (e.g. 10s, 500ms, 1m).
     #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub interval: Duration,
@@ -97,16 +116,39 @@ pub struct RunArgs {
 /// caller from `--log-level`).
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     check_args(&args)?;
-    online::run(settings(args))?;
+    let settings = settings(args)?;
+    check_endpoints(&settings)?;
+    online::run(settings)?;
     Ok(())
 }
 
-fn settings(args: RunArgs) -> Settings {
-    Settings {
+/// Every endpoint built once before the loop starts, so a URL or http
+/// config it cannot serve is refused at start (exit 2), never every cycle.
+fn check_endpoints(s: &Settings) -> Result<(), BadInput> {
+    Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
+        .map_err(|e| BadInput(format!("--prometheus: {e}")))?;
+    for am in &s.alertmanagers {
+        Endpoint::new(am, s.timeout, &s.alertmanager_http)
+            .map_err(|e| BadInput(format!("--alertmanager: {e}")))?;
+    }
+    Ok(())
+}
+
+fn settings(args: RunArgs) -> Result<Settings, BadInput> {
+    Ok(Settings {
         engine: args.engine.config(),
+        prometheus_http: endpoint_config(
+            "--prometheus.http-config-file",
+            args.prometheus_http_config.as_deref(),
+        )?,
+        alertmanager_http: endpoint_config(
+            "--alertmanager.http-config-file",
+            args.alertmanager_http_config.as_deref(),
+        )?,
         prometheus: args.prometheus,
         alertmanagers: args.alertmanager,
         listen: args.listen,
+        web: args.web_config_file,
         interval: args.interval,
         window: args.window,
         topology_window: args.topology_window,
@@ -122,33 +164,46 @@ fn settings(args: RunArgs) -> Settings {
         resolve_cycles: args.resolve_cycles,
         min_coverage: args.min_coverage,
         once: args.once,
-    }
+    })
+}
+
+/// Load `--web.config.file` while parsing, so a bad file is a usage
+/// error (exit 2) naming the file and key.
+fn open_web_config(path: &str) -> Result<Arc<WebSource>, WebConfigError> {
+    WebSource::open(std::path::Path::new(path)).map(Arc::new)
 }
 
 /// Validate flags that clap cannot.
-fn check_args(args: &RunArgs) -> anyhow::Result<()> {
+fn check_args(args: &RunArgs) -> Result<(), BadInput> {
     if args.window < Duration::from_secs(1) {
-        anyhow::bail!("--window {:?}: must be at least 1s", args.window);
+        return Err(BadInput(format!(
+            "--window {:?}: must be at least 1s",
+            args.window
+        )));
     }
     if !(0.01..=1.0).contains(&args.min_coverage) {
-        anyhow::bail!(
+        return Err(BadInput(format!(
             "--min-coverage {}: must be between 0.01 and 1",
             args.min_coverage
-        );
+        )));
     }
     if args.protocols.is_empty() {
-        anyhow::bail!("--protocol: give at least one of udp, icmp, rdma");
+        return Err(BadInput(
+            "--protocol: give at least one of udp, icmp, rdma".to_string(),
+        ));
     }
     for p in &args.protocols {
         if !["udp", "icmp", "rdma", "tcp"].contains(&p.as_str()) {
-            anyhow::bail!("--protocol {p:?}: expected udp, icmp, rdma or tcp");
+            return Err(BadInput(format!(
+                "--protocol {p:?}: expected udp, icmp, rdma or tcp"
+            )));
         }
     }
     if let Some(m) = &args.matchers {
         if m.contains('{') || m.contains('}') {
-            anyhow::bail!(
+            return Err(BadInput(format!(
                 "--matchers {m:?}: give label matchers without braces, e.g. job=\"skeletonhunter\""
-            );
+            )));
         }
     }
     Ok(())

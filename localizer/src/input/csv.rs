@@ -14,7 +14,11 @@
 //! the lattice of the `loss_rate` values ([`super::probes`]). Rows are
 //! aggregated per pair as connected rows and a sum of rates, and multiplied
 //! by the count at the end, so the inference needs one pass.
+//!
+//! A line longer than [`CsvOptions::max_line_length`] is an error at that
+//! line, found without reading the line into memory ([`super::lines`]).
 
+use super::lines::{line_too_long, LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{Identity, Kind};
@@ -26,6 +30,14 @@ use std::path::{Path, PathBuf};
 /// column, no flag, no fractional `loss_rate` to infer from).
 pub const DEFAULT_PACKETS_PER_ROUND: f64 = 100.0;
 
+/// Largest `latency` accepted (µs; one hour). Anything above is a broken
+/// export, and would not survive the `f32` the RTT samples are kept in.
+const MAX_LATENCY_US: f64 = 3.6e9;
+
+/// Largest per-row probe count accepted: far above any real round, and
+/// small enough that sums over billions of rows stay exact and finite.
+const MAX_PROBE_COUNT: f64 = 1e9;
+
 /// Names accepted for a per-row probe count column.
 pub const COUNT_COLUMNS: [&str; 6] = [
     "probe_count",
@@ -36,12 +48,35 @@ pub const COUNT_COLUMNS: [&str; 6] = [
     "sent",
 ];
 
-/// How rows become counts.
-#[derive(Debug, Clone, Default)]
+/// How rows become counts, and how long a line may be.
+#[derive(Debug, Clone)]
 pub struct CsvOptions {
     /// Packets per probe round (a row's `loss_rate` is a share of them);
     /// `None` infers it (count column, else the lattice of the rates).
     pub packets_per_round: Option<f64>,
+    /// Longest line accepted, in bytes (newline excluded); a longer one is
+    /// an error naming it, and is never held in memory.
+    pub max_line_length: usize,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions {
+            packets_per_round: None,
+            max_line_length: DEFAULT_MAX_LINE_LENGTH,
+        }
+    }
+}
+
+/// A field that is not what its column needs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldError {
+    /// Bytes that are not UTF-8.
+    #[error("not valid UTF-8")]
+    NotUtf8,
+    /// Text that is not a finite number.
+    #[error("{0:?} is not a number")]
+    NotANumber(String),
 }
 
 /// A malformed input, located by line (1-based, the header is line 1) and
@@ -57,7 +92,7 @@ pub struct CsvError {
     pub message: String,
 }
 
-/// Why a ping log file could not be read; names the file.
+/// Why a ping log could not be read; names the file (or standard input).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The file could not be opened.
@@ -74,6 +109,13 @@ pub enum ReadError {
     Parse {
         /// The file.
         path: PathBuf,
+        /// Where and why.
+        #[source]
+        source: CsvError,
+    },
+    /// Standard input is not a valid ping log.
+    #[error("reading standard input")]
+    Stdin {
         /// Where and why.
         #[source]
         source: CsvError,
@@ -186,6 +228,13 @@ pub fn read_pings_file_counted(
     })
 }
 
+/// [`read_pings_counted`] on standard input.
+pub fn read_pings_stdin_counted(
+    opts: &CsvOptions,
+) -> Result<(Vec<PairStats>, ProbesPerRow), ReadError> {
+    read_pings_counted(std::io::stdin().lock(), opts).map_err(|source| ReadError::Stdin { source })
+}
+
 /// Read and aggregate a ping log.
 pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats>, CsvError> {
     read_pings_counted(reader, opts).map(|(p, _)| p)
@@ -200,7 +249,7 @@ pub fn read_pings_counted<R: Read>(
         .has_headers(true)
         .flexible(false)
         .buffer_capacity(1 << 20)
-        .from_reader(reader);
+        .from_reader(LineCapped::new(reader, opts.max_line_length));
     let header = rdr.headers().map_err(|e| csv_err(&e, 1))?.clone();
     let cols = columns(&header)?;
     let mut agg = Aggregator::new(&header, cols);
@@ -328,13 +377,17 @@ impl<'h> Aggregator<'h> {
             return Ok(n);
         }
         let mut ident = Identity {
-            node: utf8(id).map_err(|m| self.err(line, col, m))?.to_string(),
+            node: utf8(id)
+                .map_err(|m| self.err(line, col, m.to_string()))?
+                .to_string(),
             ..Default::default()
         };
         for (kind, i, _) in topo {
             ident.set(
                 *kind,
-                utf8(field(*i)).map_err(|m| self.err(line, *i, m))?.trim(),
+                utf8(field(*i))
+                    .map_err(|m| self.err(line, *i, m.to_string()))?
+                    .trim(),
             );
         }
         let n = self.identities.len() as u32;
@@ -349,8 +402,8 @@ impl<'h> Aggregator<'h> {
         let cols = &self.cols;
         let field = |i: usize| rec.get(i).unwrap_or(b"");
         let connected = field(cols.dial) == b"success";
-        let loss =
-            parse_f64(field(cols.loss_rate)).map_err(|m| self.err(line, cols.loss_rate, m))?;
+        let loss = parse_f64(field(cols.loss_rate))
+            .map_err(|m| self.err(line, cols.loss_rate, m.to_string()))?;
         let loss = match loss {
             Some(l) if (0.0..=1.0).contains(&l) => l,
             Some(l) => {
@@ -365,11 +418,15 @@ impl<'h> Aggregator<'h> {
             }
             None => 1.0,
         };
-        let latency =
-            parse_f64(field(cols.latency)).map_err(|m| self.err(line, cols.latency, m))?;
+        let latency = parse_f64(field(cols.latency))
+            .map_err(|m| self.err(line, cols.latency, m.to_string()))?;
         if let Some(l) = latency {
             if l < 0.0 {
                 return Err(self.err(line, cols.latency, format!("negative latency {l}")));
+            }
+            if l > MAX_LATENCY_US {
+                let m = format!("latency {l} µs is more than an hour");
+                return Err(self.err(line, cols.latency, m));
             }
         }
         let pt = field(cols.ping_time);
@@ -384,10 +441,11 @@ impl<'h> Aggregator<'h> {
             ));
         }
         let count = match cols.count {
-            Some(i) => match parse_f64(field(i)).map_err(|m| self.err(line, i, m))? {
-                Some(c) if c >= 1.0 => Some(c.round()),
+            Some(i) => match parse_f64(field(i)).map_err(|m| self.err(line, i, m.to_string()))? {
+                Some(c) if (1.0..=MAX_PROBE_COUNT).contains(&c) => Some(c.round()),
                 Some(c) => {
-                    return Err(self.err(line, i, format!("{c} is not a probe count (>= 1)")))
+                    let m = format!("{c} is not a probe count (1 to {MAX_PROBE_COUNT:e})");
+                    return Err(self.err(line, i, m));
                 }
                 None => None,
             },
@@ -473,22 +531,33 @@ fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<(Option<f64>, f64)
     median
 }
 
-fn utf8(b: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(b).map_err(|_| "not valid UTF-8".to_string())
+fn utf8(b: &[u8]) -> Result<&str, FieldError> {
+    std::str::from_utf8(b).map_err(|_| FieldError::NotUtf8)
 }
 
-fn parse_f64(b: &[u8]) -> Result<Option<f64>, String> {
+/// A number field: `None` when empty, an error unless finite.
+fn parse_f64(b: &[u8]) -> Result<Option<f64>, FieldError> {
     let s = utf8(b)?.trim();
     if s.is_empty() {
         return Ok(None);
     }
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(Some(v)),
-        _ => Err(format!("{s:?} is not a number")),
+        _ => Err(FieldError::NotANumber(s.to_string())),
     }
 }
 
 fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
+    if let Some(long) = match e.kind() {
+        csv::ErrorKind::Io(io) => line_too_long(io),
+        _ => None,
+    } {
+        return CsvError {
+            line: long.line,
+            column: None,
+            message: long.to_string(),
+        };
+    }
     let line = e
         .position()
         .map(csv::Position::line)
@@ -509,87 +578,4 @@ fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HEADER: &str =
-        "\u{feff}src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,src_asw,dst_asw,extra";
-
-    fn read(body: &str) -> Result<Vec<PairStats>, CsvError> {
-        read_pings(
-            format!("{HEADER}\n{body}").as_bytes(),
-            &CsvOptions {
-                packets_per_round: Some(100.0),
-            },
-        )
-    }
-
-    #[test]
-    fn aggregates_rounds_per_pair() {
-        let pairs = read(
-            "a,b,success,10.0,0.02,1,t1,t2,x\n\
-             a,b,success,12.0,0,2,t1,t2,x\n\
-             a,b,timeout,,,3,t1,t2,x\n\
-             b,a,success,30.0,0.5,4,t2,t1,\n",
-        )
-        .unwrap();
-        assert_eq!(pairs.len(), 2);
-        let ab = &pairs[0];
-        assert_eq!((ab.src.node.as_str(), ab.dst.node.as_str()), ("a", "b"));
-        assert_eq!(ab.src.tor, "t1");
-        assert_eq!(ab.dst.tor, "t2");
-        assert_eq!(ab.rounds, 3.0);
-        assert_eq!(ab.failed_dials, 1.0);
-        assert_eq!(ab.sent, 200.0);
-        assert_eq!(ab.lost, 2.0);
-        assert!((ab.rtt_seconds.unwrap() - 11e-6).abs() < 1e-9);
-        assert_eq!(ab.rtt_samples, 2.0);
-        assert_eq!(pairs[1].lost, 50.0);
-    }
-
-    #[test]
-    fn errors_name_line_and_column() {
-        let e = read("a,b,success,10.0,0,1,t,t,x\na,b,success,abc,0,2,t,t,x\n").unwrap_err();
-        assert_eq!(e.line, 3);
-        assert_eq!(e.column.as_deref(), Some("latency"));
-        assert!(e.to_string().contains("line 3, column `latency`"), "{e}");
-
-        let e = read("a,b,success,10.0,1.5,1,t,t,x\n").unwrap_err();
-        assert_eq!((e.line, e.column.as_deref()), (2, Some("loss_rate")));
-
-        let e = read("a,b,success,10.0,0,yesterday,t,t,x\n").unwrap_err();
-        assert_eq!(e.column.as_deref(), Some("ping_time"));
-
-        let e = read(",b,success,10.0,0,1,t,t,x\n").unwrap_err();
-        assert_eq!(e.column.as_deref(), Some("src_node_id"));
-
-        let e = read("a,b,success,10.0,0,1\n").unwrap_err();
-        assert_eq!(e.line, 2);
-        assert!(e.message.contains("6 fields"), "{e}");
-    }
-
-    #[test]
-    fn missing_required_column_is_reported() {
-        let e = read_pings(
-            "src_node_id,dst_node_id,dial\na,b,success\n".as_bytes(),
-            &CsvOptions::default(),
-        )
-        .unwrap_err();
-        assert_eq!(e.line, 1);
-        assert!(e.message.contains("latency"), "{e}");
-        assert!(e.message.contains("ping_time"), "{e}");
-    }
-
-    #[test]
-    fn optional_columns_may_be_absent() {
-        // (probe counts inferred: nothing lost, the default applies)
-        let pairs = read_pings(
-            "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\na,b,success,5,0,1\n"
-                .as_bytes(),
-            &CsvOptions::default(),
-        )
-        .unwrap();
-        assert_eq!(pairs.len(), 1);
-        assert_eq!(pairs[0].src.tor, "");
-    }
-}
+mod tests;

@@ -16,7 +16,8 @@ use super::findings::{blame_map, findings};
 use super::metrics::{AlertLabels, CycleResult, Metrics, QueryLabels, ResultLabels};
 use super::settings::{ServiceError, Settings};
 use crate::clients::alertmanager::PostableAlert;
-use crate::clients::prometheus::{self, QueryError, Sample};
+use crate::clients::prometheus::{QueryError, Sample};
+use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
 use crate::input::promql::{assemble, topology_from, Assembled, Queries, QueryKind, QueryResults};
@@ -61,7 +62,7 @@ pub(super) fn report_json(report: &Report) -> String {
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
-    prom: prometheus::Client,
+    prom: Endpoint,
     queries: Queries,
     protocols: Vec<String>,
     delivery: Delivery,
@@ -84,11 +85,12 @@ pub(super) struct Localizer {
 impl Localizer {
     /// Clients and state for `s`, recording into `metrics`.
     pub(super) fn new(s: &Settings, metrics: Arc<Metrics>) -> Result<Localizer, ServiceError> {
-        let prom = prometheus::Client::new(&s.prometheus, s.timeout)
+        let prom = Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
             .map_err(ServiceError::Prometheus)?
             .max_response(s.max_response);
         let delivery = Delivery::new(
             &s.alertmanagers,
+            &s.alertmanager_http,
             s.timeout,
             s.queue_capacity,
             metrics.clone(),

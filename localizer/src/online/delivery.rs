@@ -3,7 +3,8 @@
 
 use super::metrics::{AlertmanagerLabels, Metrics};
 use super::settings::ServiceError;
-use crate::clients::alertmanager::{self, Outbox, PostError, PostableAlert};
+use crate::clients::alertmanager::{Outbox, PostError, PostableAlert};
+use crate::clients::{Endpoint, EndpointConfig};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +17,7 @@ pub(super) fn unix_now() -> f64 {
 }
 
 struct Target {
-    client: alertmanager::Client,
+    client: Endpoint,
     outbox: Outbox,
     labels: AlertmanagerLabels,
     /// Whether the last post failed (logged once per outage).
@@ -33,14 +34,14 @@ impl Delivery {
     /// One client and outbox per URL.
     pub(super) fn new(
         urls: &[String],
+        http: &EndpointConfig,
         timeout: Duration,
         queue_capacity: usize,
         metrics: Arc<Metrics>,
     ) -> Result<Delivery, ServiceError> {
         let mut targets = Vec::new();
         for url in urls {
-            let client =
-                alertmanager::Client::new(url, timeout).map_err(ServiceError::Alertmanager)?;
+            let client = Endpoint::new(url, timeout, http).map_err(ServiceError::Alertmanager)?;
             targets.push(Target {
                 labels: AlertmanagerLabels {
                     alertmanager: client.base().to_string(),
@@ -68,7 +69,7 @@ impl Delivery {
             }
             let client = t.client.clone();
             set.spawn(async move {
-                let r = client.post(&batch).await;
+                let r = client.post_alerts(&batch).await;
                 (i, batch.len(), r)
             });
         }

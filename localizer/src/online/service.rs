@@ -39,9 +39,11 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
         .map_err(|e| ServiceError::Listen(e.to_string()))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut server_stop = stop_rx.clone();
-    let server = tokio::spawn(skeletonhunter_common::http::serve(
+    let server = tokio::spawn(skeletonhunter_common::http::serve_web(
         listener,
         handler(metrics.clone(), s.interval),
+        skeletonhunter_common::http::Limits::default(),
+        s.web.clone(),
         async move {
             let _ = server_stop.wait_for(|s| *s).await;
         },

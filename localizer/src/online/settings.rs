@@ -3,8 +3,11 @@
 //! depend on the command line.
 
 use crate::clients::http::ClientError;
+use crate::clients::EndpointConfig;
 use crate::engine::model::Config;
+use skeletonhunter_common::web::WebSource;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings of the online loop (see `skeletonhunter-localizer run --help`
@@ -13,10 +16,16 @@ use std::time::Duration;
 pub struct Settings {
     /// Prometheus-compatible API root.
     pub prometheus: String,
+    /// TLS and credentials for Prometheus.
+    pub prometheus_http: EndpointConfig,
     /// Alertmanager roots; each gets every alert.
     pub alertmanagers: Vec<String>,
+    /// TLS and credentials for every Alertmanager.
+    pub alertmanager_http: EndpointConfig,
     /// Address of `/metrics`, `/report`, `/healthz`.
     pub listen: SocketAddr,
+    /// TLS and authentication of that server (`--web.config.file`).
+    pub web: Option<Arc<WebSource>>,
     /// Time between cycles.
     pub interval: Duration,
     /// Range of the per-pair aggregates.

@@ -250,7 +250,7 @@ pub fn prom_answer(r: &mut Rng) -> Vec<u8> {
 }
 
 /// Byte-level damage to a third of the inputs.
-fn mutate(r: &mut Rng, body: &mut Vec<u8>) {
+pub fn mutate(r: &mut Rng, body: &mut Vec<u8>) {
     if r.below(3) != 0 {
         return;
     }

@@ -1,7 +1,8 @@
 //! `skeletonhunter-demo`: the whole system on a fabric of network namespaces.
 //!
 //! Builds the end-to-end fabric (2 ToRs × 3 hosts × 2 containers, a spine,
-//! a monitoring namespace), starts an exporter per container, Prometheus
+//! a monitoring namespace; for `--fault link` the multipath fabric of 3
+//! ToRs × 2 hosts under 3 spines), starts an exporter per container, Prometheus
 //! with the shipped rules, Alertmanager with the shipped config and the
 //! localizer; waits for a healthy baseline, injects a fault, prints the
 //! localization and the alert as Alertmanager holds it, removes the fault,
@@ -12,18 +13,22 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use skeletonhunter_tests::fabric::{ports, remove_namespaces_of, Stack, StackOpts};
+use skeletonhunter_tests::fabric::{
+    link_addresses, ports, remove_namespaces_of, FabricSpec, Stack, StackOpts,
+};
 use skeletonhunter_tests::sys::{geteuid, SignalSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const USAGE: &str =
-    "usage: skeletonhunter-demo [--fault tor|host|node] [--loss PERCENT] [--no-localizer]
+    "usage: skeletonhunter-demo [--fault tor|host|node|link] [--loss PERCENT] [--no-localizer]
 
   --fault tor    PERCENT% packet loss at ToR tor1 (default; PERCENT defaults to 30)
   --fault host   take host host-t0-h1's NIC link down
   --fault node   make container t1-h0-c1 unreachable on the data plane
+  --fault link   on a multipath fabric (3 ToRs x 2 hosts under 3 spines, 15
+                 probe flows per pair), drop everything on the link tor0-spine1
   --no-localizer run without the localizer: show live probe metrics only
 
 Run as root. The binaries skeletonhunter-exporter and skeletonhunter-localizer
@@ -34,7 +39,11 @@ enum Fault {
     Tor(u32),
     Host,
     Node,
+    Link,
 }
+
+/// The link of `--fault link`: (ToR, spine).
+const LINK: (usize, usize) = (0, 1);
 
 struct Args {
     fault: Fault,
@@ -51,7 +60,7 @@ fn parse_args() -> Result<Args> {
             "--fault" => {
                 kind = it
                     .next()
-                    .context("--fault needs a value (tor, host or node)")?;
+                    .context("--fault needs a value (tor, host, node or link)")?;
             }
             "--loss" => {
                 let v = it.next().context("--loss needs a value (1..=99)")?;
@@ -73,7 +82,8 @@ fn parse_args() -> Result<Args> {
         "tor" => Fault::Tor(loss),
         "host" => Fault::Host,
         "node" => Fault::Node,
-        other => bail!("--fault {other:?}: expected tor, host or node"),
+        "link" => Fault::Link,
+        other => bail!("--fault {other:?}: expected tor, host, node or link"),
     };
     Ok(Args { fault, localizer })
 }
@@ -165,7 +175,10 @@ fn run(args: Args) -> Result<()> {
         bail!("run as root (the demo creates network namespaces and nftables rules)");
     }
     let (exporter, localizer) = binaries(&args)?;
-    let opts = StackOpts::new(exporter, localizer);
+    let mut opts = StackOpts::new(exporter, localizer);
+    if args.fault == Fault::Link {
+        opts.spec = FabricSpec::multipath();
+    }
 
     step(1, "building the fabric and starting everything");
     let started = Instant::now();
@@ -265,6 +278,14 @@ fn describe_fault(stack: &Stack, fault: Fault) -> (String, Vec<(&'static str, St
             "container t1-h0-c1 unreachable on the data plane".into(),
             vec![("node", "t1-h0-c1".into())],
         ),
+        // Any verdict is shown: whether it names the link is printed.
+        Fault::Link => (
+            format!(
+                "every packet on the link tor{}-spine{} dropped, both ways",
+                LINK.0, LINK.1
+            ),
+            Vec::new(),
+        ),
     }
 }
 
@@ -284,9 +305,10 @@ fn show_alert(
         // unreachable verdict, not a latency one.
         if let Some(a) = alerts.iter().find(|a| {
             a.symptom != "latency"
-                && expect
-                    .iter()
-                    .any(|(k, c)| *k == a.kind && *c == a.component)
+                && (expect.is_empty()
+                    || expect
+                        .iter()
+                        .any(|(k, c)| *k == a.kind && *c == a.component))
         }) {
             break a.clone();
         }
@@ -303,6 +325,9 @@ fn show_alert(
         alert.component,
         alert.symptom
     );
+    if expect.is_empty() {
+        print_link_verdict(&alert.kind, &alert.component);
+    }
     // Let the localizer's window fill with the fault before showing
     // its full picture (the first alert comes from partial evidence).
     let settle = opts.localizer_window;
@@ -333,9 +358,34 @@ fn show_alert(
     Ok(())
 }
 
+/// Whether a verdict names the faulty link: by name, or by a traced hop
+/// address of the link (either router's interface on it).
+fn print_link_verdict(kind: &str, component: &str) {
+    let (spine_side, tor_side) = link_addresses(LINK.1, LINK.0);
+    let names_link = kind.contains("link")
+        || component == spine_side.to_string()
+        || component == tor_side.to_string()
+        || (component.contains(&format!("tor{}", LINK.0))
+            && component.contains(&format!("spine{}", LINK.1)));
+    if names_link {
+        println!(
+            "the verdict names the faulty link tor{}-spine{}",
+            LINK.0, LINK.1
+        );
+    } else {
+        println!(
+            "NOTE: the verdict ({kind} {component}) does not name the link tor{}-spine{} \
+             (its hop addresses are {spine_side} and {tor_side}); this localizer does \
+             not localize to links",
+            LINK.0, LINK.1
+        );
+    }
+}
+
 fn inject(stack: &Stack, fault: Fault, on: bool) -> Result<()> {
     let f = &stack.fabric;
     match fault {
+        Fault::Link => f.link_fault(LINK.0, LINK.1, on),
         Fault::Tor(p) => f.tor_loss(1, if on { p } else { 0 }),
         Fault::Host => f.host_link(&f.hosts[1], !on),
         Fault::Node => f.isolate_node(f.node("t1-h0-c1")?, on),
@@ -345,10 +395,11 @@ fn inject(stack: &Stack, fault: Fault, on: bool) -> Result<()> {
 fn print_fabric(stack: &Stack) {
     let f = &stack.fabric;
     println!(
-        "fabric: {} ToRs x {} hosts x {} containers under {}; monitoring namespace {}",
+        "fabric: {} ToRs x {} hosts x {} containers under {} spine(s) ({}); monitoring namespace {}",
         f.spec.tors,
         f.spec.hosts_per_tor,
         f.spec.containers_per_host,
+        f.spec.spines,
         f.spine_name,
         f.mon.name()
     );

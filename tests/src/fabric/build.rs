@@ -1,6 +1,8 @@
 //! Wiring the namespaces into a routed fabric, and checking that it routes.
 
-use super::topology::{tenant_of_rail, Fabric, FabricSpec, Host, Node, Tor, POD};
+use super::topology::{
+    link_addresses, tenant_of_rail, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
+};
 use crate::netns::{attach, bridge, veth, Netns};
 use anyhow::{bail, ensure, Context, Result};
 use skeletonhunter_common::Identity;
@@ -13,6 +15,7 @@ impl Fabric {
     /// management address.
     pub fn new(spec: FabricSpec) -> Result<Fabric> {
         ensure!(spec.tors >= 1 && spec.tors <= 50, "tors must be 1..=50");
+        ensure!(spec.spines >= 1 && spec.spines <= 8, "spines must be 1..=8");
         ensure!(
             spec.hosts_per_tor >= 1 && spec.hosts_per_tor <= 16,
             "hosts_per_tor must be 1..=16"
@@ -25,9 +28,19 @@ impl Fabric {
             spec.tors * spec.hosts_per_tor * spec.containers_per_host <= 240,
             "at most 240 containers (one management /24)"
         );
-        let spine_name = "spine0".to_string();
-        let spine = Netns::new("spine")?;
-        spine.enable_forwarding()?;
+        let spine_name = if spec.spines == 1 { "spine0" } else { "agg0" }.to_string();
+        let mut spines = Vec::new();
+        for s in 0..spec.spines {
+            let ns = Netns::new("spine")?;
+            ns.enable_forwarding()?;
+            if spec.spines > 1 {
+                multipath_sysctls(&ns)?;
+            }
+            spines.push(Spine {
+                ns,
+                name: format!("spine{s}"),
+            });
+        }
         let mon = Netns::new("mon")?;
         let mon_ip = Ipv4Addr::new(198, 19, 200, 1);
         bridge(&mon, "mgmt", &format!("{mon_ip}/24"))?;
@@ -37,7 +50,7 @@ impl Fabric {
             nodes: Vec::new(),
             hosts: Vec::new(),
             tors: Vec::new(),
-            spine,
+            spines,
             spine_name,
             mon,
             mon_ip,
@@ -55,29 +68,43 @@ impl Fabric {
         Ok(fabric)
     }
 
+    /// A ToR linked to every spine (interface `sp<s>` to spine `s`, whose
+    /// side is `t<t>`); its default route spreads over all of them.
     fn add_tor(&mut self, t: usize) -> Result<()> {
         let ns = Netns::new(&format!("tor{t}"))?;
         ns.enable_forwarding()?;
-        let (spine_ip, tor_ip) = (
-            Ipv4Addr::new(198, 19, 100, (t * 4 + 1) as u8),
-            Ipv4Addr::new(198, 19, 100, (t * 4 + 2) as u8),
-        );
-        veth(
-            &self.spine,
-            &format!("t{t}"),
-            &format!("{spine_ip}/30"),
-            &ns,
-            "sp",
-            &format!("{tor_ip}/30"),
-        )?;
-        self.spine.ip(&[
-            "route",
-            "add",
-            &format!("198.18.{t}.0/24"),
-            "via",
-            &tor_ip.to_string(),
-        ])?;
-        ns.ip(&["route", "add", "default", "via", &spine_ip.to_string()])?;
+        if self.spines.len() > 1 {
+            multipath_sysctls(&ns)?;
+        }
+        let mut default = vec!["route", "add", "default"];
+        let mut gateways = Vec::new();
+        for (s, spine) in self.spines.iter().enumerate() {
+            let (spine_ip, tor_ip) = link_addresses(s, t);
+            veth(
+                &spine.ns,
+                &format!("t{t}"),
+                &format!("{spine_ip}/30"),
+                &ns,
+                &format!("sp{s}"),
+                &format!("{tor_ip}/30"),
+            )?;
+            spine.ns.ip(&[
+                "route",
+                "add",
+                &format!("198.18.{t}.0/24"),
+                "via",
+                &tor_ip.to_string(),
+            ])?;
+            gateways.push(spine_ip.to_string());
+        }
+        if let [one] = gateways.as_slice() {
+            default.extend(["via", one.as_str()]);
+        } else {
+            for g in &gateways {
+                default.extend(["nexthop", "via", g.as_str()]);
+            }
+        }
+        ns.ip(&default)?;
         self.tors.push(Tor {
             ns,
             name: format!("tor{t}"),
@@ -88,6 +115,9 @@ impl Fabric {
     fn add_host(&mut self, t: usize, h: usize) -> Result<()> {
         let ns = Netns::new(&format!("t{t}h{h}"))?;
         ns.enable_forwarding()?;
+        if self.spines.len() > 1 {
+            multipath_sysctls(&ns)?;
+        }
         let tor = &self.tors[t];
         let (tor_ip, nic_ip) = (
             Ipv4Addr::new(198, 19, t as u8, (h * 4 + 1) as u8),
@@ -187,6 +217,26 @@ impl Fabric {
         }
         Ok(())
     }
+}
+
+/// Router settings of a multipath fabric: hash flows by their 5-tuple so
+/// they really spread over the spines (`fib_multipath_hash_policy=1`),
+/// with one seed on every router so a flow and its reply take the same
+/// spine (the hash of a 5-tuple and of its reverse is the same); name the
+/// interface a probe came in by in time-exceeded messages, so a traced
+/// hop address identifies the directed link into the router; and no ICMP
+/// rate limit, so tracing many flows at once gets every hop answered
+/// (switches have their own, far higher, control-plane limits).
+fn multipath_sysctls(ns: &Netns) -> Result<()> {
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv4.fib_multipath_hash_policy=1",
+        "net.ipv4.fib_multipath_hash_seed=1",
+        "net.ipv4.icmp_errors_use_inbound_ifaddr=1",
+        "net.ipv4.icmp_ratelimit=0",
+    ])?;
+    Ok(())
 }
 
 /// Whether `ns` can reach `ip` now: a TCP connect to a closed port that is

@@ -47,6 +47,18 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         ports::EXPORTER_UDP,
         ports::EXPORTER_TCP
     ));
+    if fabric.spines.len() > 1 {
+        // One path per spine; per-flow and per-path loss over the
+        // localizer's window; flows mapped within seconds of start.
+        y.push_str(&format!(
+            "  ecmp_width: {}\n  flow_window: {}\n  flow_traces_per_minute: 600\n",
+            fabric.spines.len(),
+            secs(opts.localizer_window)
+        ));
+    }
+    if let Some(k) = opts.flows {
+        y.push_str(&format!("  flows: {k}\n"));
+    }
     y.push_str("discovery:\n  ebpf: false\n  static:\n");
     for p in fabric.skeleton_peers(node) {
         y.push_str(&format!(

@@ -1,5 +1,5 @@
-//! Fault injection: loss at a ToR, a host's NIC link down, a container cut
-//! off the data plane. The management network is never touched, so the
+//! Fault injection: loss at a ToR, a dead ToR–spine link, a host's NIC
+//! link down, a container cut off the data plane. The management network is never touched, so the
 //! monitoring keeps seeing every exporter.
 
 use super::build::reachable;
@@ -17,6 +17,33 @@ impl Fabric {
             .with_context(|| format!("no ToR {tor}"))?
             .ns
             .set_loss(percent, "")
+    }
+
+    /// Drop every packet on the link between ToR `tor` and spine `spine`,
+    /// both ways (`on = false` clears it): nftables on both routers drop
+    /// what enters, leaves or crosses them through the link's interface.
+    /// The link stays up, so the ToR keeps hashing flows onto it — the
+    /// silent ECMP-member failure that only some flows of a pair see.
+    pub fn link_fault(&self, tor: usize, spine: usize, on: bool) -> Result<()> {
+        let t = self
+            .tors
+            .get(tor)
+            .with_context(|| format!("no ToR {tor}"))?;
+        let s = self
+            .spines
+            .get(spine)
+            .with_context(|| format!("no spine {spine}"))?;
+        for (ns, ifname) in [(&t.ns, format!("sp{spine}")), (&s.ns, format!("t{tor}"))] {
+            let table = format!("shlink_{ifname}");
+            let mut script = format!("table inet {table} {{}}\ndelete table inet {table}\n");
+            if on {
+                script.push_str(&format!(
+                    "table inet {table} {{\n chain input {{ type filter hook input priority -20; iifname \"{ifname}\" drop; }}\n chain forward {{ type filter hook forward priority -20; iifname \"{ifname}\" drop; oifname \"{ifname}\" drop; }}\n chain output {{ type filter hook output priority -20; oifname \"{ifname}\" drop; }}\n}}\n"
+                ));
+            }
+            ns.nft(&script)?;
+        }
+        Ok(())
     }
 
     /// Take a host's NIC port (its uplink to the ToR) down or up. Taking a
@@ -63,6 +90,11 @@ impl Fabric {
     pub fn clear_faults(&self) -> Result<()> {
         for t in 0..self.tors.len() {
             self.tor_loss(t, 0)?;
+            if self.spines.len() > 1 {
+                for s in 0..self.spines.len() {
+                    self.link_fault(t, s, false)?;
+                }
+            }
         }
         for h in &self.hosts {
             self.host_link(h, true)?;

@@ -24,16 +24,23 @@
 //! management network allows; otherwise a ToR fault would also look like
 //! "exporter down" and the scenarios would not test the localizer.
 //!
+//! With `FabricSpec::spines` above one (`FabricSpec::multipath`), every
+//! ToR links to every spine and its default route is a Linux multipath
+//! route hashing on the 5-tuple, so each probe flow takes one spine and
+//! different flows of one pair take different spines (equal-cost
+//! multipath); `Fabric::link_fault` drops everything on one ToR–spine link.
+//!
 //! Nothing links to the machine's own namespace: every veth is created
 //! directly inside the fabric's namespaces, and addresses come from
 //! 198.18.0.0/15 (data plane 198.18.<tor>.0/24, links 198.19.x.y/30,
-//! management 198.19.200.0/24).
+//! ToR–spine links 198.19.(100 + spine).x/30, management 198.19.200.0/24).
 //!
 //! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
 //! their lookups; `build` wires the namespaces and checks they route;
 //! `faults` injects and clears faults; `stack` starts the monitoring stack
 //! on top (`opts` says how), from the configs `config` writes; `alerts`
-//! reads Alertmanager's view back; `cleanup` removes what a killed process
+//! reads Alertmanager's view back; `flows` reads an exporter's per-flow
+//! traces and the spines they cross; `cleanup` removes what a killed process
 //! left behind.
 
 mod alerts;
@@ -41,6 +48,7 @@ mod build;
 mod cleanup;
 mod config;
 mod faults;
+mod flows;
 mod opts;
 pub mod ports;
 mod stack;
@@ -50,6 +58,9 @@ pub use alerts::AlertView;
 pub use build::reachable;
 pub use cleanup::remove_namespaces_of;
 pub use config::{exporter_config, prometheus_config, shipped_rule_files};
+pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
 pub use opts::StackOpts;
-pub use stack::Stack;
-pub use topology::{tenant_of_rail, Fabric, FabricSpec, Host, Node, Tor, POD};
+pub use stack::{start_exporters, Stack};
+pub use topology::{
+    link_addresses, tenant_of_rail, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
+};

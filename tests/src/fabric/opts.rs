@@ -30,6 +30,9 @@ pub struct StackOpts {
     pub min_latency_excess: String,
     /// Extra localizer flags (after ours).
     pub localizer_args: Vec<String>,
+    /// The exporters' `probe.flows`; `None`: from the ECMP width, which
+    /// is the spine count.
+    pub flows: Option<u32>,
 }
 
 impl StackOpts {
@@ -45,6 +48,7 @@ impl StackOpts {
             localizer_window: Duration::from_secs(10),
             min_latency_excess: "250us".into(),
             localizer_args: Vec::new(),
+            flows: None,
         }
     }
 

@@ -35,6 +35,24 @@ pub struct Stack {
     dir: TempDir,
 }
 
+/// Start an exporter in every container of `fabric` (configs written to
+/// `dir`), in `fabric.nodes` order.
+pub fn start_exporters(fabric: &Fabric, opts: &StackOpts, dir: &Path) -> Result<Vec<ChildGuard>> {
+    let mut exporters = Vec::new();
+    for node in &fabric.nodes {
+        let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
+        std::fs::write(&path, exporter_config(fabric, node, opts))
+            .with_context(|| format!("write {}", path.display()))?;
+        let mut cmd = node.ns.command(&opts.exporter_bin.to_string_lossy());
+        cmd.arg("--config").arg(&path);
+        exporters.push(ChildGuard::spawn(
+            &format!("exporter-{}", node.identity.node),
+            cmd,
+        )?);
+    }
+    Ok(exporters)
+}
+
 impl Stack {
     /// Build the fabric, start an exporter in every container, Prometheus,
     /// Alertmanager and (if given) the localizer in the monitoring
@@ -43,21 +61,7 @@ impl Stack {
     pub fn start(opts: &StackOpts) -> Result<Stack> {
         let fabric = Fabric::new(opts.spec)?;
         let dir = TempDir::new("stack")?;
-
-        let mut exporters = Vec::new();
-        for node in &fabric.nodes {
-            let path = dir
-                .path()
-                .join(format!("exporter-{}.yaml", node.identity.node));
-            std::fs::write(&path, exporter_config(&fabric, node, opts))
-                .with_context(|| format!("write {}", path.display()))?;
-            let mut cmd = node.ns.command(&opts.exporter_bin.to_string_lossy());
-            cmd.arg("--config").arg(&path);
-            exporters.push(ChildGuard::spawn(
-                &format!("exporter-{}", node.identity.node),
-                cmd,
-            )?);
-        }
+        let exporters = start_exporters(&fabric, opts, dir.path())?;
 
         let (am_config, am_files) = shipped_alertmanager_files()?;
         let mut am_opts = ServerOpts::new(

@@ -8,8 +8,12 @@ use std::net::Ipv4Addr;
 /// How big a fabric to build.
 #[derive(Debug, Clone, Copy)]
 pub struct FabricSpec {
-    /// Number of ToRs under the spine.
+    /// Number of ToRs.
     pub tors: usize,
+    /// Number of spines. With one, every ToR hangs off it (the default
+    /// shape); with several, every ToR links to every spine and spreads
+    /// flows over them by an L4 hash (equal-cost multipath).
+    pub spines: usize,
     /// Hosts (NIC uplinks) per ToR.
     pub hosts_per_tor: usize,
     /// Containers (rails) per host.
@@ -22,8 +26,25 @@ impl Default for FabricSpec {
     fn default() -> Self {
         FabricSpec {
             tors: 2,
+            spines: 1,
             hosts_per_tor: 3,
             containers_per_host: 2,
+        }
+    }
+}
+
+impl FabricSpec {
+    /// 3 ToRs × 3 spines × 2 hosts × 1 container: the smallest multipath
+    /// fabric in which a ToR–spine link fault differs from a spine fault
+    /// (a spine also carries the flows between the other ToRs) and from a
+    /// ToR fault (the ToR's other links carry on). Three spines make the
+    /// coverage formula ask for 15 flows.
+    pub fn multipath() -> FabricSpec {
+        FabricSpec {
+            tors: 3,
+            spines: 3,
+            hosts_per_tor: 2,
+            containers_per_host: 1,
         }
     }
 }
@@ -63,6 +84,15 @@ pub struct Host {
     pub gateway: Ipv4Addr,
 }
 
+/// A spine router.
+#[derive(Debug)]
+pub struct Spine {
+    /// The spine's namespace (a router).
+    pub ns: Netns,
+    /// `spine<index>`.
+    pub name: String,
+}
+
 /// A routed top-of-rack switch.
 #[derive(Debug)]
 pub struct Tor {
@@ -85,9 +115,11 @@ pub struct Fabric {
     pub hosts: Vec<Host>,
     /// ToRs, in index order.
     pub tors: Vec<Tor>,
-    /// The spine router's namespace.
-    pub spine: Netns,
-    /// Spine name, the `spine` identity of every container.
+    /// The spine routers, in index order.
+    pub spines: Vec<Spine>,
+    /// The `spine` identity of every container: the aggregation block
+    /// above the ToRs (`spine0` with one spine, `agg0` with several; the
+    /// spines themselves are told apart by traced hops).
     pub spine_name: String,
     /// Where Prometheus, Alertmanager and the localizer run.
     pub mon: Netns,
@@ -104,7 +136,23 @@ pub fn tenant_of_rail(rail: usize) -> String {
     format!("job-{}", (b'a' + (rail % 26) as u8) as char)
 }
 
+/// Link addresses between spine `s` and ToR `t`: (spine side, ToR side),
+/// each in a /30 of 198.19.(100 + s).0/24.
+pub fn link_addresses(s: usize, t: usize) -> (Ipv4Addr, Ipv4Addr) {
+    let net = (100 + s) as u8;
+    (
+        Ipv4Addr::new(198, 19, net, (t * 4 + 1) as u8),
+        Ipv4Addr::new(198, 19, net, (t * 4 + 2) as u8),
+    )
+}
+
 impl Fabric {
+    /// The spine a traced hop address belongs to (one of its link
+    /// addresses), if any.
+    pub fn spine_of_address(&self, a: Ipv4Addr) -> Option<usize> {
+        (0..self.spines.len()).find(|s| (0..self.tors.len()).any(|t| link_addresses(*s, t).0 == a))
+    }
+
     /// The host `node` runs on.
     pub fn host_of(&self, node: &Node) -> &Host {
         &self.hosts[node.tor * self.spec.hosts_per_tor + node.host]

@@ -12,6 +12,6 @@ pub use alerts::{
 };
 pub use run::{
     start_alertmanager, start_prometheus_per_node, start_shipped_alertmanager, start_store,
-    Localizer, Store,
+    Localizer, Store, AM_CONFIG,
 };
 pub use synthetic::{FakeFabric, PROBE_RATE};

@@ -70,7 +70,7 @@ pub fn start_shipped_alertmanager(sink: &Sink, group_interval: Option<&str>) -> 
 }
 
 /// An Alertmanager config that groups at once and notifies nobody.
-const AM_CONFIG: &str = "route:\n  receiver: 'null'\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: 'null'\n";
+pub const AM_CONFIG: &str = "route:\n  receiver: 'null'\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: 'null'\n";
 
 /// Start Alertmanager on `addr` with a config that only holds alerts.
 pub fn start_alertmanager(addr: SocketAddr) -> Result<Server> {
@@ -88,6 +88,16 @@ impl Localizer {
     /// Start `run` against `prometheus` (and `alertmanager`, a comma list,
     /// if given) and wait for its `/healthz`.
     pub fn start(prometheus: &str, alertmanager: Option<&str>) -> Result<Localizer> {
+        Self::start_with(prometheus, alertmanager, &[])
+    }
+
+    /// [`Localizer::start`] with `extra` flags (e.g. the endpoints' http
+    /// config files).
+    pub fn start_with(
+        prometheus: &str,
+        alertmanager: Option<&str>,
+        extra: &[String],
+    ) -> Result<Localizer> {
         let listen = free_loopback_addr()?;
         let mut cmd = Command::new(bin_path("skeletonhunter-localizer"));
         cmd.args([
@@ -110,6 +120,7 @@ impl Localizer {
         if let Some(am) = alertmanager {
             cmd.args(["--alertmanager", am]);
         }
+        cmd.args(extra);
         cmd.env("RUST_LOG", "info");
         // ChildGuard names its log file after the name: keep it unique
         // across the tests of this binary, which run in parallel.

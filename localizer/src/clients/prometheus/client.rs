@@ -3,52 +3,16 @@
 
 use super::decode::{decode_instant, decode_range};
 use super::{QueryError, Sample, Series};
-use crate::clients::http::{
-    body_start, encode_form, error_chain, http_client, read_body, validate_base_url, BodyError,
-    ClientError, DEFAULT_MAX_RESPONSE,
-};
+use crate::clients::endpoint::Endpoint;
+use crate::clients::http::{body_start, encode_form, error_chain, read_body, BodyError};
 use std::time::Duration;
 
 /// Bytes of an error answer kept for the log.
 const ERROR_BODY_BYTES: usize = 4096;
 
-/// Client for one Prometheus-compatible endpoint.
-#[derive(Debug, Clone)]
-pub struct Client {
-    base: String,
-    http: reqwest::Client,
-    timeout: Duration,
-    max_response: usize,
-}
-
-impl Client {
-    /// `base` is the server root as operators write it (`http://prom:9090`,
-    /// or with a path prefix such as `http://thanos/query`). Each request,
-    /// body included, is bounded by `timeout`; an answer by
-    /// [`DEFAULT_MAX_RESPONSE`] bytes unless [`Client::max_response`] says
-    /// otherwise.
-    pub fn new(base: &str, timeout: Duration) -> Result<Client, ClientError> {
-        let base = validate_base_url(base)?;
-        let http = http_client(timeout)?;
-        Ok(Client {
-            base,
-            http,
-            timeout,
-            max_response: DEFAULT_MAX_RESPONSE,
-        })
-    }
-
-    /// Refuse answers longer than `bytes` ([`QueryError::TooLarge`]).
-    pub fn max_response(mut self, bytes: usize) -> Client {
-        self.max_response = bytes.max(1);
-        self
-    }
-
-    /// The server root this client talks to.
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
+/// The Prometheus query API on an [`Endpoint`]; answers are bounded by
+/// [`Endpoint::max_response`] ([`QueryError::TooLarge`]).
+impl Endpoint {
     /// Evaluate `query` as an instant vector at `time` (seconds since the
     /// epoch; `None` = the server's now). A scalar result comes back as one
     /// sample without labels.
@@ -57,7 +21,7 @@ impl Client {
         if let Some(t) = time {
             form.push(("time", format_time(t)));
         }
-        let (url, status, body) = self.post("/api/v1/query", &form).await?;
+        let (url, status, body) = self.post_form("/api/v1/query", &form).await?;
         decode_instant(&url, status, &body)
     }
 
@@ -75,26 +39,25 @@ impl Client {
             ("end", format_time(end)),
             ("step", format!("{}", step.as_secs_f64())),
         ];
-        let (url, status, body) = self.post("/api/v1/query_range", &form).await?;
+        let (url, status, body) = self.post_form("/api/v1/query_range", &form).await?;
         decode_range(&url, status, &body)
     }
 
     /// POST a form to `path`; the URL, status and whole body of the answer
     /// (an error answer's start only, when it is not JSON).
-    async fn post(
+    async fn post_form(
         &self,
         path: &str,
         form: &[(&str, String)],
     ) -> Result<(String, u16, Vec<u8>), QueryError> {
-        let url = format!("{}{path}", self.base);
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let deadline = tokio::time::Instant::now() + self.timeout();
+        let (url, req) = self.post(path);
         let unreachable = |reason: String| QueryError::Unreachable {
             url: url.clone(),
             reason,
         };
-        let mut resp = self
-            .http
-            .post(&url)
+        let mut resp = req
+            .map_err(&unreachable)?
             .header(
                 reqwest::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded",
@@ -114,7 +77,8 @@ impl Client {
             let body = body_start(&mut resp, ERROR_BODY_BYTES, deadline).await;
             return Err(QueryError::Status { url, status, body });
         }
-        match read_body(&mut resp, self.max_response, deadline, self.timeout).await {
+        let limit = self.response_limit();
+        match read_body(&mut resp, limit, deadline, self.timeout()).await {
             Ok(body) => Ok((url, status, body)),
             Err(BodyError::TooLarge { limit }) => Err(QueryError::TooLarge { url, limit }),
             Err(e) => Err(unreachable(e.to_string())),
@@ -139,7 +103,12 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let c = Client::new(&format!("http://127.0.0.1:{port}"), Duration::from_secs(2)).unwrap();
+        let c = Endpoint::new(
+            &format!("http://127.0.0.1:{port}"),
+            Duration::from_secs(2),
+            &Default::default(),
+        )
+        .unwrap();
         let err = c.instant("up", None).await.unwrap_err();
         assert_eq!(err.reason().as_str(), "unreachable");
         assert!(

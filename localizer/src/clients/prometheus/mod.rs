@@ -12,13 +12,13 @@
 //!
 //! An answer is bounded: at most `max_response` bytes (`--max-response-size`)
 //! read before the request's deadline, then decoded once, straight from the
-//! bytes into [`Sample`]s ([`decode`]); [`client`] holds the [`Client`].
+//! bytes into [`Sample`]s ([`decode`]); [`client`] adds the query methods
+//! to [`crate::clients::Endpoint`].
 
 mod client;
 pub mod decode;
 
-pub use client::Client;
-
+use crate::clients::endpoint::auth_hint;
 use std::collections::BTreeMap;
 
 /// Label set of one series (`__name__` included when the server returns it).
@@ -56,7 +56,7 @@ pub enum QueryError {
         reason: String,
     },
     /// The server answered with a non-success HTTP status.
-    #[error("{url} answered HTTP {status}: {}", snippet(body))]
+    #[error("{url} answered HTTP {status}{}: {}", auth_hint(*status), snippet(body))]
     Status {
         /// The endpoint.
         url: String,

@@ -1,0 +1,172 @@
+//! One server the localizer talks to — a Prometheus-compatible query API
+//! or an Alertmanager — with its URL, HTTP client, deadline, answer limit
+//! and credentials. The query methods live in [`super::prometheus`] and
+//! the posting in [`super::alertmanager`]; this type is what they share.
+
+use super::http::{http_client, validate_base_url, ClientError, DEFAULT_MAX_RESPONSE};
+use super::http_config::{Auth, EndpointConfig};
+use super::tls;
+use std::time::Duration;
+
+/// One endpoint: where, how long a request may take, how big an answer
+/// may be, and how to authenticate. Cheap to clone (the connection pool is
+/// shared).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    base: String,
+    http: reqwest::Client,
+    timeout: Duration,
+    max_response: usize,
+    auth: Option<Auth>,
+}
+
+impl Endpoint {
+    /// `base` is the server root as operators write it (`http://prom:9090`,
+    /// `https://am:9093`, or with a path prefix such as
+    /// `http://thanos/query`); `config` its TLS and credentials. Refused
+    /// here, at start, rather than on every request: a URL that is not
+    /// http(s), a `tls_config` on an `http` URL (credentials would travel in
+    /// clear while the operator believes otherwise), and an `https` URL
+    /// whose certificates cannot be set up. Each request, body included,
+    /// is bounded by `timeout`; an answer by [`DEFAULT_MAX_RESPONSE`] bytes
+    /// unless [`Endpoint::max_response`] says otherwise.
+    pub fn new(
+        base: &str,
+        timeout: Duration,
+        config: &EndpointConfig,
+    ) -> Result<Endpoint, ClientError> {
+        let base = validate_base_url(base)?;
+        tls::install_provider();
+        let https = base.starts_with("https://");
+        if !https && config.has_tls_section {
+            return Err(ClientError::TlsForHttp { url: base });
+        }
+        let tls = if https {
+            Some(
+                tls::client_config(&config.tls).map_err(|e| ClientError::Tls {
+                    url: base.clone(),
+                    source: e,
+                })?,
+            )
+        } else {
+            None
+        };
+        if !https && config.auth.is_some() {
+            tracing::warn!("{base}: credentials are sent over plain http; use https");
+        }
+        if https && config.tls.insecure_skip_verify {
+            tracing::warn!("{base}: tls_config.insecure_skip_verify is on: the server's certificate is not checked");
+        }
+        Ok(Endpoint {
+            http: http_client(timeout, tls)?,
+            base,
+            timeout,
+            max_response: DEFAULT_MAX_RESPONSE,
+            auth: config.auth.clone(),
+        })
+    }
+
+    /// Refuse answers longer than `bytes`.
+    pub fn max_response(mut self, bytes: usize) -> Endpoint {
+        self.max_response = bytes.max(1);
+        self
+    }
+
+    /// The server root (also the metric label of an Alertmanager).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The bound of each request.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The largest answer read.
+    pub fn response_limit(&self) -> usize {
+        self.max_response
+    }
+
+    /// A POST to `path` under the root, with the credentials read now: the
+    /// URL and the request, or why the credentials could not be read.
+    pub fn post(&self, path: &str) -> (String, Result<reqwest::RequestBuilder, String>) {
+        let url = format!("{}{path}", self.base);
+        let req = self.http.post(&url);
+        let req = match &self.auth {
+            None => Ok(req),
+            Some(Auth::Basic { username, password }) => password
+                .read()
+                .map(|p| req.basic_auth(username, Some(p)))
+                .map_err(|e| e.to_string()),
+            Some(Auth::Header {
+                scheme,
+                credentials,
+            }) => credentials.read().map_err(|e| e.to_string()).and_then(|c| {
+                let mut v = reqwest::header::HeaderValue::from_str(&format!("{scheme} {c}"))
+                    .map_err(|_| "the credentials are not a valid header value".to_string())?;
+                v.set_sensitive(true);
+                Ok(req.header(reqwest::header::AUTHORIZATION, v))
+            }),
+        };
+        (url, req)
+    }
+}
+
+/// A hint for answers that mean "who are you?".
+pub fn auth_hint(status: u16) -> &'static str {
+    match status {
+        401 => {
+            " (authentication required: check the credentials in the endpoint's http config file)"
+        }
+        403 => " (forbidden: the credentials are not allowed here)",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::http_config::{Secret, TlsSettings};
+
+    #[test]
+    fn tls_config_on_plain_http_is_refused() {
+        let c = EndpointConfig {
+            has_tls_section: true,
+            ..Default::default()
+        };
+        let err = Endpoint::new("http://p:9090", Duration::from_secs(1), &c).unwrap_err();
+        assert!(err.to_string().contains("https"), "{err}");
+    }
+
+    #[test]
+    fn https_with_a_bad_ca_is_refused_at_start() {
+        let p = std::env::temp_dir().join(format!("sh-endpoint-ca-{}", std::process::id()));
+        std::fs::write(&p, "").unwrap();
+        let c = EndpointConfig {
+            tls: TlsSettings {
+                ca_file: Some(p.clone()),
+                ..Default::default()
+            },
+            has_tls_section: true,
+            auth: None,
+        };
+        let err = Endpoint::new("https://p:9090", Duration::from_secs(1), &c).unwrap_err();
+        let _ = std::fs::remove_file(&p);
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+    }
+
+    #[test]
+    fn unreadable_credentials_fail_the_request_not_the_process() {
+        let c = EndpointConfig {
+            auth: Some(Auth::Header {
+                scheme: "Bearer".into(),
+                credentials: Secret::File("/nonexistent/token".into()),
+            }),
+            ..Default::default()
+        };
+        let e = Endpoint::new("http://p:9090", Duration::from_secs(1), &c).unwrap();
+        let (url, req) = e.post("/api/v1/query");
+        assert_eq!(url, "http://p:9090/api/v1/query");
+        assert!(req.unwrap_err().contains("/nonexistent/token"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Unit tests of the ping-log reader.
+
+use super::*;
+
+const HEADER: &str =
+    "\u{feff}src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,src_asw,dst_asw,extra";
+
+fn read(body: &str) -> Result<Vec<PairStats>, CsvError> {
+    read_pings(
+        format!("{HEADER}\n{body}").as_bytes(),
+        &CsvOptions {
+            packets_per_round: Some(100.0),
+            ..CsvOptions::default()
+        },
+    )
+}
+
+#[test]
+fn aggregates_rounds_per_pair() {
+    let pairs = read(
+        "a,b,success,10.0,0.02,1,t1,t2,x\n\
+         a,b,success,12.0,0,2,t1,t2,x\n\
+         a,b,timeout,,,3,t1,t2,x\n\
+         b,a,success,30.0,0.5,4,t2,t1,\n",
+    )
+    .unwrap();
+    assert_eq!(pairs.len(), 2);
+    let ab = &pairs[0];
+    assert_eq!((ab.src.node.as_str(), ab.dst.node.as_str()), ("a", "b"));
+    assert_eq!(ab.src.tor, "t1");
+    assert_eq!(ab.dst.tor, "t2");
+    assert_eq!(ab.rounds, 3.0);
+    assert_eq!(ab.failed_dials, 1.0);
+    assert_eq!(ab.sent, 200.0);
+    assert_eq!(ab.lost, 2.0);
+    assert!((ab.rtt_seconds.unwrap() - 11e-6).abs() < 1e-9);
+    assert_eq!(ab.rtt_samples, 2.0);
+    assert_eq!(pairs[1].lost, 50.0);
+}
+
+#[test]
+fn errors_name_line_and_column() {
+    let e = read("a,b,success,10.0,0,1,t,t,x\na,b,success,abc,0,2,t,t,x\n").unwrap_err();
+    assert_eq!(e.line, 3);
+    assert_eq!(e.column.as_deref(), Some("latency"));
+    assert!(e.to_string().contains("line 3, column `latency`"), "{e}");
+
+    let e = read("a,b,success,10.0,1.5,1,t,t,x\n").unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (2, Some("loss_rate")));
+
+    let e = read("a,b,success,10.0,0,yesterday,t,t,x\n").unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("ping_time"));
+
+    let e = read(",b,success,10.0,0,1,t,t,x\n").unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("src_node_id"));
+
+    let e = read("a,b,success,10.0,0,1\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.message.contains("6 fields"), "{e}");
+}
+
+#[test]
+fn missing_required_column_is_reported() {
+    let e = read_pings(
+        "src_node_id,dst_node_id,dial\na,b,success\n".as_bytes(),
+        &CsvOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 1);
+    assert!(e.message.contains("latency"), "{e}");
+    assert!(e.message.contains("ping_time"), "{e}");
+}
+
+#[test]
+fn optional_columns_may_be_absent() {
+    // (probe counts inferred: nothing lost, the default applies)
+    let pairs = read_pings(
+        "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\na,b,success,5,0,1\n".as_bytes(),
+        &CsvOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(pairs[0].src.tor, "");
+}
+
+#[test]
+fn a_line_over_the_cap_is_an_error_at_its_number() {
+    let long = format!("a,b,success,10.0,0,1,t,t,{}\n", "x".repeat(5000));
+    let body = format!("{HEADER}\na,b,success,10.0,0,1,t,t,x\n{long}a,b,success,10.0,0,2,t,t,x\n");
+    let opts = |max| CsvOptions {
+        max_line_length: max,
+        ..CsvOptions::default()
+    };
+    let e = read_pings(body.as_bytes(), &opts(4096)).unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (3, None));
+    assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
+    assert_eq!(read_pings(body.as_bytes(), &opts(8192)).unwrap().len(), 1);
+}
+
+#[test]
+fn field_errors_are_typed() {
+    assert_eq!(parse_f64(b" 1.5 "), Ok(Some(1.5)));
+    assert_eq!(parse_f64(b""), Ok(None));
+    assert_eq!(parse_f64(b"inf"), Err(FieldError::NotANumber("inf".into())));
+    assert_eq!(parse_f64(b"\xff"), Err(FieldError::NotUtf8));
+}
+
+#[test]
+fn latencies_and_counts_out_of_range_are_refused() {
+    let e = read("a,b,success,1e308,0,1,t,t,x\n").unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("latency"), "{e}");
+    let counted = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,probe_count\n";
+    let e = read_pings(
+        format!("{counted}a,b,success,5,0,1,1e308\n").as_bytes(),
+        &CsvOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.column.as_deref(), Some("probe_count"), "{e}");
+}

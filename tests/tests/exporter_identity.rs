@@ -1,0 +1,170 @@
+//! A peer cannot choose its `dst_node` label: an exporter in namespace A
+//! probes 198.18.1.2, where the test itself answers every UDP echo in the
+//! wire format (docs/exporter.md, "UDP echo wire format") from a real
+//! socket — naming itself differently in every reply. The first name is
+//! pinned (or the configured one, when the peer has a name in the
+//! configuration); every other claim is counted in
+//! `skeletonhunter_peer_identity_conflicts_total`, logged at most once a
+//! minute, and makes no new series.
+
+use anyhow::Result;
+use skeletonhunter_tests::exporter::{config, pair, scrape, start, Pair, UDP};
+use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tests::{require_privileges, wait_until};
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A peer at 198.18.1.2 answering every echo request, calling itself
+/// `name-<n>` in reply n (n = 1, 2, …). Stops when dropped.
+struct RenamingPeer {
+    stop: Arc<AtomicBool>,
+    replies: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RenamingPeer {
+    fn start(p: &Pair, name: &'static str) -> Result<RenamingPeer> {
+        let sock = p.b.run_in(move || UdpSocket::bind(("198.18.1.2", UDP)))??;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let replies = Arc::new(AtomicU64::new(0));
+        let (s, r) = (stop.clone(), replies.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !s.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                // A request: magic, version 1, type 1.
+                if n < 40 || buf[..4] != *b"SKHP" || buf[5] != 1 {
+                    continue;
+                }
+                let k = r.fetch_add(1, Ordering::Relaxed) + 1;
+                let _ = sock.send_to(&reply(&buf[..n], &format!("{name}-{k}")), from);
+            }
+        });
+        Ok(RenamingPeer {
+            stop,
+            replies,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for RenamingPeer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The reply to `req` naming the responder `node`: the request's header
+/// with type 2 and no holding time, then the node TLV (type 1).
+fn reply(req: &[u8], node: &str) -> Vec<u8> {
+    let mut out = req[..40].to_vec();
+    out[5] = 2;
+    out[32..40].fill(0);
+    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&(node.len() as u16).to_be_bytes());
+    out.extend_from_slice(node.as_bytes());
+    out
+}
+
+/// The `dst_node` values of A's probe series.
+fn dst_nodes(body: &str) -> BTreeSet<String> {
+    body.lines()
+        .filter(|l| l.starts_with("skeletonhunter_probe_sent_total{"))
+        .filter_map(|l| l.split("dst_node=\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A's exporter probing the renaming peer (`peer_line`: its static entry),
+/// until the peer has given 50 names; then A's metrics and log.
+fn probe_renaming_peer(tag: &str, peer_line: &str) -> Result<(String, String, u64)> {
+    let p = pair(tag)?;
+    let dir = TempDir::new(tag)?;
+    let fake = RenamingPeer::start(&p, "impostor")?;
+    let discovery = format!("  static:\n    - {peer_line}\n");
+    let mut a = start(
+        &p.a,
+        dir.path(),
+        "a",
+        &config("a", "198.18.1.1", "20ms", "200ms", "udp", &discovery),
+    )?;
+    wait_until(
+        "50 differently named replies",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || (fake.replies.load(Ordering::Relaxed) >= 50).then_some(()),
+    )?;
+    // Let the last replies be processed before reading the counters.
+    let body = wait_until(
+        "conflicts counted",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            let c = sample(&body, "skeletonhunter_peer_identity_conflicts_total", &[])?;
+            (c >= 45.0).then_some(body)
+        },
+    )?;
+    a.check_running()?;
+    let replies = fake.replies.load(Ordering::Relaxed);
+    Ok((body, a.log(), replies))
+}
+
+#[test]
+fn a_peer_renaming_itself_every_reply_makes_no_new_series() {
+    if !require_privileges("a_peer_renaming_itself_every_reply_makes_no_new_series") {
+        return;
+    }
+    let (body, log, replies) = probe_renaming_peer("exident", "{address: \"198.18.1.2\"}").unwrap();
+    // The first name it gave is the only label its series ever had.
+    assert_eq!(
+        dst_nodes(&body),
+        BTreeSet::from(["impostor-1".to_string()]),
+        "{body}"
+    );
+    let conflicts = sample(&body, "skeletonhunter_peer_identity_conflicts_total", &[]).unwrap();
+    assert!(
+        conflicts <= replies as f64 - 1.0,
+        "{conflicts} conflicts for {replies} replies"
+    );
+    assert!(!body.contains("impostor-2\""), "{body}");
+    // Logged, but not once per reply.
+    let lines = log.matches("claims another node name").count();
+    assert!((1..=2).contains(&lines), "{lines} conflict lines:\n{log}");
+}
+
+#[test]
+fn a_configured_peer_name_is_never_replaced_by_a_reply() {
+    if !require_privileges("a_configured_peer_name_is_never_replaced_by_a_reply") {
+        return;
+    }
+    let (body, _log, replies) = probe_renaming_peer(
+        "exidcfg",
+        "{address: \"198.18.1.2\", name: \"b-configured\"}",
+    )
+    .unwrap();
+    assert_eq!(
+        dst_nodes(&body),
+        BTreeSet::from(["b-configured".to_string()]),
+        "{body}"
+    );
+    // Every reply conflicts with the configured name.
+    let conflicts = sample(&body, "skeletonhunter_peer_identity_conflicts_total", &[]).unwrap();
+    assert!(
+        conflicts >= 45.0 && conflicts <= replies as f64,
+        "{conflicts} / {replies}"
+    );
+    assert!(!body.contains("impostor"), "{body}");
+}

@@ -1,0 +1,279 @@
+//! Least privilege: the exporter probes (UDP, TCP, ICMP), discovers peers
+//! with eBPF and serves `/metrics` as `nobody` given only the capabilities
+//! docs/operations.md lists, keeps only `CAP_NET_RAW` in every thread once
+//! set up, and without a capability it fails naming it (exit 1). The
+//! localizer needs none. Started with `setpriv` (util-linux) under
+//! `nsenter --net` (not `ip netns exec`, which remounts /sys and so hides
+//! the host's tracefs).
+
+use skeletonhunter_tests::exporter::{counts, scrape, start, Pair, METRICS, TCP, UDP};
+use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::netns::veth;
+use skeletonhunter_tests::process::{bin_path, ChildGuard};
+use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tests::{require_privileges, wait_until, Netns};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+/// What the exporter is given: raw sockets, eBPF, and reading tracefs.
+const CAPS: &str = "net_raw,bpf,perfmon,dac_read_search";
+/// `CAP_NET_RAW` as a capability mask: all it keeps after set-up.
+const NET_RAW: u64 = 1 << 13;
+
+fn pair(tag: &str) -> Pair {
+    let a = Netns::new(&format!("{tag}a")).unwrap();
+    let b = Netns::new(&format!("{tag}b")).unwrap();
+    veth(&a, "a0", "198.18.1.1/24", &b, "b0", "198.18.1.2/24").unwrap();
+    Pair { a, b }
+}
+
+/// Exporter `a`: UDP, TCP and ICMP probes, eBPF discovery only (no static
+/// peer: b must be found from the traffic).
+fn config_a(mode: &str) -> String {
+    format!(
+        "listen: \"{METRICS}\"\n\
+         identity: {{node: \"a\", host: \"host-a\", tor: \"tor1\", spine: \"s1\"}}\n\
+         responder: {{udp: \"198.18.1.1:{UDP}\", tcp: \"198.18.1.1:{TCP}\"}}\n\
+         probe: {{interval: 100ms, timeout: 500ms, protocols: [udp, tcp, icmp], udp_port: {UDP}, tcp_port: {TCP}}}\n\
+         discovery:\n  ebpf:\n    mode: {mode}\n    window: 1s\n    min_windows: 3\n    long_lived: 2s\n    ttl: 30s\n    include_cidrs: [198.18.0.0/15]\n"
+    )
+}
+
+/// `bin` where uid 65534 can reach it: a hard link (or, across file
+/// systems, a copy) in `dir`, whose parents are world-searchable, unlike a
+/// checkout under `/root`.
+fn reachable(dir: &TempDir, bin: &str) -> std::path::PathBuf {
+    let to = dir.path().join(bin);
+    if !to.exists() && std::fs::hard_link(bin_path(bin), &to).is_err() {
+        std::fs::copy(bin_path(bin), &to).unwrap();
+    }
+    let _ = Command::new("chmod")
+        .args(["a+rx", dir.path().to_str().unwrap()])
+        .status();
+    to
+}
+
+/// Start the exporter in `ns` as uid/gid 65534 with exactly `caps`
+/// (inheritable, ambient and bounding), or as root when `caps` is `None`.
+fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>) -> ChildGuard {
+    let path = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&path, cfg).unwrap();
+    let bin = reachable(dir, "skeletonhunter-exporter");
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net=/run/netns/{}", ns.name())).arg("--");
+    if let Some(caps) = caps {
+        let set = |flag: &str| {
+            let list: String = caps
+                .split(',')
+                .filter(|c| !c.is_empty())
+                .map(|c| format!(",+{c}"))
+                .collect();
+            format!("--{flag}=-all{list}")
+        };
+        cmd.args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .args([set("inh-caps"), set("ambient-caps"), set("bounding-set")])
+        .arg("--");
+    }
+    cmd.arg(bin)
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "info");
+    ChildGuard::spawn(name, cmd).unwrap()
+}
+
+/// (effective, permitted, bounding, ambient) of every thread of `pid`.
+fn thread_caps(pid: u32) -> Vec<(String, [u64; 4])> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        let field = |f: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{f}:\t")))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap()
+        };
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        out.push((
+            name.trim().to_string(),
+            ["CapEff", "CapPrm", "CapBnd", "CapAmb"].map(field),
+        ));
+    }
+    out
+}
+
+/// Wait until the exporter in `ns` serves `/metrics`.
+fn serving(ns: &Netns, child: &mut ChildGuard) {
+    let r = wait_until(
+        "the exporter serving /metrics",
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || scrape(ns).ok(),
+    );
+    child.check_running().unwrap();
+    r.unwrap();
+}
+
+/// A long-lived TCP connection from `a` to a server in `b`: training
+/// traffic for eBPF discovery to find.
+fn training_connection(p: &Pair) -> (TcpListener, TcpStream) {
+    let addr: SocketAddr = "198.18.1.2:29500".parse().unwrap();
+    let listener =
+        p.b.run_in(move || TcpListener::bind(addr))
+            .unwrap()
+            .unwrap();
+    let stream =
+        p.a.run_in(move || TcpStream::connect_timeout(&addr, Duration::from_secs(2)))
+            .unwrap()
+            .unwrap();
+    (listener, stream)
+}
+
+#[test]
+fn nobody_with_the_listed_capabilities_probes_discovers_and_serves() {
+    if !require_privileges("nobody_with_the_listed_capabilities_probes_discovers_and_serves") {
+        return;
+    }
+    let p = pair("prv");
+    let dir = TempDir::new("prv").unwrap();
+    let cfg_b =
+        skeletonhunter_tests::exporter::config("b", "198.18.1.2", "100ms", "500ms", "udp", "");
+    let _b = start(&p.b, dir.path(), "b", &cfg_b).unwrap();
+    let mut a = start_as(&p.a, &dir, "a", &config_a("ebpf"), Some(CAPS));
+    serving(&p.a, &mut a);
+    let _conn = training_connection(&p);
+    let body = wait_until(
+        "a to discover b with eBPF and probe it over UDP, TCP and ICMP",
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || {
+            let body = scrape(&p.a).ok()?;
+            let found = sample(&body, "skeletonhunter_skeleton_peers", &["source=\"ebpf\""]);
+            let answered = ["udp", "tcp", "icmp"].iter().all(|proto| {
+                counts(&body, "dst_node=\"b\"", &format!("protocol=\"{proto}\"")).2 > 3.0
+            });
+            (found == Some(1.0) && answered).then_some(body)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", a.log()));
+    let log = a.log();
+    assert!(log.contains("source=ebpf"), "{log}");
+    assert!(body.contains("skeletonhunter_probe_sent_total"));
+
+    // Once set up, every thread holds CAP_NET_RAW and nothing else; the
+    // bounding set stays as setpriv made it (shrinking it needs CAP_SETPCAP).
+    let threads = thread_caps(a.pid());
+    eprintln!("threads of the unprivileged exporter: {threads:x?}");
+    assert!(threads.len() >= 3, "{threads:?}");
+    for (name, [eff, prm, _, amb]) in &threads {
+        assert_eq!((*eff, *prm, *amb), (NET_RAW, NET_RAW, 0), "thread {name}");
+    }
+    assert!(log.contains("capabilities after set-up"), "{log}");
+    a.check_running().unwrap();
+}
+
+#[test]
+fn root_keeps_only_net_raw_in_every_thread_and_its_bounding_set() {
+    if !require_privileges("root_keeps_only_net_raw_in_every_thread_and_its_bounding_set") {
+        return;
+    }
+    let p = pair("prr");
+    let dir = TempDir::new("prr").unwrap();
+    let mut a = start_as(&p.a, &dir, "a", &config_a("ebpf"), None);
+    serving(&p.a, &mut a);
+    let threads = wait_until(
+        "every thread of the root exporter to drop its capabilities",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            let t = thread_caps(a.pid());
+            t.iter().all(|(_, c)| c[1] == NET_RAW).then_some(t)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}: {:x?}", thread_caps(a.pid())));
+    for (name, [eff, prm, bnd, amb]) in &threads {
+        assert_eq!(
+            [*eff, *prm, *bnd, *amb],
+            [NET_RAW, NET_RAW, NET_RAW, 0],
+            "thread {name}"
+        );
+    }
+    assert!(a.log().contains("source=ebpf"), "{}", a.log());
+}
+
+/// Start the exporter without some capability and wait for it to exit:
+/// status 1 and a log naming `needed`.
+fn fails_naming(tag: &str, mode: &str, caps: &str, needed: &str) {
+    let p = pair(tag);
+    let dir = TempDir::new(tag).unwrap();
+    let mut a = start_as(&p.a, &dir, "a", &config_a(mode), Some(caps));
+    let err = wait_until(
+        "the exporter to exit",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || a.check_running().err(),
+    )
+    .unwrap();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("exit status: 1"), "caps {caps:?}: {msg}");
+    assert!(
+        msg.contains("skeletonhunter-exporter: ") && msg.contains(needed),
+        "caps {caps:?}: no error naming {needed}: {msg}"
+    );
+}
+
+#[test]
+fn without_a_listed_capability_the_exporter_fails_naming_it() {
+    if !require_privileges("without_a_listed_capability_the_exporter_fails_naming_it") {
+        return;
+    }
+    fails_naming("prn", "ebpf", "", "CAP_NET_RAW");
+    fails_naming("prt", "ebpf", "net_raw,bpf,perfmon", "CAP_DAC_READ_SEARCH");
+    fails_naming("prb", "ebpf", "net_raw,dac_read_search", "CAP_BPF");
+    fails_naming("prp", "ebpf", "net_raw,bpf,dac_read_search", "CAP_PERFMON");
+}
+
+#[test]
+fn the_localizer_runs_as_nobody_without_capabilities() {
+    if !require_privileges("the_localizer_runs_as_nobody_without_capabilities") {
+        return;
+    }
+    let dir = TempDir::new("prl").unwrap();
+    let sample = dir.path().join("pings.csv");
+    std::fs::copy(
+        skeletonhunter_tests::repo::repo_root()
+            .join("localizer/tests/data/skeletonhunter_samples.csv"),
+        &sample,
+    )
+    .unwrap();
+    let bin = reachable(&dir, "skeletonhunter-localizer");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ])
+        .arg(bin)
+        .args(["analyze", "--pings"])
+        .arg(&sample)
+        .output()
+        .expect("setpriv (util-linux)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pairs_observed"], 2, "{report}");
+}
