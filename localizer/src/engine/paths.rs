@@ -4,6 +4,7 @@
 //! one router), and which pairs a faulty link or router explains.
 
 use super::contrast::{Contrast, Counts};
+use super::evenness::complete;
 use super::model::PairStats;
 use skeletonhunter_common::topology::{path_class, PathClass};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -34,8 +35,11 @@ impl Paths {
         let mut p = Paths::default();
         let mut ids: HashMap<String, u32> = HashMap::new();
         for (i, pair) in pairs.iter().enumerate() {
-            for path in &pair.paths {
-                if !(path.probes.is_finite() && path.probes > 0.0) {
+            for (path, complete) in pair.paths.iter().zip(complete(&pair.paths)) {
+                // A trace cut short by silence: where its flows go past
+                // the silence is unknown, and they were traced because
+                // they lost probes (selected loss).
+                if !(path.probes.is_finite() && path.probes > 0.0 && complete) {
                     continue;
                 }
                 let mut links = Vec::with_capacity(path.hops.len());

@@ -5,10 +5,12 @@
 //! through here.
 
 use super::detect;
+use super::evenness;
 use super::links;
-use super::model::{Config, PairStats, Report, Timings};
+use super::model::{Config, PairStats, Report, Symptom, Timings};
 use super::tomography;
 use super::topology;
+use skeletonhunter_common::topology::Kind;
 
 /// Run detection and localization over one window of pair aggregates.
 ///
@@ -40,6 +42,7 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
     let evidence = detect::detect(&rows, &matrix, config);
     let t2 = std::time::Instant::now();
     let mut report = tomography::localize(&matrix, &evidence, config);
+    hold_tor_verdicts(&mut report, &rows, config);
     for f in &mut report.faults {
         for i in &mut f.hit_pairs {
             *i = kept[*i];
@@ -66,6 +69,33 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
             localize: t3 - t2,
         },
     )
+}
+
+/// Drop the ToR loss verdicts that the per-path rows of their pairs do
+/// not bear out (see [`evenness`]): a link fault, or one whose per-path
+/// evidence has not arrived yet. `hit_pairs` still index `rows`.
+fn hold_tor_verdicts(report: &mut Report, rows: &[&PairStats], config: &Config) {
+    let mut held = Vec::new();
+    report.faults.retain(|f| {
+        if f.kind != Kind::Tor || f.symptom == Symptom::Latency {
+            return true;
+        }
+        let pairs: Vec<&PairStats> = f
+            .hit_pairs
+            .iter()
+            .filter_map(|&i| rows.get(i).copied())
+            .collect();
+        let keep = !evenness::check_tor(&pairs, f.score, config.alpha).holds_back();
+        if !keep {
+            held.push(f.id.clone());
+        }
+        keep
+    });
+    for b in &mut report.blame {
+        if b.component.kind == Kind::Tor && held.contains(&b.component.id) {
+            b.faulty = false;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -276,5 +306,44 @@ mod tests {
         }
         let r = analyze(&tor, &Config::default());
         assert_eq!(named(&r), vec!["tor/t1:loss"]);
+    }
+
+    /// The onset of the same dead link: the pair counters already show a
+    /// third or more of t1's cross-ToR flows failing, but the per-path
+    /// ratios (over a flow window still mostly before the fault, a few
+    /// probes per path) show only a loss here and there. Not enough to
+    /// name the link yet, and no reason to blame the ToR (nor the spine).
+    #[test]
+    fn early_diluted_per_path_loss_blames_no_tor() {
+        let mut pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        for (i, p) in pairs.iter_mut().enumerate() {
+            for path in &mut p.paths {
+                let dead = path.lost >= path.probes;
+                path.probes = 3.0;
+                path.lost = if dead && i % 3 == 0 { 1.0 } else { 0.0 };
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(
+            !r.faults
+                .iter()
+                .any(|f| matches!(f.kind, Kind::Tor | Kind::Spine)),
+            "{:?}",
+            named(&r)
+        );
+        assert!(!r
+            .blame
+            .iter()
+            .any(|b| b.faulty && b.component.kind == Kind::Tor));
+        // Without the per-path rows the same counters are the ToR's.
+        for p in &mut pairs {
+            p.paths.clear();
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(
+            named(&r).iter().any(|n| n.starts_with("tor/t1")),
+            "{:?}",
+            named(&r)
+        );
     }
 }
