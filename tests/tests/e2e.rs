@@ -457,7 +457,7 @@ fn e2e_link_fault_is_blamed_on_the_link() {
     stack
         .wait_healthy(Duration::from_secs(90))
         .expect("healthy baseline");
-    wait_paths_mapped(&stack).expect("every pair's flows mapped to paths");
+    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
     let (tor, spine) = (0, 1);
     let (spine_side, tor_side) = link_addresses(spine, tor);
     let sc = Scenario {
@@ -479,26 +479,45 @@ fn e2e_link_fault_is_blamed_on_the_link() {
     );
 }
 
-/// Wait until Prometheus holds traced paths for every skeleton pair: a
-/// link can only be named from the paths mapped before it broke.
-fn wait_paths_mapped(stack: &Stack) -> anyhow::Result<()> {
+/// Wait until Prometheus holds traced paths for every skeleton pair, and
+/// most of each pair's flows are mapped (the probes its paths count over
+/// the flow window against the UDP probes it sent): a link can only be
+/// named from the flows mapped before it broke (a flow first traced after
+/// its link died goes silent before the address that names the link).
+fn wait_paths_mapped(stack: &Stack, flow_window: Duration) -> anyhow::Result<()> {
     let want = stack.skeleton_pairs();
-    let q = "count(count by (src_node, dst_node) (skeletonhunter_path_loss_ratio))";
-    let start = Instant::now();
-    loop {
-        let have = stack
+    let paths = "count(count by (src_node, dst_node) (skeletonhunter_path_loss_ratio))";
+    let mapped = format!(
+        "min(sum by (src_node, dst_node) (skeletonhunter_path_probes) / sum by (src_node, dst_node) \
+         (increase(skeletonhunter_probe_sent_total{{protocol=\"udp\"}}[{}s])))",
+        flow_window.as_secs()
+    );
+    let value = |q: &str| -> anyhow::Result<f64> {
+        Ok(stack
             .prometheus
             .query(q)?
             .first()
-            .and_then(|s| s["value"][1].as_str()?.parse::<usize>().ok())
-            .unwrap_or(0);
-        if have >= want {
-            println!("paths mapped for {have} of {want} pairs");
+            .and_then(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+            .unwrap_or(0.0))
+    };
+    let start = Instant::now();
+    loop {
+        let have = value(paths)? as usize;
+        let share = if have >= want { value(&mapped)? } else { 0.0 };
+        if have >= want && share >= MAPPED_SHARE {
+            println!("paths mapped for {have} of {want} pairs, at least {share:.2} of each pair's probes on mapped flows");
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(120) {
-            anyhow::bail!("paths mapped for only {have} of {want} pairs after 120 s");
+        if start.elapsed() > Duration::from_secs(180) {
+            anyhow::bail!(
+                "paths mapped for {have} of {want} pairs, at least {share:.2} of each pair's probes on mapped flows, after 180 s"
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// Share of a pair's probes that must be on mapped flows before a link
+/// fault is injected (the per-path counts cover the last three to four
+/// quarters of the flow window, so all flows mapped read about 0.75-1).
+const MAPPED_SHARE: f64 = 0.6;
