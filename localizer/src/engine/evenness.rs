@@ -9,7 +9,8 @@
 //! and are refreshed every few seconds, so at a fault's onset they are
 //! diluted by pre-fault probes and lag the pair counters), the ToR verdict
 //! is therefore checked against the per-path rows of its pairs (those with
-//! two or more complete paths) and held when:
+//! two or more routes: complete paths that differ at a TTL where both
+//! answered) and held when:
 //!
 //! - **lagging**: pooled over the paths, fewer probes were lost than the
 //!   ToR's fitted extra loss implies (binomial lower tail `< alpha`): the
@@ -48,20 +49,35 @@ impl PathCheck {
     }
 }
 
-/// (probes, lost) of a pair's complete paths with probes, when it has two.
+/// Two hop lists of one route: the same length, and the same router
+/// wherever both answered (a silent TTL is a lost reply, not another
+/// router; a flow re-traced through a lossy ToR gets a new path id).
+fn same_route(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.is_empty() || y.is_empty() || x == y)
+}
+
+/// (probes, lost) per route of a pair's complete paths with probes, when
+/// it has two routes: only then do its flows take different links.
 fn complete_paths(pair: &PairStats) -> Option<Vec<(f64, f64)>> {
-    let rows: Vec<(f64, f64)> = pair
-        .paths
-        .iter()
-        .zip(complete(&pair.paths))
-        .filter(|(p, c)| *c && p.probes.is_finite() && p.probes > 0.0)
-        .map(|(p, _)| p)
-        .map(|p| {
-            let lost = if p.lost.is_finite() { p.lost } else { 0.0 };
-            (p.probes, lost.clamp(0.0, p.probes))
-        })
-        .collect();
-    (rows.len() >= 2).then_some(rows)
+    let mut routes: Vec<(&[String], f64, f64)> = Vec::new();
+    for (p, c) in pair.paths.iter().zip(complete(&pair.paths)) {
+        if !(c && p.probes.is_finite() && p.probes > 0.0) {
+            continue;
+        }
+        let lost = if p.lost.is_finite() { p.lost } else { 0.0 };
+        let lost = lost.clamp(0.0, p.probes);
+        match routes.iter_mut().find(|r| same_route(r.0, &p.hops)) {
+            Some(r) => {
+                r.1 += p.probes;
+                r.2 += lost;
+            }
+            None => routes.push((&p.hops, p.probes, lost)),
+        }
+    }
+    (routes.len() >= 2).then(|| routes.iter().map(|r| (r.1, r.2)).collect())
 }
 
 /// Per path of one pair: not cut short. A path whose trace went silent
@@ -252,6 +268,15 @@ mod tests {
             path(&["tor", "s1", ""], 10.0, 5.0),
         ])];
         assert_eq!(check(&mute, 0.5), PathCheck::Agrees);
+        // One flow re-traced through a lossy ToR: a silent TTL gives the
+        // same route a new path id (its old series still in the window,
+        // with other counts). One route, nothing to check.
+        let moved = vec![pair(vec![
+            path(&["tor", "s0", "dst"], 10.0, 0.0),
+            path(&["tor", "", "dst"], 3.0, 3.0),
+            path(&["", "s0", "dst"], 2.0, 2.0),
+        ])];
+        assert_eq!(check(&moved, 0.3), PathCheck::NoPaths);
         assert_eq!(check(&[], 0.5), PathCheck::NoPaths);
         assert!(!PathCheck::NoPaths.holds_back() && !PathCheck::Agrees.holds_back());
     }
