@@ -43,20 +43,54 @@ pub enum PathCheck {
 }
 
 impl PathCheck {
-    /// Whether the verdict is held (not reported this cycle).
+    /// Whether the verdict is held (not reported this cycle): only when
+    /// the paths disagree with it. A lag is reported, not held: the path
+    /// ratios span the exporter's flow window and trail the pair counters
+    /// at the onset of a real ToR fault just as at a link's (holding on it
+    /// delayed the end-to-end ToR alert from about 5 s to about 20 s).
     pub fn holds_back(self) -> bool {
-        matches!(self, PathCheck::Lagging(_) | PathCheck::Uneven(_))
+        matches!(self, PathCheck::Uneven(_))
     }
 }
 
-/// Two hop lists of one route: the same length, and the same router
-/// wherever both answered (a silent TTL is a lost reply, not another
-/// router; a flow re-traced through a lossy ToR gets a new path id).
+/// Two hop lists of one route: the same router wherever both answered (a
+/// silent TTL is a lost reply, not another router; a flow re-traced
+/// through a lossy ToR gets a new path id). Silent TTLs just before the
+/// last hop may also be left out: when the destination's reply to the
+/// probe of its own TTL is lost, it answers the next TTL's probe, one TTL
+/// later. A silent TTL before the last hop may be either, so both readings are
+/// tried.
 fn same_route(a: &[String], b: &[String]) -> bool {
+    agree(&as_is(a), &as_is(b)) || agree(&canonical(a), &canonical(b))
+}
+
+/// Same length, and the same router wherever both answered.
+fn agree(a: &[&str], b: &[&str]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.is_empty() || y.is_empty() || x == y)
+}
+
+/// `hops` as they are.
+fn as_is(hops: &[String]) -> Vec<&str> {
+    hops.iter().map(String::as_str).collect()
+}
+
+/// `hops` without the silent TTLs directly before the last hop.
+fn canonical(hops: &[String]) -> Vec<&str> {
+    let Some((last, rest)) = hops.split_last() else {
+        return Vec::new();
+    };
+    let keep = rest
+        .iter()
+        .rposition(|h| !h.is_empty())
+        .map_or(0, |i| i + 1);
+    rest[..keep]
+        .iter()
+        .chain(std::iter::once(last))
+        .map(String::as_str)
+        .collect()
 }
 
 /// (probes, lost) per route of a pair's complete paths with probes, when
@@ -183,7 +217,7 @@ mod tests {
     /// others, and the flows traced since the fault went silent after the
     /// ToR (incomplete path, all lost). No ToR verdict.
     #[test]
-    fn early_diluted_per_path_loss_holds_the_tor() {
+    fn early_diluted_per_path_loss_lags_but_is_not_held() {
         let pairs: Vec<PairStats> = (0..16)
             .map(|i| {
                 pair(vec![
@@ -195,7 +229,8 @@ mod tests {
             })
             .collect();
         assert!(matches!(check(&pairs, 0.3), PathCheck::Lagging(_)));
-        assert!(check(&pairs, 0.3).holds_back());
+        // A lag alone is not held: a real ToR fault lags there too.
+        assert!(!check(&pairs, 0.3).holds_back());
     }
 
     /// Later, the flow window is all post-fault: the spine-1 path loses
@@ -250,6 +285,16 @@ mod tests {
             })
             .collect();
         assert_eq!(check(&dead, 1.0), PathCheck::Agrees);
+    }
+
+    #[test]
+    fn a_destination_answering_one_ttl_late_is_the_same_route() {
+        let h = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let direct = h(&["t0", "s0", "t1", "b"]);
+        assert!(same_route(&direct, &h(&["t0", "s0", "t1", "", "b"])));
+        assert!(same_route(&direct, &h(&["t0", "", "t1", "b"])));
+        assert!(!same_route(&direct, &h(&["t0", "s1", "t1", "b"])));
+        assert!(!same_route(&direct, &h(&["t0", "s1", "t1", "", "b"])));
     }
 
     #[test]

@@ -309,18 +309,19 @@ mod tests {
     }
 
     /// The onset of the same dead link: the pair counters already show a
-    /// third or more of t1's cross-ToR flows failing, but the per-path
-    /// ratios (over a flow window still mostly before the fault, a few
-    /// probes per path) show only a loss here and there. Not enough to
-    /// name the link yet, and no reason to blame the ToR (nor the spine).
+    /// third or more of t1's cross-ToR flows failing, and the per-path
+    /// ratios (a few probes per path so far) show the loss on the paths
+    /// over the link only: the link stage names the link and takes the
+    /// ToR's cross-ToR pairs away, so neither the ToR nor the spine is
+    /// blamed.
     #[test]
-    fn early_diluted_per_path_loss_blames_no_tor() {
+    fn early_uneven_per_path_loss_blames_no_tor() {
         let mut pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
         for (i, p) in pairs.iter_mut().enumerate() {
             for path in &mut p.paths {
                 let dead = path.lost >= path.probes;
                 path.probes = 3.0;
-                path.lost = if dead && i % 3 == 0 { 1.0 } else { 0.0 };
+                path.lost = if dead && i % 3 != 0 { 2.0 } else { 0.0 };
             }
         }
         let r = analyze(&pairs, &Config::default());
