@@ -1,5 +1,5 @@
 //! The topology vocabulary (node, NIC, host, ToR, spine, pod, tenant, plus
-//! traced router hops) and the probe path model.
+//! traced router hops and ECMP links) and the probe path model.
 //!
 //! Exporters publish their [`Identity`] as `skeletonhunter_node_info`, the
 //! localizer joins probe pairs to it, and the offline analyzer reads the same
@@ -35,6 +35,13 @@ pub enum Kind {
     /// its id is the router's address. Not an [`Identity`] field, so it is
     /// left out of [`Kind::ALL`] (which fixes the node_info label set).
     Hop,
+    /// A directed link learned from per-path traces (the `path` label of
+    /// `skeletonhunter_path_hop_info`), named by the address of the
+    /// interface it enters: the address the router beyond it answered from
+    /// when routers answer from their ingress interface. Blamed only when
+    /// flows of the same pairs through it fail and flows avoiding it do
+    /// not (an ECMP member link). Like [`Kind::Hop`], not an identity field.
+    Link,
 }
 
 impl Kind {
@@ -61,12 +68,14 @@ impl Kind {
             Kind::Pod => "pod",
             Kind::Tenant => "tenant",
             Kind::Hop => "hop",
+            Kind::Link => "link",
         }
     }
 
     /// The suffix of the SkeletonHunter CSV column holding this kind for one
     /// side of a probe: `src_<suffix>` / `dst_<suffix>`. The CSV has no hop
-    /// column: `Kind::Hop` gives `"hop"`, which matches nothing there.
+    /// column: `Kind::Hop` and `Kind::Link` give `"hop"` and `"link"`, which
+    /// match nothing there.
     pub fn csv_suffix(self) -> &'static str {
         match self {
             Kind::Node => "node_id",
@@ -77,6 +86,7 @@ impl Kind {
             Kind::Pod => "pod",
             Kind::Tenant => "tenant_id",
             Kind::Hop => "hop",
+            Kind::Link => "link",
         }
     }
 
@@ -85,7 +95,7 @@ impl Kind {
     pub fn is_path_component(self) -> bool {
         matches!(
             self,
-            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine | Kind::Hop
+            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine | Kind::Hop | Kind::Link
         )
     }
 }
@@ -104,7 +114,7 @@ impl fmt::Display for UnknownKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant, hop)",
+            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant, hop, link)",
             self.0
         )
     }
@@ -117,7 +127,7 @@ impl FromStr for Kind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Kind::ALL
             .into_iter()
-            .chain([Kind::Hop])
+            .chain([Kind::Hop, Kind::Link])
             .find(|k| k.as_str() == s)
             .ok_or_else(|| UnknownKind(s.to_string()))
     }
@@ -172,8 +182,8 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The id for `kind` ("" when unknown, and always for `Kind::Hop`,
-    /// which is not part of an identity).
+    /// The id for `kind` ("" when unknown, and always for `Kind::Hop` and
+    /// `Kind::Link`, which are not part of an identity).
     pub fn get(&self, kind: Kind) -> &str {
         match kind {
             Kind::Node => &self.node,
@@ -183,13 +193,13 @@ impl Identity {
             Kind::Spine => &self.spine,
             Kind::Pod => &self.pod,
             Kind::Tenant => &self.tenant,
-            Kind::Hop => "",
+            Kind::Hop | Kind::Link => "",
         }
     }
 
     /// Set the field for `kind`, for parsers that fill an identity by kind.
-    /// `Kind::Hop` has no field in an identity and is ignored (parsers
-    /// iterate [`Kind::ALL`], which never yields it).
+    /// `Kind::Hop` and `Kind::Link` have no field in an identity and are
+    /// ignored (parsers iterate [`Kind::ALL`], which never yields them).
     pub fn set(&mut self, kind: Kind, value: impl Into<String>) {
         let slot = match kind {
             Kind::Node => &mut self.node,
@@ -199,7 +209,7 @@ impl Identity {
             Kind::Spine => &mut self.spine,
             Kind::Pod => &mut self.pod,
             Kind::Tenant => &mut self.tenant,
-            Kind::Hop => return,
+            Kind::Hop | Kind::Link => return,
         };
         *slot = value.into();
     }
@@ -363,7 +373,7 @@ mod tests {
 
     #[test]
     fn kind_round_trips_and_rejects_unknown() {
-        for k in Kind::ALL.into_iter().chain([Kind::Hop]) {
+        for k in Kind::ALL.into_iter().chain([Kind::Hop, Kind::Link]) {
             assert_eq!(k.as_str().parse::<Kind>().unwrap(), k);
         }
         let err = "switch".parse::<Kind>().unwrap_err();
@@ -372,10 +382,11 @@ mod tests {
 
     #[test]
     fn hop_is_a_path_component_outside_the_identity() {
-        assert!(Kind::Hop.is_path_component());
-        assert!(!Kind::ALL.contains(&Kind::Hop));
+        assert!(Kind::Hop.is_path_component() && Kind::Link.is_path_component());
+        assert!(!Kind::ALL.contains(&Kind::Hop) && !Kind::ALL.contains(&Kind::Link));
         let ident = id("a", "h1", "t1", "s1");
         assert_eq!(ident.get(Kind::Hop), "");
+        assert_eq!(ident.get(Kind::Link), "");
         // The node_info label set is unchanged.
         let names: Vec<&str> = ident.labels().iter().map(|(k, _)| *k).collect();
         assert_eq!(

@@ -1,6 +1,8 @@
 //! End to end on a namespace fabric (see `skeletonhunter_tests::fabric`).
 
-use skeletonhunter_tests::fabric::{reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts};
+use skeletonhunter_tests::fabric::{
+    link_addresses, reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts,
+};
 use skeletonhunter_tests::{bin_path, require_privileges};
 use std::time::{Duration, Instant};
 
@@ -433,3 +435,89 @@ fn dashboards_have_data(stack: &Stack) -> anyhow::Result<()> {
     anyhow::ensure!(report.with_data() > 0, "no dashboard query returned data");
     report.ensure_ok()
 }
+
+/// A dead ToR–spine link on the multipath fabric (3 ToRs under 3 spines,
+/// flows hashed on L4 over every spine): flows over that link fail while
+/// other flows of the same pairs, and other pairs' flows over the same
+/// spine, succeed. The link must be alerted — not the ToR, not the spine —
+/// and resolve once the link is back. Either direction of the link (the
+/// spine's or the ToR's ingress address) is the right component: a dead
+/// link drops both.
+#[test]
+fn e2e_link_fault_is_blamed_on_the_link() {
+    if !require_privileges("e2e_link_fault_is_blamed_on_the_link") {
+        return;
+    }
+    let mut opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    opts.spec = FabricSpec::multipath();
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("healthy baseline");
+    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
+    let (tor, spine) = (0, 1);
+    let (spine_side, tor_side) = link_addresses(spine, tor);
+    let sc = Scenario {
+        name: "link tor0-spine1 dead",
+        inject: Box::new(move |f| f.link_fault(tor, spine, true)),
+        clear: Box::new(move |f| f.link_fault(tor, spine, false)),
+        expect: vec![
+            ("link".into(), spine_side.to_string()),
+            ("link".into(), tor_side.to_string()),
+        ],
+    };
+    let (detected, resolved) = run_scenario(&mut stack, &sc, opts.settle_time(), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    println!(
+        "  {:<32} detect {:>5.1} s   resolve {:>5.1} s",
+        sc.name,
+        detected.as_secs_f64(),
+        resolved.as_secs_f64()
+    );
+}
+
+/// Wait until Prometheus holds traced paths for every skeleton pair, and
+/// most of each pair's flows are mapped (the probes its paths count over
+/// the flow window against the UDP probes it sent): a link can only be
+/// named from the flows mapped before it broke (a flow first traced after
+/// its link died goes silent before the address that names the link).
+fn wait_paths_mapped(stack: &Stack, flow_window: Duration) -> anyhow::Result<()> {
+    let want = stack.skeleton_pairs();
+    let paths = "count(count by (src_node, dst_node) (skeletonhunter_path_loss_ratio))";
+    let mapped = format!(
+        "min(sum by (src_node, dst_node) (skeletonhunter_path_probes) / sum by (src_node, dst_node) \
+         (increase(skeletonhunter_probe_sent_total{{protocol=\"udp\"}}[{}s])))",
+        flow_window.as_secs()
+    );
+    let value = |q: &str| -> anyhow::Result<f64> {
+        Ok(stack
+            .prometheus
+            .query(q)?
+            .first()
+            .and_then(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+            .unwrap_or(0.0))
+    };
+    let start = Instant::now();
+    loop {
+        let have = value(paths)? as usize;
+        let share = if have >= want { value(&mapped)? } else { 0.0 };
+        if have >= want && share >= MAPPED_SHARE {
+            println!("paths mapped for {have} of {want} pairs, at least {share:.2} of each pair's probes on mapped flows");
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(180) {
+            anyhow::bail!(
+                "paths mapped for {have} of {want} pairs, at least {share:.2} of each pair's probes on mapped flows, after 180 s"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Share of a pair's probes that must be on mapped flows before a link
+/// fault is injected (the per-path counts cover the last three to four
+/// quarters of the flow window, so all flows mapped read about 0.75-1).
+const MAPPED_SHARE: f64 = 0.6;

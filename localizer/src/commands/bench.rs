@@ -2,7 +2,7 @@
 //! the speed case; prints figures.
 
 use crate::engine::model::Config;
-use crate::sim::bench;
+use crate::sim::{bench, linkbench};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -12,6 +12,10 @@ pub struct BenchArgs {
     /// Number of accuracy scenarios.
     #[arg(long, default_value_t = 240)]
     pub scenarios: usize,
+    /// Number of multipath scenarios (spine members, K flows per pair,
+    /// faults on one ECMP member link or a whole member); 0 skips them.
+    #[arg(long, default_value_t = 120)]
+    pub link_scenarios: usize,
     /// Hosts of the speed case (8 rails each); 0 skips it.
     #[arg(long, default_value_t = 1024)]
     pub speed_hosts: usize,
@@ -26,6 +30,10 @@ pub struct BenchArgs {
     /// accuracy scenario K (to investigate a miss).
     #[arg(long, value_name = "K")]
     pub show: Option<usize>,
+    /// Instead of the benchmark, print the truth and the engine's report of
+    /// multipath scenario K.
+    #[arg(long, value_name = "K")]
+    pub show_link: Option<usize>,
 }
 
 /// Run the benchmark (or show one scenario).
@@ -35,12 +43,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         writeln!(stdout, "{}", bench::show(k, args.seed, &Config::default())?)?;
         return Ok(());
     }
+    if let Some(k) = args.show_link {
+        let shown = linkbench::show_link(k, args.seed, &Config::default())?;
+        writeln!(stdout, "{shown}")?;
+        return Ok(());
+    }
     if args.speed_hosts > 0 {
         let r = bench::speed(args.speed_hosts, args.speed_csv.as_deref(), args.seed)?;
         writeln!(stdout, "{r}")?;
     }
     if args.scenarios > 0 {
         let r = bench::accuracy(args.scenarios, args.seed, &Config::default());
+        writeln!(stdout, "{r}")?;
+    }
+    if args.link_scenarios > 0 {
+        let r = linkbench::run_links(args.link_scenarios, args.seed, &Config::default());
+        writeln!(
+            stdout,
+            "multipath (ECMP members, multi-flow probing, link faults):"
+        )?;
         writeln!(stdout, "{r}")?;
     }
     Ok(())

@@ -16,11 +16,21 @@
 //!    a one-sided likelihood-ratio test plus a coverage test per candidate
 //!    turn estimates into blame or clear.
 //!
+//! Before them, when pairs carry per-path data (multi-flow probing),
+//! [`links`] blames ECMP member links from the within-pair contrast of
+//! [`contrast`] over the per-path rows of [`paths`] and takes the pairs a blamed link explains out of the
+//! tomography; [`evenness`] holds a ToR verdict that the per-path rows of
+//! its pairs do not bear out (loss on some paths only, or not shown yet).
+//!
 //! [`voting`] is the baseline the benchmark compares against; [`model`]
 //! holds the types everything else speaks; [`stats`] the distributions.
 
+pub mod contrast;
 pub mod detect;
+pub mod evenness;
+pub mod links;
 pub mod model;
+pub mod paths;
 pub mod pipeline;
 pub mod stats;
 pub mod tomography;

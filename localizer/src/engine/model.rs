@@ -39,6 +39,27 @@ pub struct PairStats {
     /// component. Empty when the pair was not traced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hops: Vec<String>,
+    /// Per ECMP path of the pair (online: the `path` label of
+    /// `skeletonhunter_path_hop_info` with `skeletonhunter_path_loss_ratio`
+    /// and `_probes`): its traced hops and the probes of the pair's flows
+    /// that take it. Empty without multi-flow data (CSV logs, old
+    /// exporters); the link stage ([`crate::engine::links`]) reads it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathObs>,
+}
+
+/// One forward ECMP path of a pair and what its flows saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathObs {
+    /// The path's id (a stable hash of its hop list).
+    pub id: String,
+    /// Router addresses in TTL order ("" for a silent hop). A hop address
+    /// names the directed link into the router that answered.
+    pub hops: Vec<String>,
+    /// Probes of the pair's flows that took this path (forward).
+    pub probes: f64,
+    /// Of those, lost (round trip: the reply may take any reverse path).
+    pub lost: f64,
 }
 
 /// Engine tuning. Defaults are what the benchmark is measured with.
@@ -222,7 +243,7 @@ pub struct Report {
 /// Wall-clock split of one [`analyze`] call (for the benchmark).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timings {
-    /// Building the path matrix.
+    /// The link stage (when pairs carry paths) and building the path matrix.
     pub matrix: std::time::Duration,
     /// Per-pair detection.
     pub detect: std::time::Duration,

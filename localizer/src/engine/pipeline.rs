@@ -5,9 +5,12 @@
 //! through here.
 
 use super::detect;
-use super::model::{Config, PairStats, Report, Timings};
+use super::evenness;
+use super::links;
+use super::model::{Config, PairStats, Report, Symptom, Timings};
 use super::tomography;
 use super::topology;
+use skeletonhunter_common::topology::Kind;
 
 /// Run detection and localization over one window of pair aggregates.
 ///
@@ -25,18 +28,38 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
         .enumerate()
         .filter(|(_, p)| !p.src.node.is_empty() && !p.dst.node.is_empty() && p.rounds > 0.0)
         .unzip();
-    let matrix = topology::PathMatrix::build(&usable);
+    // Blamed ECMP links first; the pairs they explain stay out of the
+    // component tomography (no-op without per-path data).
+    let links = links::localize(&usable, config);
+    let (kept, rows): (Vec<usize>, Vec<&PairStats>) = usable
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !links.explained[*i])
+        .map(|(i, p)| (index[i], *p))
+        .unzip();
+    let matrix = topology::PathMatrix::build(&rows);
     let t1 = std::time::Instant::now();
-    let evidence = detect::detect(&usable, &matrix, config);
+    let evidence = detect::detect(&rows, &matrix, config);
     let t2 = std::time::Instant::now();
     let mut report = tomography::localize(&matrix, &evidence, config);
+    hold_tor_verdicts(&mut report, &rows, config);
     for f in &mut report.faults {
         for i in &mut f.hit_pairs {
-            *i = index[*i];
+            *i = kept[*i];
         }
     }
+    let mut link_hits = std::collections::BTreeSet::new();
+    for mut f in links.faults {
+        for i in &mut f.hit_pairs {
+            *i = index[*i];
+            link_hits.insert(*i);
+        }
+        report.faults.push(f);
+    }
+    report.faults.sort_by(tomography::localize::report_order);
+    report.blame.extend(links.blame);
     report.pairs_observed = usable.len();
-    report.pairs_anomalous = evidence.anomalous_pairs();
+    report.pairs_anomalous = evidence.anomalous_pairs() + link_hits.len();
     let t3 = std::time::Instant::now();
     (
         report,
@@ -46,6 +69,33 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
             localize: t3 - t2,
         },
     )
+}
+
+/// Drop the ToR loss verdicts that the per-path rows of their pairs do
+/// not bear out (see [`evenness`]): a link fault, or one whose per-path
+/// evidence has not arrived yet. `hit_pairs` still index `rows`.
+fn hold_tor_verdicts(report: &mut Report, rows: &[&PairStats], config: &Config) {
+    let mut held = Vec::new();
+    report.faults.retain(|f| {
+        if f.kind != Kind::Tor || f.symptom == Symptom::Latency {
+            return true;
+        }
+        let pairs: Vec<&PairStats> = f
+            .hit_pairs
+            .iter()
+            .filter_map(|&i| rows.get(i).copied())
+            .collect();
+        let keep = !evenness::check_tor(&pairs, f.score, config.alpha).holds_back();
+        if !keep {
+            held.push(f.id.clone());
+        }
+        keep
+    });
+    for b in &mut report.blame {
+        if b.component.kind == Kind::Tor && held.contains(&b.component.id) {
+            b.faulty = false;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +277,74 @@ mod tests {
         assert_eq!(
             r.faults[0].equivalent,
             vec![Component::new(Kind::Hop, "10.1.0.1")]
+        );
+    }
+
+    /// A dead ToR-spine link on a 3-ToR, 2-spine fabric: the link is the
+    /// one fault, not the ToR above whose pairs all lose flows nor the
+    /// spine block; its hit pairs index the input.
+    #[test]
+    fn a_dead_link_is_the_only_fault() {
+        let pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        let r = analyze(&pairs, &Config::default());
+        assert_eq!(named(&r), vec!["link/u10:unreachable"]);
+        let f = &r.faults[0];
+        assert!(f.hit_pairs.iter().all(|&i| pairs[i].src.tor == "t1"));
+        assert!(r
+            .blame
+            .iter()
+            .any(|b| b.faulty && b.component.kind == Kind::Link));
+        // A ToR fault with the same paths is still the ToR's.
+        let mut tor = crate::engine::links::tests::fabric(3, &[]);
+        for p in &mut tor {
+            if p.src.tor == "t1" || p.dst.tor == "t1" {
+                p.lost = (p.sent * 0.3).round();
+                for path in &mut p.paths {
+                    path.lost = (path.probes * 0.3).round();
+                }
+            }
+        }
+        let r = analyze(&tor, &Config::default());
+        assert_eq!(named(&r), vec!["tor/t1:loss"]);
+    }
+
+    /// The onset of the same dead link: the pair counters already show a
+    /// third or more of t1's cross-ToR flows failing, and the per-path
+    /// ratios (a few probes per path so far) show the loss on the paths
+    /// over the link only: the link stage names the link and takes the
+    /// ToR's cross-ToR pairs away, so neither the ToR nor the spine is
+    /// blamed.
+    #[test]
+    fn early_uneven_per_path_loss_blames_no_tor() {
+        let mut pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        for (i, p) in pairs.iter_mut().enumerate() {
+            for path in &mut p.paths {
+                let dead = path.lost >= path.probes;
+                path.probes = 3.0;
+                path.lost = if dead && i % 3 != 0 { 2.0 } else { 0.0 };
+            }
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(
+            !r.faults
+                .iter()
+                .any(|f| matches!(f.kind, Kind::Tor | Kind::Spine)),
+            "{:?}",
+            named(&r)
+        );
+        assert!(!r
+            .blame
+            .iter()
+            .any(|b| b.faulty && b.component.kind == Kind::Tor));
+        // Without the per-path rows the same counters are the ToR's.
+        for p in &mut pairs {
+            p.paths.clear();
+        }
+        let r = analyze(&pairs, &Config::default());
+        assert!(
+            named(&r).iter().any(|n| n.starts_with("tor/t1")),
+            "{:?}",
+            named(&r)
         );
     }
 }

@@ -44,8 +44,9 @@ fn report_rank(kind: Kind) -> u8 {
         Kind::Tor => 3,
         Kind::Spine => 4,
         Kind::Hop => 5,
-        Kind::Pod => 6,
-        Kind::Tenant => 7,
+        Kind::Link => 6,
+        Kind::Pod => 7,
+        Kind::Tenant => 8,
     }
 }
 

@@ -501,6 +501,7 @@ impl<'h> Aggregator<'h> {
                 rtt_seconds: rtt,
                 rtt_samples: samples,
                 hops: Vec::new(),
+                paths: Vec::new(),
             })
             .collect()
     }

@@ -1,11 +1,13 @@
 //! Parsers from the two input formats to the engine's [`PairStats`]: one
 //! file per format. [`csv`] reads SkeletonHunter ping logs (offline
-//! `analyze`, over [`lines`], which caps the line length); [`promql`] holds the queries of an online cycle and turns
-//! their results into pairs and a topology.
+//! `analyze`, over [`lines`], which caps the line length); [`promql`] holds
+//! the queries of an online cycle and turns their results into pairs and a
+//! topology; [`paths`] adds the per-path rows of multi-flow exporters.
 //!
 //! [`PairStats`]: crate::engine::model::PairStats
 
 pub mod csv;
 pub mod lines;
+pub mod paths;
 pub mod probes;
 pub mod promql;

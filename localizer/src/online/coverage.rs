@@ -30,6 +30,12 @@ struct Expected {
     src: Identity,
     dst: Identity,
     hops: Vec<String>,
+    /// Addresses on the pair's ECMP paths: each a `link` component.
+    links: Vec<String>,
+    /// When the pair last came with per-path rows: a cycle without them
+    /// (path queries failing) covers the pair's components but not its
+    /// links, and keeps the links it expects.
+    links_seen: SystemTime,
     last_seen: SystemTime,
 }
 
@@ -95,14 +101,30 @@ impl Coverage {
     /// expected and are the covered ones.
     pub fn observe(&mut self, pairs: &[PairStats], now: SystemTime) -> CycleCoverage {
         for p in pairs {
+            let key = (p.src.node.clone(), p.dst.node.clone());
+            let (mut links, mut links_seen) = self
+                .expected
+                .remove(&key)
+                .map_or((Vec::new(), now), |e| (e.links, e.links_seen));
+            if !p.paths.is_empty() {
+                links = p
+                    .paths
+                    .iter()
+                    .flat_map(|x| x.hops.iter().filter(|h| !h.is_empty()).cloned())
+                    .collect();
+                links.sort_unstable();
+                links.dedup();
+                links_seen = now;
+            }
             let e = Expected {
                 src: p.src.clone(),
                 dst: p.dst.clone(),
                 hops: p.hops.clone(),
+                links,
+                links_seen,
                 last_seen: now,
             };
-            self.expected
-                .insert((p.src.node.clone(), p.dst.node.clone()), e);
+            self.expected.insert(key, e);
         }
         self.forget(now);
         self.tally(|e| e.last_seen == now)
@@ -142,6 +164,15 @@ impl Coverage {
             for c in path(&e.src, &e.dst).into_iter().chain(hops) {
                 let n = out.per_component.entry(c).or_insert((0, 0));
                 n.0 += u32::from(f);
+                n.1 += 1;
+            }
+            let links_fresh = f && e.links_seen == e.last_seen;
+            for l in &e.links {
+                let n = out
+                    .per_component
+                    .entry(Component::new(Kind::Link, l.clone()))
+                    .or_insert((0, 0));
+                n.0 += u32::from(links_fresh);
                 n.1 += 1;
             }
         }
@@ -255,5 +286,27 @@ mod tests {
         cov.observe(&[p], at(0));
         let c = cov.blind(at(1));
         assert!(!c.is_covered(&Component::new(Kind::Hop, "10.0.0.1")));
+    }
+
+    #[test]
+    fn links_need_fresh_path_rows() {
+        use crate::engine::model::PathObs;
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        let mut p = pair("a", "t1", "c", "t2");
+        p.paths = vec![PathObs {
+            id: "p1".into(),
+            hops: vec!["198.19.0.2".into(), String::new()],
+            probes: 10.0,
+            lost: 0.0,
+        }];
+        let link = Component::new(Kind::Link, "198.19.0.2");
+        assert!(cov.observe(&[p.clone()], at(0)).is_covered(&link));
+        // The path queries failed: the pair is fresh, its link is not.
+        let mut bare = p.clone();
+        bare.paths.clear();
+        let c = cov.observe(&[bare], at(10));
+        assert!(!c.is_covered(&link));
+        assert!(c.is_covered(&Component::new(Kind::Tor, "t1")));
+        assert!(cov.observe(&[p], at(20)).is_covered(&link));
     }
 }

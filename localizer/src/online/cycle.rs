@@ -78,6 +78,8 @@ pub(super) struct Localizer {
     last_dropped: (usize, usize),
     /// Whether the hop query failed last cycle (warned once per outage).
     hops_failing: bool,
+    /// Whether a per-path query failed last cycle (likewise).
+    paths_failing: bool,
 }
 
 impl Localizer {
@@ -107,6 +109,7 @@ impl Localizer {
             failed_cycles: 0,
             last_dropped: (0, 0),
             hops_failing: false,
+            paths_failing: false,
         })
     }
 
@@ -237,7 +240,7 @@ impl Localizer {
         let q = &self.queries;
         let p = &self.prom;
         let t = Some(time);
-        let (sent, lost, dial, p50, cnt, tnow, trecent, hops) = tokio::join!(
+        let (sent, lost, dial, p50, cnt, tnow, trecent, hops, paths) = tokio::join!(
             p.instant(&q.sent, t),
             p.instant(&q.lost, t),
             p.instant(&q.dial_failures, t),
@@ -246,11 +249,24 @@ impl Localizer {
             p.instant(&q.topology_now, t),
             p.instant(&q.topology_recent, t),
             p.instant(&q.hops, t),
+            async {
+                let (h, l, n) = tokio::join!(
+                    p.instant(&q.paths, t),
+                    p.instant(&q.path_loss, t),
+                    p.instant(&q.path_probes, t)
+                );
+                Ok::<_, QueryError>((h?, l?, n?))
+            },
         );
         // Hops are optional: without them paths come from labels alone.
         let (hops, hops_error) = match hops {
             Ok(v) => (v, None),
             Err(e) => (Vec::new(), Some(e)),
+        };
+        // So are the per-path series: without them no link is localized.
+        let ((paths, path_loss, path_probes), paths_error) = match paths {
+            Ok(v) => (v, None),
+            Err(e) => (Default::default(), Some(e)),
         };
         let mut errors = Vec::new();
         let mut take = |name: QueryKind, r: Result<Vec<Sample>, QueryError>| match r {
@@ -270,6 +286,10 @@ impl Localizer {
             topology_recent: take(QueryKind::TopologyRecent, trecent),
             hops,
             hops_error,
+            paths,
+            path_loss,
+            path_probes,
+            paths_error,
         };
         if errors.is_empty() {
             Ok(out)
@@ -300,7 +320,7 @@ impl Localizer {
         }
     }
 
-    /// Log the hop query's failures once per outage.
+    /// Log the hop and path queries' failures once per outage.
     fn log_hops(&mut self, results: &QueryResults) {
         match (&results.hops_error, self.hops_failing) {
             (Some(e), false) => tracing::warn!(
@@ -311,6 +331,15 @@ impl Localizer {
             (None, false) => {}
         }
         self.hops_failing = results.hops_error.is_some();
+        match (&results.paths_error, self.paths_failing) {
+            (Some(e), false) => tracing::warn!(
+                "per-path queries failed: {e}; localizing without ECMP links until they answer"
+            ),
+            (Some(e), true) => tracing::debug!("per-path queries failed: {e}"),
+            (None, true) => tracing::info!("per-path queries answer again"),
+            (None, false) => {}
+        }
+        self.paths_failing = results.paths_error.is_some();
     }
 
     /// Node id -> identity, with conflicts logged and the node count set.

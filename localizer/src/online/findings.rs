@@ -6,9 +6,37 @@ use crate::engine::model::{PairStats, Report, Symptom};
 use skeletonhunter_common::topology::{path, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
-/// Up to five pairs crossing `c` that show `symptom` the most, as
-/// human-readable lines for the alert.
+/// Up to five paths through link `link` that lose the most, as lines for
+/// the alert (the flows of a pair that take that path).
+fn link_evidence(link: &str, pairs: &[PairStats]) -> Vec<String> {
+    let mut scored: Vec<(f64, String)> = pairs
+        .iter()
+        .flat_map(|p| p.paths.iter().map(move |x| (p, x)))
+        .filter(|(_, x)| x.probes > 0.0 && x.lost > 0.0 && x.hops.iter().any(|h| h == link))
+        .map(|(p, x)| {
+            let r = x.lost / x.probes;
+            let line = format!(
+                "{} -> {} over path {}: {:.1}% loss ({:.0} of {:.0} probes)",
+                p.src.node,
+                p.dst.node,
+                x.id,
+                100.0 * r,
+                x.lost,
+                x.probes
+            );
+            (r, line)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.into_iter().take(5).map(|(_, s)| s).collect()
+}
+
+/// Up to five pairs crossing `c` that show `symptom` the most (for a link,
+/// paths through it), as human-readable lines for the alert.
 pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<String> {
+    if c.kind == Kind::Link {
+        return link_evidence(&c.id, pairs);
+    }
     let mut scored: Vec<(f64, String)> = pairs
         .iter()
         .filter(|p| {
@@ -243,5 +271,70 @@ mod tests {
         let mut zero = report.clone();
         zero.blame[0].score = 0.0;
         assert!(!blame_map(&zero).contains_key(&Component::new(Kind::Node, "a")));
+    }
+
+    #[test]
+    fn evidence_of_a_link_lists_the_lossiest_paths_through_it() {
+        use crate::engine::model::PathObs;
+        let path = |id: &str, hops: &[&str], lost: f64| PathObs {
+            id: id.into(),
+            hops: hops.iter().map(std::string::ToString::to_string).collect(),
+            probes: 100.0,
+            lost,
+        };
+        let p = PairStats {
+            src: ident("a", "t1"),
+            dst: ident("b", "t2"),
+            rounds: 1.0,
+            paths: vec![
+                path("p1", &["10.0.0.1", "198.19.0.2"], 100.0),
+                path("p2", &["10.0.0.1", "198.19.1.2"], 0.0),
+            ],
+            ..Default::default()
+        };
+        let lines = evidence(
+            &Component::new(Kind::Link, "198.19.0.2"),
+            Symptom::Unreachable,
+            &[p],
+        );
+        assert_eq!(
+            lines,
+            vec!["a -> b over path p1: 100.0% loss (100 of 100 probes)"]
+        );
+    }
+
+    /// A dead ECMP link in a cycle's pairs becomes an alert like any other
+    /// component's: kind `link`, the address as component, critical.
+    #[test]
+    fn a_dead_link_is_alerted_as_a_link() {
+        use crate::engine::model::Config;
+        use crate::engine::pipeline::analyze;
+        use crate::online::alerts::alert_for;
+        use std::time::{Duration, SystemTime};
+        let pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
+        let topology: HashMap<String, Identity> = pairs
+            .iter()
+            .map(|p| (p.src.node.clone(), p.src.clone()))
+            .collect();
+        let report = analyze(&pairs, &Config::default());
+        let found = findings(&report, &pairs, &topology);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert!(f.hit_pairs.iter().all(|(s, _)| s.tor == "t1"));
+        assert!(f.evidence[0].contains("100.0% loss"), "{:?}", f.evidence);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let a = alert_for(f, f.symptom, now, now, "", false);
+        let label = |k: &str| a.labels.get(k).map(String::as_str);
+        assert_eq!(label("kind"), Some("link"));
+        assert_eq!(label("component"), Some("u10"));
+        assert_eq!(label("link"), Some("u10"));
+        assert_eq!(label("severity"), Some("critical"));
+        assert_eq!(label("symptom"), Some("unreachable"));
+        assert!(a.annotations["summary"].starts_with("link u10 is unreachable"));
+        let blame = blame_map(&report);
+        assert_eq!(
+            blame.get(&Component::new(Kind::Link, "u10")),
+            Some(&(1.0, true))
+        );
     }
 }

@@ -231,7 +231,8 @@ impl Score {
         }
     }
 
-    fn add(&mut self, k: usize, truth: &[FaultSpec], report: &Report, took: Duration) {
+    /// Score one scenario's report against its truth.
+    pub(crate) fn add(&mut self, k: usize, truth: &[FaultSpec], report: &Report, took: Duration) {
         self.runs += 1;
         self.time += took;
         self.max_time = self.max_time.max(took);

@@ -3,12 +3,16 @@
 //!
 //! [`rng`] (reproducible randomness), [`fabric`] (identities and skeleton
 //! pairs), [`scenario`] (faults, noise and probe rounds), [`pinglog`] (the
-//! CSV writer), [`bench`] (scoring the engine against the voting baseline).
+//! CSV writer), [`bench`] (scoring the engine against the voting baseline),
+//! [`multipath`] (spine members, K flows per pair, per-path rows, link
+//! faults) and [`linkbench`] (the multipath scenarios of the benchmark).
 //! Every probe pair is probed for `rounds` rounds of `packets_per_round`
 //! packets.
 
 pub mod bench;
 pub mod fabric;
+pub mod linkbench;
+pub mod multipath;
 pub mod pinglog;
 pub mod rng;
 pub mod scenario;

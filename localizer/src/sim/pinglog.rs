@@ -111,5 +111,7 @@ mod tests {
         assert!(parse_fault(&f, "tor=99:loss").is_err());
         assert!(parse_fault(&f, "tenant=0:loss").is_err());
         assert!(parse_fault(&f, "tor=0:slow").is_err());
+        let err = parse_fault(&f, "link=0:loss").unwrap_err();
+        assert!(err.to_string().contains("no link components"), "{err}");
     }
 }

@@ -84,6 +84,14 @@ pub enum FaultError {
         /// The kind.
         kind: Kind,
     },
+    /// A kind the CSV simulator has no components of (traced hops, links).
+    #[error("fault {input:?}: the CSV simulator has no {kind} components (link faults run in `bench --link-scenarios`)")]
+    NotSimulated {
+        /// As given.
+        input: String,
+        /// The kind.
+        kind: Kind,
+    },
     /// The index is not a number.
     #[error("fault {input:?}: bad index: {reason}")]
     Index {
@@ -134,6 +142,12 @@ pub fn parse_fault(fabric: &Fabric, s: &str) -> Result<FaultSpec, FaultError> {
     })?;
     if !kind.is_path_component() {
         return Err(FaultError::NotOnPath {
+            input: input(),
+            kind,
+        });
+    }
+    if !Kind::ALL.contains(&kind) {
+        return Err(FaultError::NotSimulated {
             input: input(),
             kind,
         });
@@ -211,17 +225,18 @@ pub struct Row {
     pub ping_time: u64,
 }
 
+/// What the faults, noise and blips do to one pair.
 #[derive(Clone, Copy, Default)]
-struct PairEffect {
-    loss: f64,
-    unreachable: f64,
-    delay_s: f64,
+pub(crate) struct PairEffect {
+    pub(crate) loss: f64,
+    pub(crate) unreachable: f64,
+    pub(crate) delay_s: f64,
     /// Transient: one round goes bad.
-    blip: Option<(usize, Symptom)>,
+    pub(crate) blip: Option<(usize, Symptom)>,
 }
 
 /// Per-pair effects of the faults, noisy pairs and blips.
-fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
+pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
     let np = fabric.pairs.len();
     let mut effects = vec![PairEffect::default(); np];
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {

@@ -47,13 +47,15 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         ports::EXPORTER_UDP,
         ports::EXPORTER_TCP
     ));
+    // Per-flow and per-path loss over the localizer's window, as the
+    // defaults have it (both 1m): the localizer reads a path's ratio as
+    // covering its own window.
+    y.push_str(&format!("  flow_window: {}\n", secs(opts.localizer_window)));
     if fabric.spines.len() > 1 {
-        // One path per spine; per-flow and per-path loss over the
-        // localizer's window; flows mapped within seconds of start.
+        // One path per spine; flows mapped within seconds of start.
         y.push_str(&format!(
-            "  ecmp_width: {}\n  flow_window: {}\n  flow_traces_per_minute: 600\n",
-            fabric.spines.len(),
-            secs(opts.localizer_window)
+            "  ecmp_width: {}\n  flow_traces_per_minute: 600\n",
+            fabric.spines.len()
         ));
     }
     if let Some(k) = opts.flows {

@@ -160,13 +160,17 @@ fn faults_of(m: &PathMatrix, best: HashMap<usize, (Symptom, Verdict)>) -> Vec<Fa
             equivalent: equivalent_components(m, &v),
         })
         .collect();
-    faults.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(a.p_value.total_cmp(&b.p_value))
-            .then_with(|| a.id.cmp(&b.id))
-    });
+    faults.sort_by(report_order);
     faults
+}
+
+/// The report's order: most blamed (highest score) first, then the most
+/// significant, then by id.
+pub fn report_order(a: &Fault, b: &Fault) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then(a.p_value.total_cmp(&b.p_value))
+        .then_with(|| a.id.cmp(&b.id))
 }
 
 /// One entry per component.

@@ -3,10 +3,14 @@
 //!
 //! Probe series carry only `src_node` / `dst_node` (and `protocol`); where a
 //! node sits comes from the exporters' `skeletonhunter_node_info`, and the
-//! traced router hops of a pair from `skeletonhunter_path_hop_info`.
+//! traced router hops of a pair from `skeletonhunter_path_hop_info`, and
+//! its per-path rows (multi-flow exporters) from the `path`-labelled hop
+//! series with `skeletonhunter_path_loss_ratio` and `_probes`
+//! ([`crate::input::paths`]).
 
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
+use crate::input::paths::attach_paths;
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -37,6 +41,13 @@ pub struct Queries {
     /// Traced router hops per pair (optional: a failure does not make the
     /// cycle untrusted).
     pub hops: String,
+    /// Hop lists per ECMP path of a pair (multi-flow exporters; optional
+    /// like `hops`, as are the two below).
+    pub paths: String,
+    /// Loss of a pair's flows per path.
+    pub path_loss: String,
+    /// Probes that loss is over.
+    pub path_probes: String,
 }
 
 /// One of the cycle's queries: the `query` label of
@@ -59,6 +70,8 @@ pub enum QueryKind {
     TopologyRecent,
     /// [`Queries::hops`].
     Hops,
+    /// [`Queries::paths`], [`Queries::path_loss`], [`Queries::path_probes`].
+    Paths,
 }
 
 impl QueryKind {
@@ -73,6 +86,7 @@ impl QueryKind {
             QueryKind::TopologyNow => "topology_now",
             QueryKind::TopologyRecent => "topology_recent",
             QueryKind::Hops => "hops",
+            QueryKind::Paths => "paths",
         }
     }
 }
@@ -123,7 +137,27 @@ impl Queries {
                 "max by (src_node, dst_node, address) (last_over_time({}[{tw}]))",
                 sel("skeletonhunter_path_hop_info")
             ),
+            paths: format!(
+                "max by (src_node, dst_node, path, hop, address) (last_over_time({}[{tw}]))",
+                with_path(&sel("skeletonhunter_path_hop_info"))
+            ),
+            path_loss: format!(
+                "max by (src_node, dst_node, path) (last_over_time({}[{w}]))",
+                sel("skeletonhunter_path_loss_ratio")
+            ),
+            path_probes: format!(
+                "max by (src_node, dst_node, path) (last_over_time({}[{w}]))",
+                sel("skeletonhunter_path_probes")
+            ),
         }
+    }
+}
+
+/// `selector` narrowed to series with a `path` label.
+fn with_path(selector: &str) -> String {
+    match selector.strip_suffix('}') {
+        Some(open) => format!("{open}, path!=\"\"}}"),
+        None => format!("{selector}{{path!=\"\"}}"),
     }
 }
 
@@ -148,6 +182,15 @@ pub struct QueryResults {
     pub hops: Vec<Sample>,
     /// Why the hop query failed, if it did (the cycle goes on without hops).
     pub hops_error: Option<QueryError>,
+    /// See [`Queries::paths`].
+    pub paths: Vec<Sample>,
+    /// See [`Queries::path_loss`].
+    pub path_loss: Vec<Sample>,
+    /// See [`Queries::path_probes`].
+    pub path_probes: Vec<Sample>,
+    /// Why a path query failed, if one did (the cycle goes on without
+    /// per-path rows).
+    pub paths_error: Option<QueryError>,
 }
 
 fn identity_of(s: &Sample) -> Identity {
@@ -192,7 +235,6 @@ pub fn topology_from(
     (out, conflicts)
 }
 
-/// Pairs built for the engine, and what had to be left out.
 /// Pairs built for the engine, and what had to be left out.
 #[derive(Debug, Clone, Default)]
 pub struct Assembled {
@@ -303,6 +345,7 @@ pub fn assemble(
         }
     }
     attach_hops(&mut out.pairs, &r.hops);
+    attach_paths(&mut out.pairs, &r.paths, &r.path_loss, &r.path_probes);
     out
 }
 
@@ -429,6 +472,7 @@ impl Acc {
             rtt_seconds,
             rtt_samples,
             hops: Vec::new(),
+            paths: Vec::new(),
         })
     }
 }

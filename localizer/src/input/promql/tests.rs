@@ -61,10 +61,24 @@ fn queries_use_window_and_matchers() {
         q.hops,
         "max by (src_node, dst_node, address) (last_over_time(skeletonhunter_path_hop_info{job=\"sh\"}[1h]))"
     );
+    assert_eq!(
+        q.paths,
+        "max by (src_node, dst_node, path, hop, address) (last_over_time(skeletonhunter_path_hop_info{job=\"sh\", path!=\"\"}[1h]))"
+    );
+    assert_eq!(
+        q.path_loss,
+        "max by (src_node, dst_node, path) (last_over_time(skeletonhunter_path_loss_ratio{job=\"sh\"}[30s]))"
+    );
     let q = Queries::new(Duration::from_secs(30), Duration::from_secs(60), None);
     assert!(q
         .rtt_p50
         .contains("skeletonhunter_probe_rtt_seconds_bucket[30s]"));
+    assert!(q
+        .paths
+        .contains("skeletonhunter_path_hop_info{path!=\"\"}[1m]"));
+    assert!(q
+        .path_probes
+        .contains("last_over_time(skeletonhunter_path_probes[30s])"));
 }
 
 #[test]
