@@ -26,8 +26,9 @@ impl Link {
     }
 }
 
-/// Escape `s` for HTML text and attribute values.
-fn escape(s: &str) -> String {
+/// Escape `s` for HTML text and attribute values (also used by the
+/// localizer's status page: one escaper for every page we serve).
+pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

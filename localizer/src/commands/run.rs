@@ -44,7 +44,7 @@ pub struct RunArgs {
     /// --prometheus.http-config-file.
     #[arg(long = "alertmanager.http-config-file", value_name = "FILE")]
     pub alertmanager_http_config: Option<PathBuf>,
-    /// Address of the HTTP server (metrics, /report, health, reload, landing page).
+    /// Address of the HTTP server (the status page at /, metrics, /report, health, reload).
     /// Default 0.0.0.0:9479.
     #[arg(long = "web.listen-address", value_name = "ADDR")]
     pub web_listen_address: Option<SocketAddr>,

@@ -15,6 +15,7 @@ use super::delivery::{unix_now, Delivery};
 use super::findings::{blame_map, findings};
 use super::metrics::{AlertLabels, CycleResult, Metrics, QueryLabels, ResultLabels};
 use super::settings::{ServiceError, Settings};
+use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::clients::Endpoint;
@@ -80,11 +81,19 @@ pub(super) struct Localizer {
     hops_failing: bool,
     /// Whether a per-path query failed last cycle (likewise).
     paths_failing: bool,
+    /// The status page's state.
+    board: Arc<Board>,
+    /// Alerts fired and resolved in the cycle in progress (for the page).
+    events: Vec<Event>,
 }
 
 impl Localizer {
     /// Clients and state for `s`, recording into `metrics`.
-    pub(super) fn new(s: &Settings, metrics: Arc<Metrics>) -> Result<Localizer, ServiceError> {
+    pub(super) fn new(
+        s: &Settings,
+        metrics: Arc<Metrics>,
+        board: Arc<Board>,
+    ) -> Result<Localizer, ServiceError> {
         let prom = Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
             .map_err(ServiceError::Prometheus)?
             .max_response(s.max_response);
@@ -110,6 +119,8 @@ impl Localizer {
             last_dropped: (0, 0),
             hops_failing: false,
             paths_failing: false,
+            board,
+            events: Vec::new(),
         })
     }
 
@@ -139,6 +150,8 @@ impl Localizer {
                 severity: k.severity.as_str().to_string(),
             }));
         let (result, report) = self.record(outcome);
+        let entry = self.history_entry(result, report.as_ref());
+        self.board.record(entry);
         self.metrics
             .cycles
             .get_or_create(&ResultLabels { result })
@@ -147,6 +160,27 @@ impl Localizer {
             .cycle_duration
             .observe(started.elapsed().as_secs_f64());
         report
+    }
+
+    /// The status page's record of a concluded cycle (takes its events).
+    fn history_entry(&mut self, result: CycleResult, report: Option<&Report>) -> CycleEntry {
+        let mut events = std::mem::take(&mut self.events);
+        let events_dropped = events.len().saturating_sub(status::EVENTS_CAP);
+        events.truncate(status::EVENTS_CAP);
+        let gauge =
+            |g: &prometheus_client::metrics::gauge::Gauge| usize::try_from(g.get()).unwrap_or(0);
+        CycleEntry {
+            at: SystemTime::now(),
+            result,
+            pairs: report.map(|r| (r.pairs_observed, r.pairs_anomalous)),
+            covered: (
+                gauge(&self.metrics.pairs_covered),
+                gauge(&self.metrics.pairs_expected),
+            ),
+            firing: self.book.active_len(),
+            events,
+            events_dropped,
+        }
     }
 
     /// Health bookkeeping of a concluded cycle.
@@ -225,7 +259,11 @@ impl Localizer {
             );
         };
         let found = findings(&report, &pairs, &topology);
+        let mut verdicts = status::verdicts(&report, &found, &pairs);
+        let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         let alerts = self.decide(found, &coverage, now);
+        status::mark_states(&mut verdicts, self.book.active_alerts());
+        self.board.publish(now, verdicts, matrix);
         (Outcome::Ok(Box::new(report)), alerts)
     }
 
@@ -427,6 +465,12 @@ impl Localizer {
             found.iter().map(|f| (f.key(), f.clone())).collect();
         let alerts = self.book.update(found, now);
         for key in self.book.active_keys().filter(|k| !before.contains(k)) {
+            self.events.push(Event {
+                fired: true,
+                kind: key.kind.as_str().to_string(),
+                id: key.id.clone(),
+                severity: key.severity.as_str().to_string(),
+            });
             if let Some(f) = after.get(key) {
                 tracing::warn!(
                     "fault: {} {} ({}, {})",
@@ -439,6 +483,12 @@ impl Localizer {
         }
         for a in alerts.iter().filter(|a| a.resolved) {
             let label = |k: &str| a.labels.get(k).cloned().unwrap_or_default();
+            self.events.push(Event {
+                fired: false,
+                kind: label("kind"),
+                id: label("component"),
+                severity: label("severity"),
+            });
             tracing::info!(
                 "resolved: {} {} ({})",
                 label("kind"),

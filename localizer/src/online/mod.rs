@@ -7,9 +7,9 @@
 //! findings may page and when they resolve), [`coverage`] (which pairs and
 //! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
 //! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
-//! metrics), [`routes`] (the HTTP endpoints: `/metrics`, `/report`,
-//! health, readiness, reload), [`service`] (runtime, ticker, SIGHUP,
-//! shutdown).
+//! metrics), [`status`] (the status page at `/`), [`routes`] (the HTTP
+//! endpoints: the page, `/metrics`, `/report`, health, readiness,
+//! reload), [`service`] (runtime, ticker, SIGHUP, shutdown).
 
 pub mod alerts;
 pub mod confirm;
@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod routes;
 pub mod service;
 pub mod settings;
+pub mod status;
 
 pub use service::run;
 pub use settings::{ServiceError, Settings};

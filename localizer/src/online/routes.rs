@@ -11,9 +11,9 @@
 
 use super::delivery::unix_now;
 use super::metrics::Metrics;
+use super::status::Board;
 use hyper::{Method, StatusCode};
 use skeletonhunter_common::http::{Reply, Request};
-use skeletonhunter_common::landing::{self, Link};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,9 +44,11 @@ pub fn is_ready(metrics: &Metrics, interval: Duration) -> bool {
 
 /// The HTTP handler: metrics at `telemetry_path` (`--web.telemetry-path`),
 /// `/report` (last analysis JSON), `/-/healthy` (`/healthz`), `/-/ready`,
-/// `POST /-/reload`, and a landing page at `/`.
+/// `POST /-/reload`, and the status page at `/` (from `board`, which
+/// links to the others).
 pub fn handler(
     metrics: Arc<Metrics>,
+    board: Arc<Board>,
     interval: Duration,
     telemetry_path: String,
 ) -> impl Fn(Request) -> Reply + Send + Sync + 'static {
@@ -64,19 +66,7 @@ pub fn handler(
             }
         }
         "/report" => Reply::json(metrics.report()),
-        "/" => landing::page(
-            "SkeletonHunter localizer",
-            "Localizes network faults from the exporters' probes and alerts through Alertmanager.",
-            &[
-                Link::new(telemetry_path.as_str(), "Metrics (blame, cycles)"),
-                Link::new("/report", "The last analysis (JSON)"),
-                Link::new("/-/healthy", "Health: the process is up"),
-                Link::new(
-                    "/-/ready",
-                    "Readiness: a recent cycle analyzed complete data",
-                ),
-            ],
-        ),
+        "/" => board.page(),
         other => Reply::not_found(other),
     }
 }
@@ -99,6 +89,13 @@ fn ready(metrics: &Metrics, interval: Duration) -> Reply {
 mod tests {
     use super::*;
 
+    fn board() -> Arc<Board> {
+        Arc::new(Board::new(super::super::status::PageInfo {
+            telemetry_path: "/metrics".into(),
+            ..Default::default()
+        }))
+    }
+
     fn req(method: Method, p: &str) -> Request {
         Request {
             method,
@@ -112,17 +109,20 @@ mod tests {
     fn handler_routes() {
         let m = Arc::new(Metrics::new());
         m.set_report("{\"faults\":[]}".into());
-        let h = handler(m, Duration::from_secs(10), "/metrics".into());
+        let h = handler(m, board(), Duration::from_secs(10), "/metrics".into());
         assert_eq!(h(req(Method::GET, "/metrics")).status, StatusCode::OK);
         assert_eq!(&h(req(Method::GET, "/report")).body[..], b"{\"faults\":[]}");
         assert_eq!(h(req(Method::GET, "/nope")).status, StatusCode::NOT_FOUND);
+        let page = h(req(Method::GET, "/"));
+        assert_eq!(page.content_type, "text/html; charset=utf-8");
+        assert!(String::from_utf8_lossy(&page.body).contains("<a href=\"/metrics\">"));
     }
 
     #[test]
     fn health_tells_up_from_ready() {
         let m = Arc::new(Metrics::new());
         let interval = Duration::from_millis(50);
-        let h = handler(m.clone(), interval, "/metrics".into());
+        let h = handler(m.clone(), board(), interval, "/metrics".into());
         let get = |p: &str| h(req(Method::GET, p)).status;
         assert_eq!(get("/-/healthy"), StatusCode::OK);
         assert_eq!(get("/healthz"), StatusCode::OK);
@@ -144,7 +144,12 @@ mod tests {
     #[test]
     fn reload_is_post_only_and_recorded() {
         let m = Arc::new(Metrics::new());
-        let h = handler(m.clone(), Duration::from_secs(10), "/metrics".into());
+        let h = handler(
+            m.clone(),
+            board(),
+            Duration::from_secs(10),
+            "/metrics".into(),
+        );
         assert_eq!(
             h(req(Method::GET, "/-/reload")).status,
             StatusCode::METHOD_NOT_ALLOWED

@@ -5,6 +5,7 @@ use super::cycle::{report_json, Localizer};
 use super::metrics::Metrics;
 use super::routes::{handler, loaded, reload};
 use super::settings::{ServiceError, Settings};
+use super::status::{Board, PageInfo};
 use crate::input::promql::promql_duration;
 use std::sync::Arc;
 
@@ -23,7 +24,14 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let mut hangup = hangup_signal();
     let metrics = Arc::new(Metrics::new());
     loaded(&metrics);
-    let mut loc = Localizer::new(&s, metrics.clone())?;
+    let board = Arc::new(Board::new(PageInfo {
+        interval: s.interval,
+        window: s.window,
+        prometheus: without_credentials(&s.prometheus),
+        alertmanagers: s.alertmanagers.len(),
+        telemetry_path: s.telemetry_path.clone(),
+    }));
+    let mut loc = Localizer::new(&s, metrics.clone(), board.clone())?;
     if s.once {
         return match loc.cycle().await {
             Some(r) => {
@@ -41,7 +49,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(skeletonhunter_common::http::serve_web(
         listener,
-        handler(metrics.clone(), s.interval, s.telemetry_path.clone()),
+        handler(metrics.clone(), board, s.interval, s.telemetry_path.clone()),
         skeletonhunter_common::http::Limits::default(),
         s.web.clone(),
         async move {
@@ -89,6 +97,18 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     Ok(())
 }
 
+/// `url` without a user name or password, for the status page.
+fn without_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => String::new(),
+    }
+}
+
 /// SIGHUP, as a stream (`None` if it cannot be watched: logged once).
 fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -120,5 +140,17 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_shows_no_credentials() {
+        assert_eq!(
+            super::without_credentials("http://me:secret@prom:9090/api"),
+            "http://prom:9090/api"
+        );
+        assert_eq!(super::without_credentials("not a url"), "");
     }
 }
