@@ -8,12 +8,13 @@
 //!
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
-//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`, `deploy`; `fabric`,
-//! `dashboards`, `localizer`.
+//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`, `deploy`,
+//! `browser`; `fabric`, `dashboards`, `localizer`.
 
 #[allow(unsafe_code)]
 pub mod sys;
 
+pub mod browser;
 pub mod dashboards;
 pub mod deploy;
 pub mod exporter;

@@ -21,12 +21,16 @@ pub fn require_privileges(test: &str) -> bool {
     };
     match reason {
         None => true,
-        Some(r) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{test}: privileged test cannot run under CI=true: {r}")
-        }
-        Some(r) => {
-            eprintln!("SKIPPED {test}: {r} (run as root; under CI=true this is a failure)");
-            false
-        }
+        Some(r) => skip_or_fail(test, &format!("privileged test: {r} (run as root)")),
     }
+}
+
+/// A test that cannot run for `reason`: under `CI=true` it fails (panics);
+/// otherwise it is skipped with the reason printed. Returns `false`.
+pub fn skip_or_fail(test: &str, reason: &str) -> bool {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: cannot run under CI=true: {reason}");
+    }
+    eprintln!("SKIPPED {test}: {reason} (under CI=true this is a failure)");
+    false
 }

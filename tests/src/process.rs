@@ -68,13 +68,22 @@ impl ChildGuard {
         let pid = i32::try_from(self.child.id()).context("pid out of range")?;
         // The child may have exited already: its status is read below.
         let _ = crate::sys::kill(pid, libc::SIGTERM);
+        match self.wait_exit(timeout)? {
+            Some(st) => Ok(st),
+            None => bail!("{} did not exit within {timeout:?} of SIGTERM", self.name),
+        }
+    }
+
+    /// Wait up to `timeout` for the child to exit by itself: its status, or
+    /// `None` if it still runs (it is killed on drop).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<Option<std::process::ExitStatus>> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(st) = self.child.try_wait()? {
-                return Ok(st);
+                return Ok(Some(st));
             }
             if Instant::now() > deadline {
-                bail!("{} did not exit within {timeout:?} of SIGTERM", self.name);
+                return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(50));
         }

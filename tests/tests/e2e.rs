@@ -1,7 +1,8 @@
 //! End to end on a namespace fabric (see `skeletonhunter_tests::fabric`).
 
+use skeletonhunter_tests::browser::{check_page, require_browser, PageCheck};
 use skeletonhunter_tests::fabric::{
-    link_addresses, reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts,
+    link_addresses, ports, reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts,
 };
 use skeletonhunter_tests::{bin_path, require_privileges};
 use std::time::{Duration, Instant};
@@ -378,11 +379,18 @@ fn e2e_faults_are_localized_and_alerted() {
     ];
     let mut failures = Vec::new();
     let mut dashboards: Option<anyhow::Result<()>> = None;
+    // The browser step needs Chromium: skipped without it, failed under CI.
+    let browser = require_browser("e2e status page in a browser");
     let mut times = Vec::new();
     for sc in &scenarios {
         let mut during = |stack: &Stack| {
             if dashboards.is_none() {
                 dashboards = Some(dashboards_have_data(stack));
+            }
+            if browser && sc.expect[0].0 == "tor" {
+                if let Err(e) = status_page_shows(stack, &sc.expect[0]) {
+                    failures.push(format!("status page: {e:#}"));
+                }
             }
         };
         match run_scenario(&mut stack, sc, opts.settle_time(), &mut during) {
@@ -418,6 +426,31 @@ fn e2e_faults_are_localized_and_alerted() {
         "scenarios failed:\n{}",
         failures.join("\n\n")
     );
+}
+
+/// The localizer's status page, loaded by headless Chromium in the
+/// monitoring namespace while the fault stands, shows `expect` firing and
+/// the browser logs no console error.
+fn status_page_shows(stack: &Stack, expect: &(String, String)) -> anyhow::Result<()> {
+    let seen = check_page(
+        Some(&stack.fabric.mon),
+        &PageCheck {
+            url: format!("http://127.0.0.1:{}/", ports::LOCALIZER),
+            expect: Some(expect.clone()),
+            timeout: Duration::from_secs(30),
+            screenshot: None,
+        },
+    )?;
+    println!(
+        "status page in Chromium: {:?}, {} matrix cells, verdicts {:?}",
+        seen.banner, seen.matrix_cells, seen.verdicts
+    );
+    anyhow::ensure!(
+        seen.console_errors.is_empty(),
+        "console errors: {:?}",
+        seen.console_errors
+    );
+    Ok(())
 }
 
 /// Every dashboard panel query runs against this Prometheus: none may error,

@@ -141,6 +141,11 @@ impl Localizer {
         Ok(Localizer { child, listen })
     }
 
+    /// Where its HTTP server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.listen
+    }
+
     /// `method path` on its HTTP server: (status, body).
     pub fn request(&self, method: &str, path: &str) -> Result<(u16, String)> {
         crate::http::http_request(self.listen, method, path, None, Duration::from_secs(2))
