@@ -7,7 +7,7 @@
 //! model here means the three can never disagree on which components a probe
 //! crosses.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -72,6 +72,22 @@ impl Kind {
         }
     }
 
+    /// The name of the label that carries this kind's id on a single-place
+    /// series or alert (`skeletonhunter_node_info`, a ToR alert's `tor`).
+    /// It is the kind's name except where that name is also a target label
+    /// Kubernetes service discovery or prometheus-operator attach (see
+    /// [`RESERVED_TARGET_LABELS`]): a target label of the same name would
+    /// rename the exposed one to `exported_*`, and the rules would join on
+    /// the Kubernetes value. Pair labels (`src_node`, `dst_pod`) keep the
+    /// kind's name: they collide with nothing.
+    pub fn label_name(self) -> &'static str {
+        match self {
+            Kind::Node => "node_id",
+            Kind::Pod => "network_pod",
+            k => k.as_str(),
+        }
+    }
+
     /// The suffix of the SkeletonHunter CSV column holding this kind for one
     /// side of a probe: `src_<suffix>` / `dst_<suffix>`. The CSV has no hop
     /// column: `Kind::Hop` and `Kind::Link` give `"hop"` and `"link"`, which
@@ -133,6 +149,22 @@ impl FromStr for Kind {
     }
 }
 
+/// Target labels that Kubernetes service discovery and prometheus-operator
+/// attach to every scraped target (`node` where relabelled from the node
+/// name). No label SkeletonHunter exposes may take one of these names, or
+/// Prometheus renames it to `exported_<name>` and the target's value takes
+/// its place.
+pub const RESERVED_TARGET_LABELS: [&str; 8] = [
+    "pod",
+    "namespace",
+    "container",
+    "node",
+    "service",
+    "endpoint",
+    "instance",
+    "job",
+];
+
 /// One topology element: a kind and its id (`tor` + the switch name, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Component {
@@ -161,8 +193,9 @@ impl fmt::Display for Component {
 /// Where an endpoint sits in the fabric. Empty strings mean "unknown": the
 /// component is then simply left out of paths (a missing CSV column or label
 /// shrinks the topology instead of failing). Its fields, in order, are the
-/// label set of `skeletonhunter_node_info`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, EncodeLabelSet)]
+/// label set of `skeletonhunter_node_info`, named by [`Kind::label_name`]
+/// (the field names are the configuration keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Identity {
     /// The container / rank endpoint itself.
@@ -216,7 +249,14 @@ impl Identity {
 
     /// `(label name, value)` pairs in the order of `skeletonhunter_node_info`.
     pub fn labels(&self) -> [(&'static str, &str); 7] {
-        Kind::ALL.map(|k| (k.as_str(), self.get(k)))
+        Kind::ALL.map(|k| (k.label_name(), self.get(k)))
+    }
+}
+
+/// `skeletonhunter_node_info`'s label set: [`Identity::labels`].
+impl EncodeLabelSet for Identity {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+        self.labels().as_slice().encode(encoder)
     }
 }
 
@@ -387,11 +427,59 @@ mod tests {
         let ident = id("a", "h1", "t1", "s1");
         assert_eq!(ident.get(Kind::Hop), "");
         assert_eq!(ident.get(Kind::Link), "");
-        // The node_info label set is unchanged.
+        // The node_info label set: no name a scrape target also carries.
         let names: Vec<&str> = ident.labels().iter().map(|(k, _)| *k).collect();
         assert_eq!(
             names,
-            ["node", "nic", "host", "tor", "spine", "pod", "tenant"]
+            [
+                "node_id",
+                "nic",
+                "host",
+                "tor",
+                "spine",
+                "network_pod",
+                "tenant"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_topology_label_is_a_kubernetes_target_label() {
+        // Single-place labels, and the src_/dst_ pair labels.
+        let kinds = Kind::ALL.into_iter().chain([Kind::Hop, Kind::Link]);
+        for k in kinds {
+            for name in [
+                k.label_name().to_string(),
+                format!("src_{}", k.as_str()),
+                format!("dst_{}", k.as_str()),
+            ] {
+                assert!(
+                    !RESERVED_TARGET_LABELS.contains(&name.as_str()),
+                    "{name} is a target label"
+                );
+            }
+        }
+        // Kind values are label values and stay the kinds' names.
+        assert_eq!(Kind::Node.as_str(), "node");
+        assert_eq!(Kind::Pod.as_str(), "pod");
+    }
+
+    #[test]
+    fn node_info_encodes_the_label_names() {
+        use prometheus_client::metrics::{family::Family, gauge::Gauge};
+        let mut reg = prometheus_client::registry::Registry::default();
+        let fam = Family::<Identity, Gauge>::default();
+        reg.register("node_info", "x", fam.clone());
+        let mut ident = id("a", "h1", "t1", "s1");
+        ident.pod = "p1".into();
+        fam.get_or_create(&ident).set(1);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        assert!(
+            text.contains(
+                r#"node_info{node_id="a",nic="nic-a",host="h1",tor="t1",spine="s1",network_pod="p1",tenant=""} 1"#
+            ),
+            "{text}"
         );
     }
 }

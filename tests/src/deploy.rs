@@ -238,9 +238,8 @@ pub fn caps(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<String> {
     out
 }
 
-/// The exporter's label names (from the README's metric table) that are
-/// also Kubernetes target labels: what the monitors must drop.
-pub fn exposed_colliding_labels(target_labels: &[&str]) -> Result<BTreeSet<String>> {
+/// The label names of the README's metric table (the exporter's series).
+pub fn exposed_labels() -> Result<BTreeSet<String>> {
     let readme = read("README.md")?;
     let mut out = BTreeSet::new();
     for line in readme
@@ -248,10 +247,26 @@ pub fn exposed_colliding_labels(target_labels: &[&str]) -> Result<BTreeSet<Strin
         .filter(|l| l.starts_with("| `skeletonhunter_"))
     {
         let labels = line.split('|').nth(3).context("labels column")?;
-        for l in labels.split(',') {
-            let l = l.trim().trim_matches('`');
-            let name = l.split('=').next().unwrap_or("");
-            if target_labels.contains(&name) {
+        // Parentheses list values (`source` (`static`, `dns`)), not names.
+        let mut depth = 0usize;
+        let names: String = labels
+            .chars()
+            .filter(|c| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => return depth == 0,
+                }
+                false
+            })
+            .collect();
+        for l in names.split(',').map(str::trim) {
+            // `name` or `name="value"`; "same" and "–" name nothing.
+            let Some(rest) = l.strip_prefix('`') else {
+                continue;
+            };
+            let name = rest.split(['=', '`']).next().unwrap_or("");
+            if !name.is_empty() {
                 out.insert(name.to_string());
             }
         }

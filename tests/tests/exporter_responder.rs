@@ -199,8 +199,8 @@ fn exporter_metrics_pass_promtool() {
         assert!(body.contains(family), "{family} missing");
     }
     assert!(body.contains(
-        "skeletonhunter_node_info{node=\"a\",nic=\"\",host=\"host-a\",tor=\"tor1\",spine=\"s1\",pod=\"\",tenant=\"\"} 1"
-    ) || body.contains("skeletonhunter_node_info{node=\"a\",nic=\"198.18.1.1\""), "{body}");
+        "skeletonhunter_node_info{node_id=\"a\",nic=\"\",host=\"host-a\",tor=\"tor1\",spine=\"s1\",network_pod=\"\",tenant=\"\"} 1"
+    ) || body.contains("skeletonhunter_node_info{node_id=\"a\",nic=\"198.18.1.1\""), "{body}");
     let path = dir.path().join("metrics.txt");
     std::fs::write(&path, &body).unwrap();
     let out = std::process::Command::new("promtool")

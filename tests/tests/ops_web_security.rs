@@ -314,7 +314,7 @@ fn prometheus_scrapes_over_mutual_tls_with_basic_auth_and_rotation_needs_no_rest
         Duration::from_secs(60),
         Duration::from_millis(500),
         || {
-            prom.query("skeletonhunter_node_info{job=\"exporter\",node=\"web-a\"}")
+            prom.query("skeletonhunter_node_info{job=\"exporter\",node_id=\"web-a\"}")
                 .ok()
                 .filter(|r| r.len() == 1)
         },

@@ -434,7 +434,9 @@ mod tests {
             "skeletonhunter_probe_sent_total{src_node=\"a\",dst_node=\"b\",protocol=\"udp\"} 1"
         ));
         assert!(text.contains("skeletonhunter_probe_rtt_seconds_bucket{"));
-        assert!(text.contains("skeletonhunter_node_info{node=\"a\",nic=\"\",host=\"\",tor=\"t1\""));
+        assert!(
+            text.contains("skeletonhunter_node_info{node_id=\"a\",nic=\"\",host=\"\",tor=\"t1\"")
+        );
         assert!(!text.contains("# EOF"));
         let om = m.render(Some("application/openmetrics-text;version=1.0.0"));
         let om = String::from_utf8(om.body.to_vec()).unwrap();

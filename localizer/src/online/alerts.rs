@@ -109,11 +109,12 @@ pub fn severity(kind: Kind, symptom: Symptom) -> Severity {
 }
 
 /// Labels locating `component`, per the label convention of the shipped
-/// rules and Alertmanager config: its own kind (`tor="<id>"`) and the pair
+/// rules and Alertmanager config: its own kind under its label name
+/// (`tor="<id>"`, `node_id="<id>"`, see `Kind::label_name`) and the pair
 /// twins (`src_tor` = `dst_tor` = id), plus every kind above it (host, tor,
-/// spine, pod, tenant) on which all nodes beneath the component agree. A ToR
-/// alert thus carries `tor` (and `spine` when the ToR has one block), a node
-/// alert its host, ToR, spine and tenant.
+/// spine, network_pod, tenant) on which all nodes beneath the component
+/// agree. A ToR alert thus carries `tor` (and `spine` when the ToR has one
+/// block), a node alert its host, ToR, spine and tenant.
 pub fn context_labels<'a>(
     component: &Component,
     nodes: impl IntoIterator<Item = &'a Identity>,
@@ -123,7 +124,10 @@ pub fn context_labels<'a>(
         .filter(|n| n.get(component.kind) == component.id)
         .collect();
     let mut out = BTreeMap::new();
-    out.insert(component.kind.as_str().to_string(), component.id.clone());
+    out.insert(
+        component.kind.label_name().to_string(),
+        component.id.clone(),
+    );
     // Pair alerts locate both ends (`src_tor`, `dst_tor`, ...); carrying the
     // twins lets one inhibition rule per end match a component alert.
     if component.kind.is_path_component() {
@@ -150,7 +154,7 @@ pub fn context_labels<'a>(
         }
         let first = beneath[0].get(kind);
         if !first.is_empty() && beneath.iter().all(|n| n.get(kind) == first) {
-            out.insert(kind.as_str().to_string(), first.to_string());
+            out.insert(kind.label_name().to_string(), first.to_string());
         }
     }
     out

@@ -6,6 +6,7 @@ use super::ports;
 use super::topology::{Fabric, Node};
 use crate::repo::repo_root;
 use anyhow::{Context, Result};
+use skeletonhunter_common::topology::Kind;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,8 +31,9 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         ports::EXPORTER_METRICS
     ));
     y.push_str("identity:\n");
-    for (k, v) in id.labels() {
-        y.push_str(&format!("  {k}: \"{v}\"\n"));
+    // The configuration keys are the kinds' names (the label names differ).
+    for k in Kind::ALL {
+        y.push_str(&format!("  {k}: \"{}\"\n", id.get(k)));
     }
     y.push_str(&format!(
         "responder:\n  udp: \"{ip}:{u}\"\n  tcp: \"{ip}:{t}\"\n",
@@ -88,23 +90,37 @@ pub fn prometheus_config(fabric: &Fabric, opts: &StackOpts, rule_files: &[String
         ports::ALERTMANAGER
     ));
     y.push_str("scrape_configs:\n  - job_name: skeletonhunter-exporter\n    static_configs:\n");
-    // No target labels: the exporters publish their identity themselves
-    // (`skeletonhunter_node_info`), and a `node` target label would rename
-    // theirs to `exported_node`.
-    for n in &fabric.nodes {
+    // Every target carries the target labels Kubernetes and
+    // prometheus-operator attach, with values unlike any topology value, as
+    // in a cluster: every test runs with the label collisions of one.
+    for (i, n) in fabric.nodes.iter().enumerate() {
         y.push_str(&format!(
-            "      - targets: [\"{}:{}\"]\n",
+            "      - targets: [\"{}:{}\"]\n        labels: {}\n",
             n.mgmt_ip,
-            ports::EXPORTER_METRICS
+            ports::EXPORTER_METRICS,
+            kubernetes_target_labels("skeletonhunter-exporter", i)
         ));
     }
     if opts.localizer_bin.is_some() {
         y.push_str(&format!(
-            "  - job_name: skeletonhunter-localizer\n    static_configs:\n      - targets: [\"127.0.0.1:{}\"]\n",
-            ports::LOCALIZER
+            "  - job_name: skeletonhunter-localizer\n    static_configs:\n      - targets: [\"127.0.0.1:{}\"]\n        labels: {}\n",
+            ports::LOCALIZER,
+            kubernetes_target_labels("skeletonhunter-localizer", 0)
         ));
     }
     y
+}
+
+/// The target labels (a YAML flow map) a Kubernetes scrape attaches to the
+/// `index`th pod of `app`: every name of
+/// [`RESERVED_TARGET_LABELS`](skeletonhunter_common::topology::RESERVED_TARGET_LABELS)
+/// except `job` and `instance`, which Prometheus sets itself. The values
+/// (`k8s-worker-3`, `<app>-7f9c-3`) are never topology values.
+pub fn kubernetes_target_labels(app: &str, index: usize) -> String {
+    format!(
+        "{{namespace: \"monitoring\", pod: \"{app}-7f9c-{index}\", container: \"{app}\", \
+         node: \"k8s-worker-{index}\", service: \"{app}\", endpoint: \"metrics\"}}"
+    )
 }
 
 /// Rule files shipped in `rules/` (`*.yml`/`*.yaml`, not the promtool unit

@@ -57,7 +57,9 @@ mod topology;
 pub use alerts::AlertView;
 pub use build::reachable;
 pub use cleanup::remove_namespaces_of;
-pub use config::{exporter_config, prometheus_config, shipped_rule_files};
+pub use config::{
+    exporter_config, kubernetes_target_labels, prometheus_config, shipped_rule_files,
+};
 pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
 pub use opts::StackOpts;
 pub use stack::{start_exporters, Stack};

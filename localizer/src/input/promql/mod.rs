@@ -91,7 +91,7 @@ impl QueryKind {
     }
 }
 
-const TOPOLOGY_BY: &str = "node, nic, host, tor, spine, pod, tenant";
+const TOPOLOGY_BY: &str = "node_id, nic, host, tor, spine, network_pod, tenant";
 
 impl Queries {
     /// The queries over `window` (topology and hops over `topology_window`),
@@ -196,7 +196,7 @@ pub struct QueryResults {
 fn identity_of(s: &Sample) -> Identity {
     let mut id = Identity::default();
     for k in Kind::ALL {
-        if let Some(v) = s.labels.get(k.as_str()) {
+        if let Some(v) = s.labels.get(k.label_name()) {
             id.set(k, v.clone());
         }
     }

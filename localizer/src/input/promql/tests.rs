@@ -23,7 +23,7 @@ fn pair(src: &str, dst: &str, proto: &str, v: f64) -> Sample {
 fn info(node: &str, tor: &str) -> Sample {
     sample(
         &[
-            ("node", node),
+            ("node_id", node),
             ("host", &format!("h-{node}")),
             ("tor", tor),
             ("spine", "s1"),
@@ -83,7 +83,10 @@ fn queries_use_window_and_matchers() {
 
 #[test]
 fn traced_hops_fill_pairs_without_silent_hops_or_the_destination() {
-    let b_info = sample(&[("node", "b"), ("nic", "198.18.0.2"), ("tor", "t2")], 1.0);
+    let b_info = sample(
+        &[("node_id", "b"), ("nic", "198.18.0.2"), ("tor", "t2")],
+        1.0,
+    );
     let (topo, _) = topology_from(&[info("a", "t1"), b_info], &[]);
     let hop = |s: &str, d: &str, addr: &str| {
         sample(&[("src_node", s), ("dst_node", d), ("address", addr)], 1.0)

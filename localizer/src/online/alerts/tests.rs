@@ -20,7 +20,7 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
         p_value: 1e-9,
         pairs: 7,
         equivalent: vec![],
-        context: BTreeMap::from([(kind.as_str().to_string(), id.to_string())]),
+        context: BTreeMap::from([(kind.label_name().to_string(), id.to_string())]),
         evidence: vec!["a -> b: 30% loss".into()],
         hit_pairs: vec![],
     }
@@ -91,7 +91,12 @@ fn context_labels_keep_only_what_all_nodes_share() {
     assert_eq!(node["tor"], "t1");
     assert_eq!(node["tenant"], "job1");
     assert!(!node.contains_key("nic"), "unknown nic left out: {node:?}");
+    assert_eq!(node["node_id"], "a");
     assert_eq!(node["src_node"], "a");
+    assert!(
+        !node.contains_key("node"),
+        "no Kubernetes target label: {node:?}"
+    );
     let spine = context_labels(&Component::new(Kind::Spine, "s1"), &nodes);
     assert_eq!(spine.len(), 3, "{spine:?}");
     let unknown = context_labels(&Component::new(Kind::Host, "hx"), &nodes);
