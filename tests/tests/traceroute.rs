@@ -266,15 +266,17 @@ fn trace_follows_the_routed_path() -> Result<()> {
         vec!["198.18.40.1", "198.18.41.2"],
         "{entry}"
     );
-    assert!(ea.log().contains("pair turned anomalous"), "{}", ea.log());
+    // The flow mapper's re-trace may finish before the detector logs the
+    // anomaly: wait for both lines rather than reading the log once.
     let log = wait_until(
-        "the anomaly trace in the log",
+        "the anomaly and its trace in the log",
         Duration::from_secs(20),
         Duration::from_millis(200),
         || {
             let log = ea.log();
-            log.contains("tracing the path of an anomalous pair")
-                .then_some(log)
+            (log.contains("pair turned anomalous")
+                && log.contains("tracing the path of an anomalous pair"))
+            .then_some(log)
         },
     );
     assert!(log.is_ok(), "{}", ea.log());
