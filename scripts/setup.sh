@@ -8,6 +8,7 @@ PKGS=(
   libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers rdma-core
   iproute2 nftables procps curl jq ca-certificates python3-pip systemd
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
+  jsonnet
 )
 
 if [ "$(id -u)" -ne 0 ]; then
