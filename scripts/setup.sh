@@ -8,7 +8,7 @@ PKGS=(
   libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers rdma-core
   iproute2 nftables procps curl jq ca-certificates python3-pip systemd
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
-  chromium chromium-driver python3-selenium
+  chromium chromium-driver python3-selenium jsonnet
 )
 
 if [ "$(id -u)" -ne 0 ]; then

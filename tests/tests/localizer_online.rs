@@ -103,6 +103,14 @@ fn tor_loss_is_alerted(
         an["evidence"].as_str().unwrap_or("").contains("% loss"),
         "{an}"
     );
+    // The links of every alert: the ToR section of the runbook (the
+    // default --runbook-url) and the fabric dashboard.
+    assert_eq!(
+        an["runbook_url"],
+        "https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md#skeletonhuntercomponentfaulty-tor",
+        "{an}"
+    );
+    assert_eq!(an["dashboard_url"], "/d/skeletonhunter-fabric", "{an}");
     Ok(alert)
 }
 

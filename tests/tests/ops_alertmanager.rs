@@ -135,6 +135,8 @@ fn alertmanager_inhibits_alerts_beneath_a_faulty_tor_or_spine() -> Result<()> {
         "indistinguishable from: nic/10.0.3.1",
         "a->c loss 31%",
         "ToR t1",
+        "runbook: https://example.org/runbooks.md#skeletonhuntercomponentfaulty-tor",
+        "dashboard: /d/skeletonhunter-fabric",
     ] {
         assert!(
             tor_text.contains(want),
@@ -240,6 +242,11 @@ fn tor_t1_verdicts() -> Vec<Value> {
                 ("p_value", "1.000e-9"),
                 ("equivalent", "nic/10.0.3.1"),
                 ("evidence", "a->c loss 31%"),
+                (
+                    "runbook_url",
+                    "https://example.org/runbooks.md#skeletonhuntercomponentfaulty-tor",
+                ),
+                ("dashboard_url", "/d/skeletonhunter-fabric"),
             ],
         ),
         // The Prometheus rule's copy of the same verdict, with pair location

@@ -91,6 +91,16 @@ pub struct RunArgs {
     /// generatorURL of the alerts (e.g. a Grafana dashboard link).
     #[arg(long, default_value = "", value_name = "URL")]
     pub external_url: String,
+    /// Where operators read docs/runbooks.md (an http(s) URL, no #fragment): each alert's
+    /// runbook_url annotation is this plus the anchor of its section. Point it at your own copy
+    /// (a wiki, an internal Git host) to match the version you run.
+    #[arg(long, default_value = crate::online::alerts::DEFAULT_RUNBOOK_URL, value_name = "URL",
+          value_parser = runbook_url)]
+    pub runbook_url: String,
+    /// Grafana root, e.g. https://grafana.example.com: each alert's dashboard_url annotation is
+    /// this plus /d/<uid> of the dashboard. Empty: the bare path /d/<uid>, as the rules' alerts carry.
+    #[arg(long, default_value = "", value_name = "URL", value_parser = grafana_url)]
+    pub grafana_url: String,
     /// Resolved alerts kept per Alertmanager while it is unreachable.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub queue_capacity: usize,
@@ -234,6 +244,8 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         protocols: args.protocols,
         matchers: args.matchers,
         external_url: args.external_url,
+        runbook_url: args.runbook_url,
+        grafana_url: args.grafana_url,
         queue_capacity: args.queue_capacity,
         confirm_cycles: args.confirm_cycles,
         scrape_interval: args.scrape_interval,
@@ -241,6 +253,32 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         min_coverage: args.min_coverage,
         once: args.once,
     })
+}
+
+/// `--runbook-url`: an absolute http(s) URL without a fragment (the
+/// section anchor is appended to it).
+fn runbook_url(s: &str) -> Result<String, String> {
+    let u = http_url(s)?;
+    if u.fragment().is_some() {
+        return Err("must not have a #fragment: each alert appends its section's".into());
+    }
+    Ok(s.to_string())
+}
+
+/// `--grafana-url`: empty, or an absolute http(s) URL.
+fn grafana_url(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Ok(String::new());
+    }
+    http_url(s).map(|_| s.to_string())
+}
+
+fn http_url(s: &str) -> Result<reqwest::Url, String> {
+    let u = reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("scheme {:?}: must be http or https", u.scheme()));
+    }
+    Ok(u)
 }
 
 /// Load `--web.config.file` while parsing, so a bad file is a usage
@@ -333,5 +371,38 @@ mod tests {
             assert!(e.contains("--web.telemetry-path"), "{bad}: {e}");
         }
         assert!(parse(&["--log.format=text"]).is_err());
+    }
+
+    #[test]
+    fn runbook_and_grafana_urls() {
+        let s = settings(parse(&[]).unwrap()).unwrap();
+        assert_eq!(s.runbook_url, crate::online::alerts::DEFAULT_RUNBOOK_URL);
+        assert_eq!(s.grafana_url, "");
+        let s = settings(
+            parse(&[
+                "--runbook-url=https://wiki.example/runbooks",
+                "--grafana-url=http://grafana:3000",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.alert_links().runbook_base,
+            "https://wiki.example/runbooks"
+        );
+        assert_eq!(
+            s.alert_links().dashboard_url(),
+            "http://grafana:3000/d/skeletonhunter-fabric"
+        );
+        for (flag, bad) in [
+            ("--runbook-url", "docs/runbooks.md"),
+            ("--runbook-url", "https://x/runbooks.md#top"),
+            ("--runbook-url", "ftp://x/runbooks.md"),
+            ("--grafana-url", "grafana:3000"),
+        ] {
+            let e = parse(&[&format!("{flag}={bad}")]).err().unwrap();
+            assert_eq!(e.exit_code(), 2, "{flag}={bad}");
+            assert!(e.to_string().contains(flag), "{flag}={bad}: {e}");
+        }
     }
 }

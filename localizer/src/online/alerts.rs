@@ -17,6 +17,62 @@ use std::time::{Duration, SystemTime};
 /// Name of every component alert the localizer sends.
 pub const ALERT_NAME: &str = "SkeletonHunterComponentFaulty";
 
+/// Default of `--runbook-url`: docs/runbooks.md in the project's repository
+/// (the `repository` of Cargo.toml).
+pub const DEFAULT_RUNBOOK_URL: &str =
+    "https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md";
+
+/// Uid of the dashboard a component alert links to (dashboards/*.json).
+pub const DASHBOARD_UID: &str = "skeletonhunter-fabric";
+
+/// Where an alert's links point, so an operator lands on the right runbook
+/// section and dashboard from the notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertLinks {
+    /// `generatorURL` of the alerts ("" leaves it out).
+    pub generator_url: String,
+    /// docs/runbooks.md as operators read it; a section anchor is appended.
+    pub runbook_base: String,
+    /// Grafana root; "" gives a path relative to the Grafana the operator uses.
+    pub grafana_base: String,
+}
+
+impl Default for AlertLinks {
+    fn default() -> Self {
+        AlertLinks {
+            generator_url: String::new(),
+            runbook_base: DEFAULT_RUNBOOK_URL.to_string(),
+            grafana_base: String::new(),
+        }
+    }
+}
+
+impl AlertLinks {
+    /// The runbook section of a `kind` component alert.
+    pub fn runbook_url(&self, kind: Kind) -> String {
+        format!(
+            "{}#{}",
+            self.runbook_base.trim_end_matches('#'),
+            runbook_anchor(kind)
+        )
+    }
+
+    /// The dashboard of component alerts.
+    pub fn dashboard_url(&self) -> String {
+        format!(
+            "{}/d/{DASHBOARD_UID}",
+            self.grafana_base.trim_end_matches('/')
+        )
+    }
+}
+
+/// The docs/runbooks.md heading anchor of a `kind` component alert: one
+/// section per kind under the alert's (GitHub's anchor of the heading
+/// "SkeletonHunterComponentFaulty tor" is `skeletonhuntercomponentfaulty-tor`).
+pub fn runbook_anchor(kind: Kind) -> String {
+    format!("{}-{}", ALERT_NAME.to_lowercase(), kind.as_str())
+}
+
 /// A blamed component as the localizer sees it this cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
@@ -169,7 +225,7 @@ pub fn alert_for(
     opened: Symptom,
     starts_at: SystemTime,
     ends_at: SystemTime,
-    generator_url: &str,
+    links: &AlertLinks,
     resolved: bool,
 ) -> PostableAlert {
     let mut labels = BTreeMap::new();
@@ -223,12 +279,14 @@ pub fn alert_for(
     if !f.evidence.is_empty() {
         annotations.insert("evidence".into(), f.evidence.join("\n"));
     }
+    annotations.insert("runbook_url".into(), links.runbook_url(f.component.kind));
+    annotations.insert("dashboard_url".into(), links.dashboard_url());
     PostableAlert {
         labels,
         annotations,
         starts_at: rfc3339(starts_at),
         ends_at: rfc3339(ends_at),
-        generator_url: generator_url.to_string(),
+        generator_url: links.generator_url.clone(),
         resolved,
     }
 }
@@ -248,16 +306,16 @@ pub struct AlertBook {
     active: BTreeMap<AlertKey, Active>,
     /// How far ahead `endsAt` of a firing alert is set.
     ttl: Duration,
-    generator_url: String,
+    links: AlertLinks,
 }
 
 impl AlertBook {
-    /// Firing alerts get `endsAt = now + ttl`; `generator_url` is their link.
-    pub fn new(ttl: Duration, generator_url: &str) -> AlertBook {
+    /// Firing alerts get `endsAt = now + ttl`; `links` are their links.
+    pub fn new(ttl: Duration, links: AlertLinks) -> AlertBook {
         AlertBook {
             active: BTreeMap::new(),
             ttl,
-            generator_url: generator_url.to_string(),
+            links,
         }
     }
 
@@ -340,7 +398,7 @@ impl AlertBook {
             a.opened,
             a.starts_at,
             ends_at,
-            &self.generator_url,
+            &self.links,
             resolved,
         )
     }

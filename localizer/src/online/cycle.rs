@@ -109,7 +109,7 @@ impl Localizer {
             prom,
             protocols: s.protocols.clone(),
             delivery,
-            book: AlertBook::new(s.ttl(), &s.external_url),
+            book: AlertBook::new(s.ttl(), s.alert_links()),
             confirmer: Confirmer::new(s.confirm_cycles, s.window + s.scrape_interval)
                 .resolve_after(s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),

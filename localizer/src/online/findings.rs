@@ -309,7 +309,7 @@ mod tests {
     fn a_dead_link_is_alerted_as_a_link() {
         use crate::engine::model::Config;
         use crate::engine::pipeline::analyze;
-        use crate::online::alerts::alert_for;
+        use crate::online::alerts::{alert_for, AlertLinks};
         use std::time::{Duration, SystemTime};
         let pairs = crate::engine::links::tests::fabric(3, &[("u10", 1.0)]);
         let topology: HashMap<String, Identity> = pairs
@@ -323,7 +323,7 @@ mod tests {
         assert!(f.hit_pairs.iter().all(|(s, _)| s.tor == "t1"));
         assert!(f.evidence[0].contains("100.0% loss"), "{:?}", f.evidence);
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let a = alert_for(f, f.symptom, now, now, "", false);
+        let a = alert_for(f, f.symptom, now, now, &AlertLinks::default(), false);
         let label = |k: &str| a.labels.get(k).map(String::as_str);
         assert_eq!(label("kind"), Some("link"));
         assert_eq!(label("component"), Some("u10"));

@@ -5,6 +5,7 @@
 use crate::clients::http::ClientError;
 use crate::clients::EndpointConfig;
 use crate::engine::model::Config;
+use crate::online::alerts::AlertLinks;
 use skeletonhunter_common::web::WebSource;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,6 +47,10 @@ pub struct Settings {
     pub matchers: Option<String>,
     /// `generatorURL` of the alerts.
     pub external_url: String,
+    /// Base of the alerts' `runbook_url` (docs/runbooks.md as published).
+    pub runbook_url: String,
+    /// Grafana root of the alerts' `dashboard_url` ("" for a relative path).
+    pub grafana_url: String,
     /// Resolutions queued per unreachable Alertmanager.
     pub queue_capacity: usize,
     /// Consecutive cycles a new finding needs before it fires.
@@ -68,6 +73,15 @@ impl Settings {
     pub fn ttl(&self) -> Duration {
         self.alert_ttl
             .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(30)))
+    }
+
+    /// The links every alert carries.
+    pub fn alert_links(&self) -> AlertLinks {
+        AlertLinks {
+            generator_url: self.external_url.clone(),
+            runbook_base: self.runbook_url.clone(),
+            grafana_base: self.grafana_url.clone(),
+        }
     }
 }
 

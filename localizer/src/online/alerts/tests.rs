@@ -26,11 +26,96 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
     }
 }
 
+fn links(generator_url: &str) -> AlertLinks {
+    AlertLinks {
+        generator_url: generator_url.into(),
+        ..AlertLinks::default()
+    }
+}
+
+/// The kinds the localizer can blame: every identity kind but the tenant
+/// (a grouping), plus traced hops and ECMP links.
+fn blamable_kinds() -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| *k != Kind::Tenant)
+        .chain([Kind::Hop, Kind::Link])
+        .collect()
+}
+
+fn repo_file(path: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn alert_links_to_its_runbook_section_and_dashboard() {
+    let f = finding(Kind::Spine, "s1", "loss");
+    let a = alert_for(&f, f.symptom, t(1), t(2), &AlertLinks::default(), false);
+    assert_eq!(
+        a.annotations["runbook_url"],
+        format!("{DEFAULT_RUNBOOK_URL}#skeletonhuntercomponentfaulty-spine")
+    );
+    assert_eq!(a.annotations["dashboard_url"], "/d/skeletonhunter-fabric");
+    let custom = AlertLinks {
+        generator_url: String::new(),
+        runbook_base: "https://wiki.example/sh/runbooks.html".into(),
+        grafana_base: "https://grafana.example/".into(),
+    };
+    let a = alert_for(&f, f.symptom, t(1), t(2), &custom, true);
+    assert_eq!(
+        a.annotations["runbook_url"],
+        "https://wiki.example/sh/runbooks.html#skeletonhuntercomponentfaulty-spine"
+    );
+    assert_eq!(
+        a.annotations["dashboard_url"],
+        "https://grafana.example/d/skeletonhunter-fabric"
+    );
+}
+
+/// Every kind's runbook anchor is a heading of docs/runbooks.md (GitHub's
+/// anchor: lower case, spaces to dashes, punctuation dropped) and the
+/// dashboard uid is a shipped dashboard's.
+#[test]
+fn runbook_anchors_and_dashboard_exist() {
+    let runbooks = repo_file("docs/runbooks.md");
+    let anchors: Vec<String> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|h| {
+            h.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect();
+    for kind in blamable_kinds() {
+        let anchor = runbook_anchor(kind);
+        assert!(
+            anchors.contains(&anchor),
+            "docs/runbooks.md has no heading for #{anchor}"
+        );
+    }
+    let dashboards = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+    let uids: Vec<String> = std::fs::read_dir(&dashboards)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .filter_map(|v| v["uid"].as_str().map(str::to_string))
+        .collect();
+    assert!(uids.iter().any(|u| u == DASHBOARD_UID), "{uids:?}");
+}
+
 #[test]
 fn alert_carries_design_labels_and_evidence() {
     let mut f = finding(Kind::Tor, "asw-1", "loss");
     f.equivalent = vec![Component::new(Kind::Nic, "10.0.0.1")];
-    let a = alert_for(&f, f.symptom, t(100), t(140), "", false);
+    let a = alert_for(&f, f.symptom, t(100), t(140), &AlertLinks::default(), false);
     assert_eq!(a.labels["alertname"], ALERT_NAME);
     assert!(a.labels["alertname"].starts_with("SkeletonHunter"));
     assert_eq!(a.labels["kind"], "tor");
@@ -105,7 +190,7 @@ fn context_labels_keep_only_what_all_nodes_share() {
 
 #[test]
 fn life_cycle_fires_reposts_and_resolves() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "http://loc/");
+    let mut book = AlertBook::new(Duration::from_secs(40), links("http://loc/"));
     // Cycle 1: a ToR fault appears.
     let out = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(100));
     assert_eq!(out.len(), 1);
@@ -134,7 +219,7 @@ fn life_cycle_fires_reposts_and_resolves() {
 
 #[test]
 fn escalation_within_a_severity_keeps_one_alert() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
     book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
     let out = book.update(vec![finding(Kind::Tor, "t1", "unreachable")], t(10));
     assert_eq!(out.len(), 1, "{out:?}");
@@ -149,7 +234,7 @@ fn escalation_within_a_severity_keeps_one_alert() {
 
 #[test]
 fn a_severity_raise_adds_an_alert_and_the_incident_ends_as_a_whole() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
     book.update(vec![finding(Kind::Node, "n1", "loss")], t(0));
     let out = book.update(vec![finding(Kind::Node, "n1", "unreachable")], t(10));
     // The warning is not resolved (that would be a false all-clear); a
@@ -171,7 +256,7 @@ fn a_severity_raise_adds_an_alert_and_the_incident_ends_as_a_whole() {
 
 #[test]
 fn two_symptoms_of_one_severity_are_one_alert_showing_the_worse() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
     let out = book.update(
         vec![
             finding(Kind::Node, "n1", "latency"),
@@ -186,7 +271,7 @@ fn two_symptoms_of_one_severity_are_one_alert_showing_the_worse() {
 
 #[test]
 fn outbox_keeps_resolutions_until_delivered() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
     let mut outbox = Outbox::new(100);
     // Fires and clears while Alertmanager is down (never delivered).
     let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
@@ -208,7 +293,7 @@ fn outbox_keeps_resolutions_until_delivered() {
 
 #[test]
 fn outbox_drops_resolutions_superseded_by_firing_and_bounds_its_size() {
-    let mut book = AlertBook::new(Duration::from_secs(40), "");
+    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
     let mut outbox = Outbox::new(2);
     let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
     outbox.batch(&cur);

@@ -1,0 +1,70 @@
+// What a user of the mixin overrides: `(import 'mixin.libsonnet') +
+// { _config+:: { exporterSelector: 'job="gpu-probes"' } }`. The defaults
+// render exactly the shipped rules/ and dashboards/.
+{
+  _config+:: {
+    // Label matchers of the scrape jobs (inside `{...}`): the exporters and
+    // the localizer. Alerts about a job being down or absent use them.
+    exporterSelector: 'job="skeletonhunter-exporter"',
+    localizerSelector: 'job="skeletonhunter-localizer"',
+
+    // Labels of skeletonhunter_node_info, by topology kind (the vocabulary
+    // of common::topology::Kind). Pair series carry src_<kind>/dst_<kind>
+    // whatever these are; a rename of the identity labels is an edit here.
+    labels: {
+      node: 'node_id',
+      nic: 'nic',
+      host: 'host',
+      tor: 'tor',
+      spine: 'spine',
+      pod: 'network_pod',
+      tenant: 'tenant',
+    },
+
+    // Links in alert annotations: runbook_url is runbookURL + '#<anchor>';
+    // dashboard_url is grafanaURL + '/d/<uid>' (empty: a path relative to
+    // the Grafana that shows the alert).
+    runbookURL: 'https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md',
+    grafanaURL: '',
+
+    // A pair counts as unreachable when every protocol loses at least this
+    // fraction of its probes (or every TCP dial fails).
+    unreachableLossRatio: 0.95,
+    // Alert thresholds and `for:` durations.
+    pairUnreachableFor: '1m',
+    pairLossThreshold: 0.05,
+    pairLossFor: '5m',
+    componentFaultyFor: '30s',
+    exporterDownFor: '1m',
+    exportersAbsentFor: '5m',
+    localizerDownFor: '2m',
+    localizerStaleSeconds: 60,
+    localizerStaleFor: '1m',
+    localizerQueryErrorsFor: '10m',
+    localizerBlindCoverage: 0.9,
+    localizerBlindFor: '2m',
+    localizerAlertPostFailingFor: '5m',
+    // Window over which a dropped alert update fires (no `for:`: once is enough).
+    localizerAlertsDroppedWindow: '15m',
+    // How long a node whose exporter went dark keeps its last identity in
+    // the topology join and in alerts.
+    identityRetention: '1h',
+
+    // Grafana dashboards.
+    dashboardUids: {
+      fabric: 'skeletonhunter-fabric',
+      tenant: 'skeletonhunter-tenant',
+      health: 'skeletonhunter-health',
+    },
+    // Every dashboard carries these tags; the dashboards' link menu lists
+    // the dashboards tagged with the first one.
+    dashboardTags: ['skeletonhunter'],
+    dashboardTitlePrefix: 'SkeletonHunter / ',
+    dashboardRefresh: '30s',
+    dashboardTimeFrom: 'now-1h',
+    // The data source input Grafana's import asks for (`${DS_PROMETHEUS}`).
+    datasourceInput: 'DS_PROMETHEUS',
+    // Loss ratios at which panels turn yellow, orange and red.
+    lossSteps: [0.001, 0.01, 0.1],
+  },
+}

@@ -1,0 +1,84 @@
+// Is the monitoring itself working: exporters scraped and probing, peers
+// discovered, the localizer cycling and posting alerts. Alerts about the
+// exporters and the localizer link here.
+local g = import '../lib/grafana.libsonnet';
+
+function(c)
+  local common = (import 'common.libsonnet')(c);
+  local v = common.variables;
+  local l = c.labels;
+  local cl = common.cluster;
+  // Raw series of the chosen exporters.
+  local ex = common.exporters + ', ' + g.match('instance');
+  // rate() of an exporter counter summed by `by`, as a legend-labelled target.
+  local exRate(by, metric, legend) =
+    g.target('sum by (%s) (rate(%s{%s}[$__rate_interval]))' % [by, metric, ex], legend);
+  // The same for a localizer counter.
+  local locRate(by, metric, legend) =
+    g.target('sum by (%s) (rate(%s{%s}[$__rate_interval]))' % [by, metric, cl], legend);
+  local upDown = g.thresholds('red', [['green', 1]]);
+  local scrape(title, pos, selector) =
+    g.stateTimeline(title, pos, g.target('up{%s}' % selector, '{{instance}}'), upDown, g.binaryMappings('DOWN', 'up'));
+
+  g.dashboard(
+    c,
+    'health',
+    'Exporter and localizer health',
+    'Is the monitoring itself working: exporters scraped and probing, peers discovered, the localizer cycling and posting alerts.',
+    ['monitoring'],
+    [v.cluster, v.job, v.instance],
+    [
+      g.row('Exporters', 0),
+      scrape('Exporter scrape', g.pos(0, 1, 12, 8), ex),
+      g.timeseries('Probes sent per second', g.pos(12, 1, 12, 8),
+                   [exRate('instance, protocol', 'skeletonhunter_probe_sent_total', '{{instance}} {{protocol}}')], 'ops'),
+      g.timeseries('Skeleton peers by discovery source', g.pos(0, 9, 8, 8),
+                   [g.target('sum by (source) (skeletonhunter_skeleton_peers{%s})' % ex, '{{source}}')]),
+      g.timeseries('Probe errors (not loss)', g.pos(8, 9, 8, 8),
+                   [exRate('protocol, reason', 'skeletonhunter_probe_errors_total', '{{protocol}} {{reason}}')], 'ops'),
+      g.timeseries('Discovery events', g.pos(16, 9, 8, 8), [
+        exRate('source, event', 'skeletonhunter_discovery_events_total', '{{source}} {{event}}'),
+        exRate('source', 'skeletonhunter_discovery_dropped_events_total', 'dropped {{source}}'),
+      ], 'ops'),
+      g.timeseries('Responder', g.pos(0, 17, 8, 8), [
+        exRate('protocol', 'skeletonhunter_responder_replies_total', 'replies {{protocol}}'),
+        exRate('reason', 'skeletonhunter_responder_dropped_total', 'dropped {{reason}}'),
+      ], 'ops'),
+      g.timeseries('Scrape duration and size', g.pos(8, 17, 8, 8), [
+        g.target('scrape_duration_seconds{%s}' % ex, '{{instance}} duration'),
+        g.target('scrape_samples_scraped{%s}' % ex, '{{instance}} samples'),
+      ], 's', overrides=[{
+        matcher: { id: 'byRegexp', options: '.*samples' },
+        properties: [{ id: 'unit', value: 'short' }, { id: 'custom.axisPlacement', value: 'right' }],
+      }]),
+      g.table('Exporter builds and identities', g.pos(16, 17, 8, 8), [
+        g.tableTarget('max by (instance, version) (skeletonhunter_build_info{%s})' % ex),
+        g.tableTarget('max by (instance, %s, %s, %s, %s, %s) (skeletonhunter_node_info{%s})'
+                      % [l.node, l.host, l.tor, l.spine, l.tenant, ex]),
+      ], [{ id: 'merge', options: {} }, g.hide(['Time', 'Value #A', 'Value #B'])]),
+
+      g.row('Localizer', 25),
+      g.stat('Since last successful cycle', g.pos(0, 26, 6, 6),
+             g.instant('time() - max by (instance) (skeletonhunter_localizer_last_success_timestamp_seconds{%s})' % cl, '{{instance}}'),
+             g.thresholds('green', [['orange', c.localizerStaleSeconds / 2], ['red', c.localizerStaleSeconds]]), 's'),
+      g.timeseries('Cycle duration', g.pos(6, 26, 9, 6), [
+        g.target('histogram_quantile(0.99, sum by (instance, le) (rate(skeletonhunter_localizer_cycle_duration_seconds_bucket{%s}[$__rate_interval])))' % cl, 'p99 {{instance}}'),
+        g.target('max by (instance) (skeletonhunter_localizer_analysis_duration_seconds{%s})' % cl, 'analysis {{instance}}'),
+      ], 's'),
+      g.timeseries('Cycles and query errors', g.pos(15, 26, 9, 6), [
+        locRate('result', 'skeletonhunter_localizer_cycles_total', 'cycles {{result}}'),
+        locRate('query, reason', 'skeletonhunter_localizer_query_errors_total', 'error {{query}} {{reason}}'),
+      ], 'ops'),
+      g.timeseries('Pairs seen by the localizer', g.pos(0, 32, 8, 7), [
+        g.target('max(skeletonhunter_localizer_%s{%s})' % [m[0], cl], m[1])
+        for m in [['pairs_observed', 'observed'], ['pairs_anomalous', 'anomalous'], ['nodes', 'nodes']]
+      ]),
+      g.timeseries('Alerts to Alertmanager', g.pos(8, 32, 8, 7), [
+        g.target('max(skeletonhunter_localizer_alerts_firing{%s})' % cl, 'firing'),
+        locRate('alertmanager', 'skeletonhunter_localizer_alerts_posted_total', 'posted/s {{alertmanager}}'),
+        locRate('alertmanager', 'skeletonhunter_localizer_alert_post_errors_total', 'post errors/s {{alertmanager}}'),
+        g.target('max by (alertmanager) (skeletonhunter_localizer_alert_queue_length{%s})' % cl, 'queued {{alertmanager}}'),
+      ]),
+      scrape('Localizer scrape', g.pos(16, 32, 8, 7), cl + ', ' + c.localizerSelector),
+    ],
+  )

@@ -1,0 +1,96 @@
+// The shipped files a mixin renders to, by path relative to the repository
+// root: rules/*.yml (with a header comment each) and dashboards/*.json.
+local manifest = import 'manifest.libsonnet';
+
+local generated = |||
+  GENERATED from mixin/ (jsonnet): edit the mixin, not this file, and
+  run mixin/render.sh. Comments on single rules are in the mixin's source.
+|||;
+
+// Keys that come first, in this order; the others follow sorted.
+local ruleOrder = [
+  'name', 'rules', 'record', 'alert', 'expr', 'for', 'labels', 'annotations',
+  'kind', 'summary', 'description', 'evidence', 'runbook_url', 'dashboard_url',
+];
+local dashboardOrder = [
+  '__inputs', '__requires', 'uid', 'name', 'type', 'title', 'label', 'description', 'tags',
+  'id', 'datasource', 'gridPos', 'expr', 'legendFormat', 'targets', 'fieldConfig', 'options',
+  'transformations', 'templating', 'panels',
+];
+
+local ruleFile(header, groups) =
+  manifest.comment(generated + '\n' + header) + manifest.yaml({ groups: groups }, ruleOrder);
+
+function(mixin)
+  local recording = mixin.prometheusRules.groups;
+  local named(names) = [g for g in recording if std.member(names, g.name)];
+  local placed = ['skeletonhunter-pairs', 'skeletonhunter-topology', 'skeletonhunter-aggregates'];
+  assert std.sort([g.name for g in recording]) == std.sort(placed) :
+         'every recording group goes to one rules file; got ' + std.toString([g.name for g in recording]);
+  {
+    'rules/skeletonhunter.rules.yml': ruleFile(|||
+      SkeletonHunter recording rules: per-pair series and the topology join.
+
+      Names follow `level:metric:operation`. Levels:
+        pair      src_node, dst_node, protocol (one skeleton probe pair)
+        pair_le   the same plus the histogram bucket `le`
+        src, dst  skeletonhunter_node_info relabelled to src_*/dst_* for joins
+        topology  a pair plus the topology of both ends (src_host, src_tor,
+                  src_spine, src_pod, src_tenant and the dst_* twins); pairs whose
+                  exporters have not reported skeletonhunter_node_info are left out
+        protocol  all pairs of one probe protocol
+        fabric    everything
+      Per-ToR/spine/tenant aggregates are in skeletonhunter.aggregates.yml.
+
+      Rates use a 1m window: scrape the exporters every 15s or faster.
+      Loss is always rate(lost)/rate(sent) over the same window, never an average
+      of per-pair ratios, so busy and idle pairs weigh by the probes they sent.
+    |||, named(['skeletonhunter-pairs', 'skeletonhunter-topology'])),
+
+    'rules/skeletonhunter.aggregates.yml': ruleFile(|||
+      SkeletonHunter per-component aggregates: loss and RTT per ToR, spine and
+      tenant, by protocol. Needs skeletonhunter.rules.yml (the topology join).
+
+      Which pairs count for a component (the path model of ARCHITECTURE.md):
+        tor     every pair with an endpoint beneath the ToR (once, even when both are)
+        spine   pairs between different ToRs with an endpoint beneath the spine
+        tenant  pairs with both endpoints in the tenant
+
+      `skeletonhunter-localizer rules` generates the same series (same names and
+      labels, same pair sets) with static matchers instead of a join. Load this
+      file OR the generated one, not both: both would record the same series.
+    |||, named(['skeletonhunter-aggregates'])),
+
+    'rules/skeletonhunter.alerts.yml': ruleFile(|||
+      SkeletonHunter alerting rules. Needs skeletonhunter.rules.yml loaded too.
+
+      Scrape jobs this file expects: %s for the exporters and
+      %s for the localizer (the mixin's exporterSelector and
+      localizerSelector).
+
+      Label convention (Alertmanager routing and inhibition rely on it; the
+      localizer's own alerts follow it too):
+        kind       node | nic | host | tor | spine | pod | pair | exporter | localizer
+        component  the id of that component ("<src_node>-><dst_node>" for a pair)
+        severity   critical | warning
+        symptom    loss | unreachable | latency (network alerts)
+        location   where the component sits, wherever known:
+                   single-place alerts carry `%s`, `%s`, `%s` (and `%s`);
+                   pair alerts carry src_host/src_tor/src_spine and the dst_* twins;
+                   a ToR alert also carries src_tor = dst_tor = its id (a spine
+                   alert src_spine = dst_spine, a node alert src_node = dst_node,
+                   a host alert src_host = dst_host) so Alertmanager's `equal`
+                   can match pair alerts at either end.
+      Every alert links to its runbook (runbook_url) and a dashboard (dashboard_url).
+    ||| % [
+      mixin._config.exporterSelector,
+      mixin._config.localizerSelector,
+      mixin._config.labels.host,
+      mixin._config.labels.tor,
+      mixin._config.labels.spine,
+      mixin._config.labels.node,
+    ], mixin.prometheusAlerts.groups),
+  } + {
+    ['dashboards/' + name]: manifest.json(mixin.grafanaDashboards[name], dashboardOrder)
+    for name in std.objectFields(mixin.grafanaDashboards)
+  }

@@ -1,0 +1,53 @@
+// Recording rules, levels `src`/`dst` and `topology`: skeletonhunter_node_info
+// relabelled to src_*/dst_* and joined onto the pair series, so that
+// aggregates and alerts know where both ends of a pair sit. Pairs whose
+// exporters have not reported skeletonhunter_node_info are left out.
+local kinds = ['node', 'nic', 'host', 'tor', 'spine', 'pod', 'tenant'];
+// The location labels a pair takes from each end (its node id it has).
+local located = ['host', 'tor', 'spine', 'pod', 'tenant'];
+local joined = [
+  'pair:skeletonhunter_probe_sent:rate1m',
+  'pair:skeletonhunter_probe_lost:rate1m',
+  'pair:skeletonhunter_probe_loss:ratio_rate1m',
+  'pair:skeletonhunter_probe_rtt_seconds:p99_rate1m',
+  'pair:skeletonhunter_probe_unreachable:bool',
+  'pair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
+];
+
+local prefixed(side, ks) = std.join(', ', [side + '_' + k for k in ks]);
+
+{
+  // skeletonhunter_node_info, and for an hour the last identity of a node
+  // whose exporter went dark (an unreachable container), so the alerts about
+  // it still say where it is. One series per node.
+  nodeInfo(c):: 'skeletonhunter_node_info or on (%(n)s) topk by (%(n)s) (1, last_over_time(skeletonhunter_node_info[%(r)s]))' % {
+    n: c.labels.node,
+    r: c.identityRetention,
+  },
+
+  // nodeInfo with every identity label renamed to `side`_<kind>, value 1.
+  local relabel(c, side) = {
+    local chain = std.foldl(
+      function(inner, k) 'label_replace(%s, "%s_%s", "$1", "%s", "(.*)")' % [inner, side, k, c.labels[k]],
+      kinds,
+      $.nodeInfo(c),
+    ),
+    record: side + ':skeletonhunter_node_info:relabel',
+    expr: 'max by (%s) (\n  %s\n)\n' % [prefixed(side, kinds), chain],
+  },
+
+  // `series` with the location of both ends as src_*/dst_* labels.
+  local join(series) = {
+    record: std.strReplace(std.strReplace(series, 'pair_le:', 'topology_le:'), 'pair:', 'topology:'),
+    expr: |||
+      %(s)s
+      * on (src_node) group_left (%(src)s) src:skeletonhunter_node_info:relabel
+      * on (dst_node) group_left (%(dst)s) dst:skeletonhunter_node_info:relabel
+    ||| % { s: series, src: prefixed('src', located), dst: prefixed('dst', located) },
+  },
+
+  group(c):: {
+    name: 'skeletonhunter-topology',
+    rules: [relabel(c, 'src'), relabel(c, 'dst')] + [join(s) for s in joined],
+  },
+}
