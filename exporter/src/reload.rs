@@ -5,13 +5,16 @@
 //! `discovery.dns`, `discovery.tor_mesh`): the static list is republished
 //! and the DNS and ToR-mesh sources are restarted; a peer present before
 //! and after keeps its counters and histograms, since the scheduler only
-//! forgets peers that leave. What needs a restart (the running value is
-//! kept and the reload logs the keys): listen and responder addresses, the
-//! HTTP limits, identity, probe timing, protocols, ports and size, and
-//! traffic discovery. A new configuration that does not load is refused
+//! forgets peers that leave. The identity's topology fields (`tor`,
+//! `spine`, `pod`, `tenant`, from the file or the topology map, which is
+//! read again) replace `skeletonhunter_node_info`. What needs a restart
+//! (the running value is kept and the reload logs the keys): listen and
+//! responder addresses, the HTTP limits, `identity.node`, `nic` and
+//! `host`, probe timing, protocols, ports and size, and traffic discovery. A new configuration that does not load is refused
 //! whole: the old one stays, the reason is logged, and
 //! `skeletonhunter_config_last_reload_successful` drops to 0.
 
+use crate::config::identity::{apply_reloadable, restart_fields_differ};
 use crate::config::{Args, Config, ConfigError};
 use crate::discovery::{registry, PeerSet};
 use crate::http::Reload;
@@ -39,6 +42,7 @@ impl Reloader {
     pub fn start(args: Args, cfg: Config, peers: PeerSet, metrics: Arc<Metrics>) -> Reloader {
         let mut sources = JoinSet::new();
         registry::start_configured(&cfg, &peers, &metrics, &mut sources, std::future::pending);
+        publish_identity(&cfg, &metrics);
         metrics.config_loaded(true);
         Reloader {
             args,
@@ -77,6 +81,11 @@ impl Reloader {
         applied.static_peers = new.static_peers;
         applied.dns = new.dns;
         applied.tor_mesh = new.tor_mesh;
+        (applied.identity, applied.identity_origin) = apply_reloadable(
+            (&running.cfg.identity, &running.cfg.identity_origin),
+            (&new.identity, &new.identity_origin),
+        );
+        publish_identity(&applied, &self.metrics);
         let mut sources = JoinSet::new();
         registry::start_configured(
             &applied,
@@ -94,6 +103,7 @@ impl Reloader {
             static_peers = running.cfg.static_peers.len(),
             dns = running.cfg.dns.len(),
             tor_mesh = running.cfg.tor_mesh.is_some(),
+            tor = %running.cfg.identity.tor,
             "configuration reloaded"
         );
         Ok(restart)
@@ -113,6 +123,16 @@ impl Reload for Reloader {
     }
 }
 
+/// Publish the identity and where its fields came from; warn when the
+/// topology map has no entry for this host (once per load).
+fn publish_identity(cfg: &Config, metrics: &Metrics) {
+    metrics.set_identity(&cfg.identity);
+    metrics.set_identity_sources(&cfg.identity_origin.sources);
+    if let Some(w) = cfg.identity_origin.warning() {
+        tracing::warn!("{w}");
+    }
+}
+
 /// Keys that differ between `old` and `new` but a reload does not apply.
 pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     let checks: [(&'static str, bool); 14] = [
@@ -124,7 +144,10 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             "responder.allow, allow_peers, rate_limit",
             old.responder != new.responder,
         ),
-        ("identity", old.identity != new.identity),
+        (
+            "identity.node, nic, host",
+            restart_fields_differ(&old.identity, &new.identity),
+        ),
         ("probe.interval", old.interval != new.interval),
         ("probe.timeout", old.timeout != new.timeout),
         ("probe.protocols", old.protocols != new.protocols),

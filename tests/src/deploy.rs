@@ -180,6 +180,54 @@ pub fn dashboards() -> Result<Vec<(String, Value)>> {
         .collect()
 }
 
+/// The topology ConfigMap of the manifests.
+pub const TOPOLOGY: &str = "skeletonhunter-topology";
+
+/// The shipped topology map written to `dir/topology.yaml`, once checked
+/// that the DaemonSet mounts the `skeletonhunter-topology` ConfigMap (whole,
+/// no `subPath`, so the kubelet refreshes it) where the shipped exporter
+/// configuration's `identity.topology_file` points.
+pub fn shipped_topology(objs: &[Value], dir: &Path) -> Result<std::path::PathBuf> {
+    let cfg = find(objs, "ConfigMap", "skeletonhunter-exporter")?["data"]["exporter.yaml"]
+        .as_str()
+        .context("exporter.yaml")?;
+    let cfg = yaml_docs(cfg, "exporter.yaml")?;
+    let file = cfg
+        .first()
+        .and_then(|c| c["identity"]["topology_file"].as_str());
+    let file = Path::new(file.context("exporter.yaml: no identity.topology_file")?);
+    let (mount_dir, key) = (
+        file.parent().context("topology_file dir")?,
+        file.file_name().and_then(|n| n.to_str()).context("name")?,
+    );
+    let spec = &find(objs, "DaemonSet", "skeletonhunter-exporter")?["spec"]["template"]["spec"];
+    let volume = spec["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["configMap"]["name"] == TOPOLOGY))
+        .context("no volume of the topology ConfigMap")?;
+    let mounted = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| {
+            m["name"] == volume["name"]
+                && m["mountPath"].as_str() == mount_dir.to_str()
+                && m["subPath"].is_null()
+        });
+    if !mounted {
+        bail!(
+            "the topology ConfigMap is not mounted at {}",
+            mount_dir.display()
+        );
+    }
+    let map = find(objs, "ConfigMap", TOPOLOGY)?["data"][key]
+        .as_str()
+        .with_context(|| format!("{TOPOLOGY} has no key {key}"))?;
+    let path = dir.join("topology.yaml");
+    std::fs::write(&path, map)?;
+    Ok(path)
+}
+
 /// With `UPDATE_DEPLOY=1`, write `text` to `rel`; otherwise leave it alone.
 /// Returns whether it wrote.
 pub fn update_if_asked(rel: &str, text: &str) -> Result<bool> {

@@ -443,8 +443,10 @@ fn exporter_runs_with_the_shipped_config_and_probes() -> Result<()> {
     let dir = TempDir::new("deploy-exporter")?;
     let path = dir.path().join("exporter.yaml");
     std::fs::write(&path, cfg)?;
+    let topology = deploy::shipped_topology(&objs, dir.path())?;
     let mut check = std::process::Command::new(bin_path(EXPORTER));
     check.arg("--config").arg(&path).arg("--check-config");
+    check.arg("--topology-file").arg(&topology);
     for e in c["env"].as_array().context("env")? {
         let name = e["name"].as_str().context("env name")?;
         let field = e["valueFrom"]["fieldRef"]["fieldPath"]
@@ -465,7 +467,9 @@ fn exporter_runs_with_the_shipped_config_and_probes() -> Result<()> {
     );
 
     let ns = Netns::new("deploy")?;
-    let _exp = exporter::start_with(&ns, dir.path(), "deploy", cfg, &["--node", "n1"])?;
+    let topology = topology.to_str().context("utf-8")?;
+    let flags = ["--node", "n1", "--topology-file", topology];
+    let _exp = exporter::start_with(&ns, dir.path(), "deploy", cfg, &flags)?;
     let port = |name: &str| -> Result<u64> {
         let ports = c["ports"].as_array().context("ports")?;
         let p = ports

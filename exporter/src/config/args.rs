@@ -65,6 +65,11 @@ pub struct Args {
     /// Tenant / job.
     #[arg(long, env = "SKELETONHUNTER_TENANT")]
     pub tenant: Option<String>,
+    /// Topology map: a YAML file `hosts: {HOST: {tor, spine, pod, tenant,
+    /// nic}}` that fills the identity fields left empty, looked up by the
+    /// host name (identity.topology_file).
+    #[arg(long, env = "SKELETONHUNTER_TOPOLOGY_FILE", value_name = "FILE")]
+    pub topology_file: Option<PathBuf>,
     /// Probe interval per peer and protocol (e.g. 1s, 200ms).
     #[arg(long, env = "SKELETONHUNTER_INTERVAL")]
     pub interval: Option<String>,

@@ -43,6 +43,9 @@ pub struct FileIdentity {
     pub pod: String,
     /// Tenant / job.
     pub tenant: String,
+    /// A YAML map from host name to `tor`, `spine`, `pod`, `tenant`, `nic`
+    /// that fills the fields left empty (see `super::topology`).
+    pub topology_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,17 +4,15 @@
 use super::args::Args;
 use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe, FileResponder};
+use super::file::{parse_file, FileConfig, FileDiscovery, FileProbe, FileResponder};
 use super::settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 use super::validate;
-use crate::model::{Peer, PeerSource, Protocol};
-use crate::sys::host::hostname;
-use crate::sys::sock::route_source;
+use crate::model::{IdentitySource, Peer, PeerSource, Protocol};
 use crate::wire::probe::HEADER_LEN;
-use skeletonhunter_common::{duration, Identity};
+use skeletonhunter_common::{duration, Identity, Kind};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -72,15 +70,6 @@ fn parse_flag_peer(key: &str, s: &str) -> Result<Peer> {
     Ok(peer)
 }
 
-/// The source address the kernel would use for the default route (no
-/// packet is sent). Empty when there is no route.
-pub fn default_route_address() -> String {
-    // A TEST-NET-2 address: connect() only does a route lookup.
-    route_source(SocketAddr::from(([198, 51, 100, 1], 9)))
-        .map(|a| a.to_string())
-        .unwrap_or_default()
-}
-
 /// Protocols probed when the config names none: UDP and TCP everywhere,
 /// plus RDMA when built in (it disables itself, once and with a log line,
 /// on hosts without an RDMA device).
@@ -114,7 +103,7 @@ impl Config {
     /// Combine the file with flag/env values (which win) and validate.
     pub fn merge(file: FileConfig, args: &Args) -> Result<Config> {
         let Listeners { listen, udp, tcp } = listeners(&file, args)?;
-        let identity = identity(file.identity, args);
+        let (identity, mut identity_origin) = super::identity::resolve(&file.identity, args)?;
         let probe = probe_section(&file.probe, args, udp, tcp)?;
         let static_peers = static_peers(&file.discovery, args)?;
         let dns = dns_sources(&file.discovery, args)?;
@@ -126,7 +115,14 @@ impl Config {
             .map(|a| a.port())
             .collect();
         let ebpf = file.discovery.ebpf.0.build("discovery.ebpf", &own_ports)?;
-        let tor_mesh = tor_mesh(file.discovery, args, &identity)?;
+        // No ToR because the map lacks this host: no mesh until a reload
+        // finds one, rather than a crash loop.
+        let tor_waits = identity_origin.source(Kind::Tor) == IdentitySource::Missing;
+        let mesh_asked = file.discovery.tor_mesh.is_some() || args.tor_mesh_file.is_some();
+        if let Some(t) = identity_origin.topology.as_mut() {
+            t.tor_mesh_off = tor_waits && mesh_asked;
+        }
+        let tor_mesh = tor_mesh(file.discovery, args, &identity, tor_waits)?;
         Ok(Config {
             listen,
             telemetry_path: super::server::telemetry_path(args)?,
@@ -136,6 +132,7 @@ impl Config {
             tcp_listen: tcp,
             responder: responder_policy(&file.responder)?,
             identity,
+            identity_origin,
             interval: probe.interval,
             timeout: probe.timeout,
             protocols: probe.protocols,
@@ -185,42 +182,6 @@ fn responder_policy(fr: &FileResponder) -> Result<ResponderPolicy> {
         allow_peers: fr.allow_peers,
         rate_limit: fr.rate_limit.unwrap_or(DEFAULT_RESPONDER_RATE),
     })
-}
-
-/// `identity:` overridden by flags, with host defaults for what is empty.
-fn identity(fi: FileIdentity, args: &Args) -> Identity {
-    let mut identity = Identity {
-        node: fi.node,
-        nic: fi.nic,
-        host: fi.host,
-        tor: fi.tor,
-        spine: fi.spine,
-        pod: fi.pod,
-        tenant: fi.tenant,
-    };
-    for (v, field) in [
-        (&args.node, &mut identity.node),
-        (&args.nic, &mut identity.nic),
-        (&args.host, &mut identity.host),
-        (&args.tor, &mut identity.tor),
-        (&args.spine, &mut identity.spine),
-        (&args.pod, &mut identity.pod),
-        (&args.tenant, &mut identity.tenant),
-    ] {
-        if let Some(v) = v {
-            *field = v.trim().to_string();
-        }
-    }
-    if identity.node.is_empty() {
-        identity.node = hostname();
-    }
-    if identity.host.is_empty() {
-        identity.host = hostname();
-    }
-    if identity.nic.is_empty() {
-        identity.nic = default_route_address();
-    }
-    identity
 }
 
 struct ProbeSection {
@@ -400,8 +361,14 @@ fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
     Ok(dns)
 }
 
-/// `discovery.tor_mesh` plus `--tor-mesh-file`; needs `identity.tor`.
-fn tor_mesh(fd: FileDiscovery, args: &Args, identity: &Identity) -> Result<Option<TorMesh>> {
+/// `discovery.tor_mesh` plus `--tor-mesh-file`; needs `identity.tor`
+/// off (no error) while `tor_waits` for the topology map.
+fn tor_mesh(
+    fd: FileDiscovery,
+    args: &Args,
+    identity: &Identity,
+    tor_waits: bool,
+) -> Result<Option<TorMesh>> {
     let mut tor_mesh = match fd.tor_mesh {
         Some(t) => {
             mesh_entries(&t.peers)?;
@@ -428,9 +395,12 @@ fn tor_mesh(fd: FileDiscovery, args: &Args, identity: &Identity) -> Result<Optio
         t.file = Some(f.clone());
     }
     if tor_mesh.is_some() && identity.tor.is_empty() {
+        if tor_waits {
+            return Ok(None);
+        }
         return Err(ConfigError::invalid(
             "discovery.tor_mesh",
-            "needs this exporter's identity.tor (or --tor / SKELETONHUNTER_TOR)",
+            "needs this exporter's identity.tor (or --tor / SKELETONHUNTER_TOR, or its host's entry in identity.topology_file)",
         ));
     }
     Ok(tor_mesh)

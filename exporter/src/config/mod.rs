@@ -3,7 +3,9 @@
 //! style (`SKELETONHUNTER_NODE` from `metadata.name`, `SKELETONHUNTER_HOST`
 //! from `spec.nodeName`, ...). Every error names the key and the problem.
 //!
-//! Layout: [`args`] (flags), [`file`] (the YAML schema), [`traffic`] (the
+//! Layout: [`args`] (flags), [`file`] (the YAML schema), [`identity`]
+//! (identity fields and their origin) with [`topology`] (the host-to-ToR
+//! map file), [`traffic`] (the
 //! traffic-discovery section), [`ecmp`] (flows per peer and the
 //! coverage formula), [`settings`] (the validated [`Config`]),
 //! `merge` (file + flags to [`Config`], one function per section),
@@ -14,12 +16,14 @@ pub mod args;
 pub mod ecmp;
 pub mod error;
 pub mod file;
+pub mod identity;
 mod merge;
 mod server;
 pub mod settings;
 mod summary;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 pub mod traffic;
 pub mod validate;
 
@@ -27,7 +31,8 @@ pub use args::Args;
 pub use ecmp::FlowSettings;
 pub use error::ConfigError;
 pub use file::{parse_file, FileConfig, MeshEntry};
-pub use merge::default_route_address;
+pub use identity::default_route_address;
+pub use identity::{IdentityOrigin, TopologyLookup};
 pub use settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,

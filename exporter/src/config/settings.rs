@@ -2,6 +2,7 @@
 
 use super::ecmp::FlowSettings;
 use super::file::MeshEntry;
+use super::identity::IdentityOrigin;
 use super::traffic::TrafficSettings;
 use crate::model::traffic::Cidr;
 use crate::model::{Peer, Protocol};
@@ -85,6 +86,8 @@ pub struct Config {
     pub responder: ResponderPolicy,
     /// This exporter's labels.
     pub identity: Identity,
+    /// Where each identity field came from, and the topology map lookup.
+    pub identity_origin: IdentityOrigin,
     /// Probe interval per peer and protocol.
     pub interval: Duration,
     /// Loss timeout.

@@ -4,6 +4,7 @@
 
 use super::settings::Config;
 use super::traffic::Mode;
+use skeletonhunter_common::Kind;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -28,7 +29,6 @@ impl Config {
     /// The readable summary `--check-config` prints.
     pub fn summary(&self) -> String {
         let mut o = String::new();
-        let id = &self.identity;
         let _ = writeln!(o, "configuration OK\n\nweb:");
         let _ = writeln!(o, "  listen-address: {}", self.listen);
         let _ = writeln!(o, "  telemetry-path: {}", self.telemetry_path);
@@ -45,21 +45,32 @@ impl Config {
             h.max_in_flight,
             dur(h.header_timeout)
         );
-        let _ = writeln!(o, "identity:");
-        for (k, v) in [
-            ("node", &id.node),
-            ("nic", &id.nic),
-            ("host", &id.host),
-            ("tor", &id.tor),
-            ("spine", &id.spine),
-            ("pod", &id.pod),
-            ("tenant", &id.tenant),
-        ] {
-            let _ = writeln!(o, "  {k}: {}", or_dash(v));
-        }
+        self.identity_summary(&mut o);
         self.probe_summary(&mut o);
         self.discovery_summary(&mut o);
         o
+    }
+
+    /// Each field with where it came from, then the map lookup.
+    fn identity_summary(&self, o: &mut String) {
+        let _ = writeln!(o, "identity:");
+        for kind in Kind::ALL {
+            let source = self.identity_origin.source(kind).as_str();
+            let v = or_dash(self.identity.get(kind));
+            let _ = writeln!(o, "  {kind}: {v} ({source})");
+        }
+        if let Some(t) = &self.identity_origin.topology {
+            let entry = if t.found { "found" } else { "MISSING" };
+            let _ = writeln!(
+                o,
+                "  topology_file: {} (entry for host {:?}: {entry})",
+                t.file.display(),
+                t.host
+            );
+        }
+        if let Some(w) = self.identity_origin.warning() {
+            let _ = writeln!(o, "  warning: {w}");
+        }
     }
 
     fn probe_summary(&self, o: &mut String) {

@@ -215,3 +215,178 @@ fn configs_that_must_not_run_are_refused_with_the_key() {
         flag(|a| a.http_header_timeout = Some("0s".into())).starts_with("--http-header-timeout")
     );
 }
+
+/// A topology map in a fresh directory; the directory is removed on drop.
+struct MapFile(std::path::PathBuf);
+
+impl MapFile {
+    fn new(tag: &str, text: &str) -> MapFile {
+        let dir = std::env::temp_dir().join(format!("shid-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("topology.yaml"), text).unwrap();
+        MapFile(dir)
+    }
+    fn path(&self) -> String {
+        self.0.join("topology.yaml").display().to_string()
+    }
+}
+
+impl Drop for MapFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn topology_map_fills_what_is_empty_and_explicit_values_win() {
+    use crate::model::IdentitySource as S;
+    use skeletonhunter_common::Kind;
+    let map = MapFile::new(
+        "fill",
+        "hosts:\n  h1: {tor: map-tor, spine: map-spine, pod: map-pod, tenant: map-tenant}\n  h2: {tor: other}\n",
+    );
+    let file = parse_file(&format!(
+        "identity: {{node: n1, host: h1, spine: file-spine, topology_file: {:?}}}\n",
+        map.path()
+    ))
+    .unwrap();
+    let mut a = args();
+    a.pod = Some("flag-pod".into());
+    // An empty value (a downward-API variable of an absent label) is not
+    // given: the map still fills it.
+    a.tor = Some(" ".into());
+    let c = Config::merge(file, &a).unwrap();
+    let id = &c.identity;
+    assert_eq!(
+        (
+            id.tor.as_str(),
+            id.spine.as_str(),
+            id.pod.as_str(),
+            id.tenant.as_str()
+        ),
+        ("map-tor", "file-spine", "flag-pod", "map-tenant")
+    );
+    let o = &c.identity_origin;
+    for (kind, want) in [
+        (Kind::Node, S::ConfigFile),
+        (Kind::Host, S::ConfigFile),
+        (Kind::Tor, S::TopologyFile),
+        (Kind::Spine, S::ConfigFile),
+        (Kind::Pod, S::FlagOrEnv),
+        (Kind::Tenant, S::TopologyFile),
+    ] {
+        assert_eq!(o.source(kind), want, "{kind}");
+    }
+    assert!(o.topology.as_ref().unwrap().found);
+    assert_eq!(o.warning(), None);
+    let s = c.summary();
+    assert!(s.contains("tor: map-tor (topology_file)"), "{s}");
+    assert!(s.contains("(entry for host \"h1\": found)"), "{s}");
+    // --topology-file wins over the key; the host comes from the flag.
+    let other = MapFile::new("flag", "hosts: {h9: {tor: flag-map-tor}}\n");
+    let mut a = args();
+    a.host = Some("h9".into());
+    a.topology_file = Some(other.path().into());
+    let file = parse_file(&format!("identity: {{topology_file: {:?}}}\n", map.path())).unwrap();
+    assert_eq!(
+        Config::merge(file, &a).unwrap().identity.tor,
+        "flag-map-tor"
+    );
+}
+
+#[test]
+fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
+    use crate::model::IdentitySource as S;
+    use skeletonhunter_common::Kind;
+    let map = MapFile::new("missing", "hosts: {h2: {tor: t2}}\n");
+    let file = parse_file(&format!(
+        "identity: {{host: h1, tenant: job-1, topology_file: {:?}}}\n",
+        map.path()
+    ))
+    .unwrap();
+    let c = Config::merge(file, &args()).unwrap();
+    assert_eq!(
+        (c.identity.tor.as_str(), c.identity.spine.as_str()),
+        ("", "")
+    );
+    let o = &c.identity_origin;
+    assert_eq!(o.source(Kind::Tor), S::Missing);
+    assert_eq!(o.source(Kind::Pod), S::Missing);
+    assert_eq!(o.source(Kind::Tenant), S::ConfigFile);
+    let w = o.warning().unwrap();
+    assert!(
+        w.contains(&map.path()) && w.contains("\"h1\"") && w.contains("tor, spine, pod"),
+        "{w}"
+    );
+    assert!(!w.contains("tenant"), "{w}");
+    let s = c.summary();
+    assert!(
+        s.contains("tor: - (missing)") && s.contains("MISSING"),
+        "{s}"
+    );
+    // A ToR mesh waits for the map's tor instead of refusing to start.
+    let file = parse_file(&format!(
+        "identity: {{host: h1, topology_file: {:?}}}\ndiscovery: {{tor_mesh: {{peers: []}}}}\n",
+        map.path()
+    ))
+    .unwrap();
+    let c = Config::merge(file, &args()).unwrap();
+    assert!(c.tor_mesh.is_none());
+    let w = c.identity_origin.warning().unwrap();
+    assert!(w.contains("discovery.tor_mesh is off"), "{w}");
+    // An entry without a spine: the spine is unset, not missing.
+    let map = MapFile::new("partial", "hosts: {h1: {tor: t1}}\n");
+    let file = parse_file(&format!(
+        "identity: {{host: h1, topology_file: {:?}}}\n",
+        map.path()
+    ))
+    .unwrap();
+    let c = Config::merge(file, &args()).unwrap();
+    assert_eq!(c.identity_origin.source(Kind::Spine), S::Unset);
+    assert_eq!(c.identity_origin.warning(), None);
+}
+
+#[test]
+fn a_bad_topology_map_is_refused_with_file_and_line() {
+    let map = MapFile::new("bad", "hosts:\n  h1: {tor: t1}\n  h2: {rack: r2}\n");
+    let file = parse_file(&format!(
+        "identity: {{host: h1, topology_file: {:?}}}\n",
+        map.path()
+    ))
+    .unwrap();
+    let e = format!("{:#}", Config::merge(file, &args()).unwrap_err());
+    assert!(
+        e.contains(&map.path()) && e.contains("rack") && e.contains("line 3"),
+        "{e}"
+    );
+    let file = parse_file("identity: {topology_file: /nonexistent/topology.yaml}\n").unwrap();
+    let e = format!("{:#}", Config::merge(file, &args()).unwrap_err());
+    assert!(e.contains("/nonexistent/topology.yaml"), "{e}");
+}
+
+#[test]
+fn a_reload_applies_the_topology_fields_only() {
+    use super::identity::{apply_reloadable, restart_fields_differ};
+    let load = |yaml: &str| Config::merge(parse_file(yaml).unwrap(), &args()).unwrap();
+    let old = load("identity: {node: n1, host: h1, nic: 10.0.0.1, tor: t1, pod: p1}\n");
+    let new = load("identity: {node: n2, host: h1, nic: 10.0.0.1, tor: t2}\n");
+    assert!(restart_fields_differ(&old.identity, &new.identity));
+    let (id, origin) = apply_reloadable(
+        (&old.identity, &old.identity_origin),
+        (&new.identity, &new.identity_origin),
+    );
+    assert_eq!(
+        (id.node.as_str(), id.tor.as_str(), id.pod.as_str()),
+        ("n1", "t2", "")
+    );
+    assert_eq!(
+        origin.source(skeletonhunter_common::Kind::Pod),
+        crate::model::IdentitySource::Unset
+    );
+    let same = load("identity: {node: n1, host: h1, nic: 10.0.0.1, spine: s9}\n");
+    assert!(!restart_fields_differ(&old.identity, &same.identity));
+    assert_eq!(
+        crate::reload::needs_restart(&old, &same),
+        Vec::<&str>::new()
+    );
+}

@@ -1,7 +1,7 @@
 //! Label sets of the exporter's metric families. Names and values are a
 //! contract with the localizer and the shipped rules (see docs/exporter.md).
 
-use super::{PeerSource, Protocol};
+use super::{IdentitySource, PeerSource, Protocol};
 use prometheus_client::encoding::EncodeLabelSet;
 
 /// Labels of the per-pair probe series.
@@ -84,6 +84,15 @@ pub struct DiscoveryInfoLabels {
     pub mode: &'static str,
     /// What `discovery.ebpf.mode` asked for: `auto`, `ebpf`, `poll`, `off`.
     pub configured: &'static str,
+}
+
+/// Labels of `skeletonhunter_identity_source`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdentitySourceLabels {
+    /// The identity field, named as its `identity.*` key (`tor`, `pod`, ...).
+    pub field: &'static str,
+    /// Where its value came from.
+    pub source: IdentitySource,
 }
 
 /// Labels of `skeletonhunter_rdma_info`.

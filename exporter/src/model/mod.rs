@@ -4,15 +4,17 @@
 //! connection types of the skeleton rule live here so that every layer
 //! above can name them without depending on the module that produces them.
 
+mod identity_source;
 mod labels;
 mod peer;
 mod protocol;
 mod reasons;
 pub mod traffic;
 
+pub use identity_source::IdentitySource;
 pub use labels::{
-    BuildLabels, DiscoveryInfoLabels, HopLabels, PairLabels, PathLabels, ProbeLabels,
-    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
+    BuildLabels, DiscoveryInfoLabels, HopLabels, IdentitySourceLabels, PairLabels, PathLabels,
+    ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
     SourceEventLabels, SourceLabels,
 };
 pub use peer::{Peer, PeerSource};

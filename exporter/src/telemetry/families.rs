@@ -2,8 +2,8 @@
 //! name and help text.
 
 use crate::model::{
-    BuildLabels, DiscoveryInfoLabels, HopLabels, PairLabels, PathLabels, ProbeLabels,
-    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
+    BuildLabels, DiscoveryInfoLabels, HopLabels, IdentitySourceLabels, PairLabels, PathLabels,
+    ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
     SourceEventLabels, SourceLabels,
 };
 use prometheus_client::metrics::counter::Counter;
@@ -58,6 +58,8 @@ pub struct Families {
     pub dial_failures: Family<ProbeLabels, Counter>,
     /// `skeletonhunter_node_info`: This exporter's topology identity (always 1).
     pub node_info: Family<Identity, Gauge>,
+    /// `skeletonhunter_identity_source`: Where each identity field came from (always 1).
+    pub identity_source: Family<IdentitySourceLabels, Gauge>,
     /// `skeletonhunter_skeleton_peers`: Peers currently known, by discovery source.
     pub skeleton_peers: Family<SourceLabels, Gauge>,
     /// `skeletonhunter_rdma_responder_delay_seconds`: RDMA probe processing delay on the responder host.
@@ -114,6 +116,7 @@ impl Families {
             dial_success: Default::default(),
             dial_failures: Default::default(),
             node_info: Default::default(),
+            identity_source: Default::default(),
             skeleton_peers: Default::default(),
             rdma_responder_delay: hist(),
             rdma_prober_delay: hist(),
@@ -179,6 +182,11 @@ impl Families {
             "skeletonhunter_node_info",
             "This exporter's topology identity (always 1)",
             self.node_info.clone(),
+        );
+        r.register(
+            "skeletonhunter_identity_source",
+            "Where each identity field came from: config_file, flag_or_env, topology_file, default, missing (this host has no entry in the topology file) or unset (always 1)",
+            self.identity_source.clone(),
         );
         r.register(
             "skeletonhunter_skeleton_peers",

@@ -10,9 +10,9 @@ use super::families::rtt_buckets;
 use super::families::{Families, FloatGauge, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, DiscoveryInfoLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol,
-    ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
-    SourceEventLabels, SourceLabels,
+    DiscoveryEvent, DiscoveryInfoLabels, IdentitySource, IdentitySourceLabels, OwnSocket,
+    PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
+    RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
@@ -21,7 +21,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
-use skeletonhunter_common::Identity;
+use skeletonhunter_common::{Identity, Kind};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -131,6 +131,21 @@ impl Metrics {
             .src_node
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = id.node.clone();
+    }
+
+    /// Publish where each identity field came from as
+    /// `skeletonhunter_identity_source{field, source}` (replacing the last).
+    pub fn set_identity_sources(&self, sources: &[(Kind, IdentitySource)]) {
+        self.f.identity_source.clear();
+        for (kind, source) in sources {
+            self.f
+                .identity_source
+                .get_or_create(&IdentitySourceLabels {
+                    field: kind.as_str(),
+                    source: *source,
+                })
+                .set(1);
+        }
     }
 
     /// This exporter's node name.
