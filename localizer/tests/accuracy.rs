@@ -10,8 +10,10 @@
 //! 0.97 top-1) means no error at all, so one error is tolerated per seed
 //! (precision, recall >= 0.96; top-1 >= 0.95); a fault on a healthy window
 //! never is. The full goal is asserted on 240 scenarios per seed by the
-//! ignored test (release: `cargo test --release -p skeletonhunter-localizer
-//! --test accuracy -- --ignored`).
+//! ignored test on seed 7 (the one the engine was developed on) and seeds
+//! 11, 23 and 42 (fresh when first run; their misses shaped later fixes,
+//! so check a change on seeds never run before too) (release: `cargo test
+//! --release -p skeletonhunter-localizer --test accuracy -- --ignored`).
 
 use skeletonhunter_localizer::sim::bench::run_accuracy;
 use skeletonhunter_localizer::Config;
@@ -53,7 +55,7 @@ fn engine_accuracy_on_a_fixed_and_a_fresh_seed() {
 #[test]
 #[ignore = "240 scenarios per seed: run in release"]
 fn engine_meets_the_goal_on_the_full_benchmark() {
-    for seed in [7, 11] {
+    for seed in [7, 11, 23, 42] {
         check(240, seed, (0.99, 0.99, 0.97));
     }
 }

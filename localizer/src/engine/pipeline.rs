@@ -347,4 +347,60 @@ mod tests {
             named(&r)
         );
     }
+
+    /// Three ToRs of two hosts of three containers (a ring in each host,
+    /// a ring over the hosts per container slot). ToR t1 is dead, and
+    /// container n100 under it loses 30%: of its pairs only the two inside
+    /// its host still carry packets, and both show the loss (the fault
+    /// shows there only). Two pairs cannot survive the drop of the two
+    /// strongest, yet they are all the container has left: it is blamed
+    /// beside the ToR. With t1 healthy the same two lossy pairs are two of
+    /// its four, noise of their own: nothing is blamed.
+    #[test]
+    fn a_container_cut_down_to_two_pairs_by_a_dead_tor_is_still_blamed() {
+        let id = |t: usize, h: usize, c: usize| Identity {
+            node: format!("n{t}{h}{c}"),
+            nic: format!("nic-n{t}{h}{c}"),
+            host: format!("h{t}{h}"),
+            tor: format!("t{t}"),
+            spine: "s1".into(),
+            ..Default::default()
+        };
+        let hosts: Vec<(usize, usize)> =
+            (1..=3).flat_map(|t| (0..2).map(move |h| (t, h))).collect();
+        let mut links = Vec::new();
+        for &(t, h) in &hosts {
+            for c in 0..3 {
+                links.push((id(t, h, c), id(t, h, (c + 1) % 3)));
+            }
+        }
+        for c in 0..3 {
+            for k in 0..hosts.len() {
+                let ((t, h), (u, g)) = (hosts[k], hosts[(k + 1) % hosts.len()]);
+                links.push((id(t, h, c), id(u, g, c)));
+            }
+        }
+        let window = |tor_dead: bool| -> Vec<PairStats> {
+            links
+                .iter()
+                .map(|(a, b)| {
+                    let inside = a.host == b.host && (a.node == "n100" || b.node == "n100");
+                    let lost = if inside { 300.0 } else { 0.0 };
+                    let mut p = probed(a, b, lost, &[]);
+                    if tor_dead && a.host != b.host && (a.tor == "t1" || b.tor == "t1") {
+                        (p.failed_dials, p.sent, p.lost) = (p.rounds, 0.0, 0.0);
+                    }
+                    p
+                })
+                .collect()
+        };
+        let r = analyze(&window(true), &Config::default());
+        let node = Component::new(Kind::Node, "n100");
+        assert_eq!(r.faults.len(), 2, "{:?}", named(&r));
+        assert!(named(&r).contains(&"tor/t1:unreachable".to_string()));
+        assert!(r.faults.iter().any(|f| f.symptom == Symptom::Loss
+            && (f.component() == node || f.equivalent.contains(&node))));
+        let r = analyze(&window(false), &Config::default());
+        assert!(r.faults.is_empty(), "{:?}", named(&r));
+    }
 }

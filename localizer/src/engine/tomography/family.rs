@@ -96,6 +96,10 @@ pub(super) trait Family {
     /// Does pair `i` show the symptom beyond the current model (lenient
     /// per-pair level)?
     fn anomalous(&self, model: &Model, i: usize) -> bool;
+    /// Could pair `i` show the symptom at all, however large the fault?
+    /// Not when the model already fails (nearly) all its trials: a pair
+    /// cut by a dead ToR says nothing about a container behind it.
+    fn informative(&self, model: &Model, i: usize) -> bool;
     /// Fit one extra component effect over `rows`: (parameter, LR statistic).
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64);
     /// Evidence of pair `i` alone (saturated LR statistic), for ranking.
@@ -141,6 +145,15 @@ impl Family for BinomialFamily<'_> {
             && k > 0.0
             && !model.explained[i]
             && binomial_upper_tail(k, n, 1.0 - self.survival(model, i)) < self.config.coverage_alpha
+    }
+    fn informative(&self, model: &Model, i: usize) -> bool {
+        self.usable(model, i)
+            && critical_count(
+                self.obs.n[i],
+                1.0 - self.survival(model, i),
+                self.config.coverage_alpha,
+            )
+            .is_finite()
     }
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
         let r = self.rows(model, rows);
@@ -192,6 +205,9 @@ impl Family for LatencyFamily<'_> {
         }
         let e = self.obs.excess[i] - model.effect[i];
         e > self.z_cov * self.obs.sigma[i] && e >= self.obs.min_excess[i]
+    }
+    fn informative(&self, model: &Model, i: usize) -> bool {
+        self.usable(model, i)
     }
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
         let (mut sw, mut swe) = (0.0, 0.0);

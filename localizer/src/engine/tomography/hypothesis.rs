@@ -8,7 +8,8 @@
 //!   reach `ecmp_min_fraction`; the score is fitted on the hit flows only
 //!   (this is what separates a partial spine fault from noisy single pairs);
 //! - other kinds: the evidence must survive dropping its `min_pairs`
-//!   strongest pairs (a few noisy pairs are not a component fault), enough
+//!   strongest pairs (a few noisy pairs are not a component fault; unless
+//!   those are all the informative pairs it has, each hit), enough
 //!   pairs must show the symptom for the fitted size (coverage: a fault on a
 //!   node/nic/host/ToR hits all its pairs), and the same must hold for its
 //!   pairs outside its most-hit sub-component (so a NIC is not blamed for
@@ -173,7 +174,7 @@ impl<F: Family> Tester<'_, F> {
         hit: &[u32],
         param: f64,
     ) -> bool {
-        let ok = self.robust(model, rows)
+        let ok = self.robust(model, rows, hit)
             && self.family.big_enough(rows, param)
             && self.coverage_ok(model, rows, hit.len() as f64, param);
         if !ok {
@@ -187,9 +188,25 @@ impl<F: Family> Tester<'_, F> {
         }
     }
 
-    /// The evidence survives dropping the strongest `min_pairs` pairs.
-    fn robust(&self, model: &Model, rows: &[u32]) -> bool {
+    /// The evidence survives dropping the strongest `min_pairs` pairs (a
+    /// few noisy pairs are not a component fault). A candidate with no
+    /// more than `min_pairs` informative pairs (its others missing from
+    /// the window or cut by another fault), every one of them showing the
+    /// symptom, cannot be tested so; it passes: two pairs of one container
+    /// both noisy on their own is far less likely than the container.
+    fn robust(&self, model: &Model, rows: &[u32], hit: &[u32]) -> bool {
         let f = self.family;
+        // Hit pairs are informative, so this needs at most `min_pairs` hits.
+        if hit.len() <= self.config.min_pairs
+            && rows
+                .iter()
+                .filter(|&&i| f.informative(model, i as usize))
+                .take(hit.len() + 1)
+                .count()
+                <= hit.len()
+        {
+            return true;
+        }
         let mut ranked: Vec<(f64, u32)> = rows
             .iter()
             .map(|&i| (f.pair_evidence(model, i as usize), i))
