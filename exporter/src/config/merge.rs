@@ -4,13 +4,15 @@
 use super::args::Args;
 use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileIdentity, FileProbe, FileResponder};
+use super::file::{
+    parse_file, FileConfig, FileDiscovery, FileIdentity, FileMetrics, FileProbe, FileResponder,
+};
 use super::settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 use super::validate;
-use crate::model::{Peer, PeerSource, Protocol};
+use crate::model::{HistogramMode, Peer, PeerSource, Protocol};
 use crate::sys::host::hostname;
 use crate::sys::sock::route_source;
 use crate::wire::probe::HEADER_LEN;
@@ -147,8 +149,19 @@ impl Config {
             dns,
             tor_mesh,
             ebpf,
+            histograms: histogram_mode(&file.metrics)?,
         })
     }
+}
+
+/// `metrics.histograms`.
+fn histogram_mode(fm: &FileMetrics) -> Result<HistogramMode> {
+    fm.histograms
+        .as_deref()
+        .map_or(Ok(HistogramMode::Classic), |v| {
+            v.parse()
+                .map_err(|e| ConfigError::invalid("metrics.histograms", e))
+        })
 }
 
 struct Listeners {

@@ -58,6 +58,7 @@ impl Config {
             let _ = writeln!(o, "  {k}: {}", or_dash(v));
         }
         self.probe_summary(&mut o);
+        let _ = writeln!(o, "metrics:\n  histograms: {}", self.histograms.as_str());
         self.discovery_summary(&mut o);
         o
     }

@@ -4,12 +4,14 @@
 //! connection types of the skeleton rule live here so that every layer
 //! above can name them without depending on the module that produces them.
 
+mod histograms;
 mod labels;
 mod peer;
 mod protocol;
 mod reasons;
 pub mod traffic;
 
+pub use histograms::{HistogramMode, UnknownHistogramMode};
 pub use labels::{
     BuildLabels, DiscoveryInfoLabels, HopLabels, PairLabels, PathLabels, ProbeLabels,
     ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
