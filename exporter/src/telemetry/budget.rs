@@ -60,18 +60,22 @@ pub struct PeerSeries {
 /// Render `m` in text and protobuf and count (text, protobuf) series.
 pub fn count(m: &Metrics) -> Result<PeerSeries, String> {
     let text = String::from_utf8(m.render(None).body.to_vec()).map_err(|e| e.to_string())?;
-    let pb = m.render(Some(PROTOBUF_ACCEPT)).body;
-    let mut buf: &[u8] = &pb;
+    let families = decode(&m.render(Some(PROTOBUF_ACCEPT)).body)?;
+    Ok(PeerSeries {
+        text: text_series(&text),
+        protobuf: protobuf_series(&families),
+    })
+}
+
+/// Decode a delimited protobuf exposition.
+pub fn decode(mut buf: &[u8]) -> Result<Vec<MetricFamily>, String> {
     let mut families = Vec::new();
     while !buf.is_empty() {
         let f = <MetricFamily as prost::Message>::decode_length_delimited(&mut buf)
             .map_err(|e| format!("protobuf exposition does not decode: {e}"))?;
         families.push(f);
     }
-    Ok(PeerSeries {
-        text: text_series(&text),
-        protobuf: protobuf_series(&families),
-    })
+    Ok(families)
 }
 
 /// The `Accept` header of a native-histogram Prometheus.
