@@ -1,12 +1,15 @@
 //! Exposition formats: prometheus-client writes OpenMetrics; Debian's
 //! promtool (2.42) and older scrapers want the classic text format. Both
-//! binaries serve classic by default and OpenMetrics when the `Accept`
-//! header asks for it, as Prometheus does. This is the one place that
+//! binaries serve classic by default, OpenMetrics when the `Accept`
+//! header asks for it, as Prometheus does, and the delimited protobuf
+//! format (the only one that carries native histograms) when a
+//! native-histogram Prometheus asks for that. This is the one place that
 //! converts between them.
 
 use crate::http::{Reply, OPENMETRICS_CONTENT_TYPE};
 use crate::negotiate::{self, Format};
 use hyper::StatusCode;
+use prometheus_client::encoding::prometheus_protobuf;
 use prometheus_client::registry::Registry;
 use std::fmt::Write as _;
 
@@ -14,8 +17,17 @@ use std::fmt::Write as _;
 /// honoured; classic text unless OpenMetrics wins). `size_hint` pre-sizes
 /// the buffer so large expositions rarely reallocate.
 pub fn render(registry: &Registry, accept: Option<&str>, size_hint: usize) -> Reply {
-    let wants_om = negotiate::format(accept) == Format::OpenMetrics;
-    let (result, body, content_type) = if wants_om {
+    let format = negotiate::format(accept);
+    if format == Format::Protobuf {
+        return match prometheus_protobuf::encode_to_vec(registry) {
+            Ok(body) => Reply::new(StatusCode::OK, PROTOBUF_CONTENT_TYPE, body),
+            Err(e) => Reply::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("encoding metrics failed: {e}\n"),
+            ),
+        };
+    }
+    let (result, body, content_type) = if format == Format::OpenMetrics {
         let mut out = String::with_capacity(size_hint);
         let r = prometheus_client::encoding::text::encode(&mut out, registry);
         (r, out, OPENMETRICS_CONTENT_TYPE)
@@ -34,6 +46,10 @@ pub fn render(registry: &Registry, accept: Option<&str>, size_hint: usize) -> Re
         ),
     }
 }
+
+/// Content type of the delimited protobuf exposition.
+pub const PROTOBUF_CONTENT_TYPE: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
 /// Content type of the classic Prometheus text format.
 pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -166,5 +182,26 @@ mod tests {
         assert!(om.ends_with("# EOF\n"));
         let classic = String::from_utf8(render(&registry(), None, 0).body.to_vec()).unwrap();
         assert_eq!(openmetrics_to_classic(&om), classic);
+    }
+
+    #[test]
+    fn protobuf_when_a_native_histogram_server_asks() {
+        use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;
+        let accept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
+        let reply = render(&registry(), Some(accept), 0);
+        assert_eq!(reply.content_type, PROTOBUF_CONTENT_TYPE);
+        let mut buf: &[u8] = &reply.body;
+        let mut names = Vec::new();
+        while !buf.is_empty() {
+            let f = <MetricFamily as prost::Message>::decode_length_delimited(&mut buf).unwrap();
+            names.push((f.name.clone(), f.metric.len()));
+        }
+        assert_eq!(
+            names,
+            [
+                ("demo_events_total".to_string(), 1),
+                ("demo_rtt_seconds".to_string(), 1)
+            ]
+        );
     }
 }

@@ -10,6 +10,9 @@ pub enum Format {
     Classic,
     /// OpenMetrics text 1.0.0.
     OpenMetrics,
+    /// Length-delimited `io.prometheus.client.MetricFamily` protobuf: the
+    /// one format that carries native histograms to Prometheus 2.x.
+    Protobuf,
 }
 
 /// One media range of an `Accept`-style header: its value and q-value.
@@ -39,16 +42,23 @@ fn ranges(header: &str) -> impl Iterator<Item = (&str, f32, Vec<(&str, &str)>)> 
 pub fn format(accept: Option<&str>) -> Format {
     let mut best: Option<(f32, Format)> = None;
     for (value, q, params) in ranges(accept.unwrap_or("")) {
-        let version = params
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("version"))
-            .map(|(_, v)| *v);
-        let format = if value.eq_ignore_ascii_case("application/openmetrics-text")
-            && matches!(version, None | Some("1.0.0" | "0.0.1"))
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)
+        };
+        let format = if value.eq_ignore_ascii_case("application/vnd.google.protobuf")
+            && param("proto") == Some("io.prometheus.client.MetricFamily")
+            && param("encoding") == Some("delimited")
+        {
+            Format::Protobuf
+        } else if value.eq_ignore_ascii_case("application/openmetrics-text")
+            && matches!(param("version"), None | Some("1.0.0" | "0.0.1"))
         {
             Format::OpenMetrics
         } else if value.eq_ignore_ascii_case("text/plain")
-            && matches!(version, None | Some("0.0.4"))
+            && matches!(param("version"), None | Some("0.0.4"))
         {
             Format::Classic
         } else {
@@ -116,6 +126,16 @@ mod tests {
         // A malformed q-value drops that range only.
         assert_eq!(
             format(Some("application/openmetrics-text;q=abc, text/plain")),
+            Format::Classic
+        );
+        // Prometheus with --enable-feature=native-histograms asks for
+        // protobuf first; other encodings of it are not ours.
+        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert_eq!(format(Some(native)), Format::Protobuf);
+        assert_eq!(
+            format(Some(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
+            )),
             Format::Classic
         );
         // A tie keeps the first.

@@ -12,79 +12,15 @@
 //! (default 1000), BENCH_BIG_PEERS (our exporter alone, default 10000;
 //! 0 skips), BENCH_SMOKEPING=0 skips the reference.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+#[path = "support/mod.rs"]
+mod support;
+
+use std::net::SocketAddr;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
+use support::{cpu_seconds, env_u64, fetch, peak_rss_mb, sum, targets, wait_ready, Ns};
 
 const WARMUP: Duration = Duration::from_secs(5);
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn targets(n: usize) -> Vec<Ipv4Addr> {
-    (0..n)
-        .map(|i| Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8))
-        .collect()
-}
-
-/// The test suite's namespace helper: deleted on drop, and every process
-/// still inside (a prober left running by a failed run) killed first.
-type Ns = skeletonhunter_tests::Netns;
-
-/// utime + stime of `pid` in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name.
-    let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    let hz = skeletonhunter_exporter::sys::host::clock_ticks_per_second();
-    ticks / hz
-}
-
-/// Peak resident set size of `pid` in MB (VmHWM).
-fn peak_rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
-/// GET /metrics: (body, seconds from connect to last byte).
-fn fetch(addr: SocketAddr) -> Option<(String, f64)> {
-    let t = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(30)).ok()?;
-    // An overloaded prober can take many seconds to answer.
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let secs = t.elapsed().as_secs_f64();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let body = text.split_once("\r\n\r\n")?.1.to_string();
-    Some((body, secs))
-}
-
-/// Sum of every sample of `name` (any labels).
-fn sum(body: &str, name: &str) -> f64 {
-    body.lines()
-        .filter(|l| {
-            l.strip_prefix(name)
-                .map(|r| r.starts_with('{') || r.starts_with(' '))
-                .unwrap_or(false)
-        })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
-}
 
 struct Figures {
     name: String,
@@ -126,31 +62,6 @@ impl Figures {
             );
         }
     }
-}
-
-/// Wait until `child` serves `/metrics`; returns the start-up time in s.
-fn wait_ready(name: &str, ns: &Ns, child: &mut Child, addr: SocketAddr) -> f64 {
-    let ready = Instant::now();
-    loop {
-        if ns
-            .run_in(move || fetch(addr))
-            .expect("enter the namespace")
-            .is_some()
-        {
-            break;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("{name} exited early: {st}");
-        }
-        // smokeping_prober starts its pingers one by one and only then
-        // listens; at 1,000 targets that takes a minute or more.
-        assert!(
-            ready.elapsed() < Duration::from_secs(300),
-            "{name} never served /metrics"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    ready.elapsed().as_secs_f64()
 }
 
 #[allow(clippy::too_many_arguments)]

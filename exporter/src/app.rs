@@ -276,7 +276,7 @@ async fn trim_after_bursts(stopped: impl Future<Output = ()>) {
 /// Run the exporter until SIGTERM or SIGINT; SIGHUP reloads the
 /// configuration from `args` (see [`crate::reload`]).
 pub async fn run(args: Args, cfg: Config) -> Result<()> {
-    let metrics = Arc::new(Metrics::new(&cfg.identity));
+    let metrics = Arc::new(Metrics::with_histograms(&cfg.identity, cfg.histograms));
     let peers = PeerSet::new(Some(metrics.clone()));
     let shutdown = Shutdown::default();
     let mut bound = bind(&cfg).await?;

@@ -135,7 +135,7 @@ fn publish_identity(cfg: &Config, metrics: &Metrics) {
 
 /// Keys that differ between `old` and `new` but a reload does not apply.
 pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
-    let checks: [(&'static str, bool); 14] = [
+    let checks: [(&'static str, bool); 15] = [
         ("listen", old.listen != new.listen),
         ("--http-*", old.http != new.http),
         ("responder.udp", old.udp_listen != new.udp_listen),
@@ -155,6 +155,7 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         ("probe.tcp_port", old.tcp_port != new.tcp_port),
         ("probe.udp_size", old.udp_size != new.udp_size),
         ("probe.{ecmp_width,flows,flow_*}", old.flows != new.flows),
+        ("metrics.histograms", old.histograms != new.histograms),
         (
             "discovery.ebpf",
             format!("{:?}", old.ebpf) != format!("{:?}", new.ebpf),

@@ -22,6 +22,16 @@ pub struct FileConfig {
     /// Where peers come from (`peers` is accepted as an older name).
     #[serde(alias = "peers")]
     pub discovery: FileDiscovery,
+    /// `metrics`: how `/metrics` represents histograms.
+    pub metrics: FileMetrics,
+}
+
+/// `metrics:` the exposition's shape.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileMetrics {
+    /// `classic` (default), `native` or `both` (docs/exporter.md, "Series budget").
+    pub histograms: Option<String>,
 }
 
 /// `identity:` (the topology vocabulary of docs/exporter.md; unknown keys

@@ -4,13 +4,13 @@
 use super::args::Args;
 use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileProbe, FileResponder};
+use super::file::{parse_file, FileConfig, FileDiscovery, FileMetrics, FileProbe, FileResponder};
 use super::settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
 use super::validate;
-use crate::model::{IdentitySource, Peer, PeerSource, Protocol};
+use crate::model::{HistogramMode, IdentitySource, Peer, PeerSource, Protocol};
 use crate::wire::probe::HEADER_LEN;
 use skeletonhunter_common::{duration, Identity, Kind};
 use std::net::{IpAddr, SocketAddr};
@@ -144,8 +144,19 @@ impl Config {
             dns,
             tor_mesh,
             ebpf,
+            histograms: histogram_mode(&file.metrics)?,
         })
     }
+}
+
+/// `metrics.histograms`.
+fn histogram_mode(fm: &FileMetrics) -> Result<HistogramMode> {
+    fm.histograms
+        .as_deref()
+        .map_or(Ok(HistogramMode::Classic), |v| {
+            v.parse()
+                .map_err(|e| ConfigError::invalid("metrics.histograms", e))
+        })
 }
 
 struct Listeners {

@@ -5,7 +5,7 @@ use super::file::MeshEntry;
 use super::identity::IdentityOrigin;
 use super::traffic::TrafficSettings;
 use crate::model::traffic::Cidr;
-use crate::model::{Peer, Protocol};
+use crate::model::{HistogramMode, Peer, Protocol};
 use skeletonhunter_common::http::Limits;
 use skeletonhunter_common::web::WebSource;
 use skeletonhunter_common::Identity;
@@ -110,4 +110,6 @@ pub struct Config {
     pub tor_mesh: Option<TorMesh>,
     /// Traffic (eBPF / polling) discovery settings.
     pub ebpf: TrafficSettings,
+    /// `metrics.histograms`: classic, native or both.
+    pub histograms: HistogramMode,
 }

@@ -47,6 +47,7 @@ impl Config {
         );
         self.identity_summary(&mut o);
         self.probe_summary(&mut o);
+        let _ = writeln!(o, "metrics:\n  histograms: {}", self.histograms.as_str());
         self.discovery_summary(&mut o);
         o
     }

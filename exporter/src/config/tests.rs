@@ -114,6 +114,11 @@ fn errors_name_the_key() {
     assert!(e("probe: {udp_size: 9000}").contains("probe.udp_size"));
     assert!(e("peers: {dns: [{name: x, record: mx}]}").contains("discovery.dns[0].record"));
     assert!(e("identity: {rack: r1}").contains("rack"));
+    let mode = e("metrics: {histograms: sparse}");
+    assert!(
+        mode.contains("metrics.histograms") && mode.contains("classic, native or both"),
+        "{mode}"
+    );
     let unknown = e("probe: {intervall: 1s}");
     assert!(unknown.contains("intervall"), "{unknown}");
     assert!(e("discovery: {tor_mesh: {peers: []}}").contains("identity.tor"));

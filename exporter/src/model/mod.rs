@@ -4,6 +4,7 @@
 //! connection types of the skeleton rule live here so that every layer
 //! above can name them without depending on the module that produces them.
 
+mod histograms;
 mod identity_source;
 mod labels;
 mod peer;
@@ -11,6 +12,7 @@ mod protocol;
 mod reasons;
 pub mod traffic;
 
+pub use histograms::{HistogramMode, UnknownHistogramMode};
 pub use identity_source::IdentitySource;
 pub use labels::{
     BuildLabels, DiscoveryInfoLabels, HopLabels, IdentitySourceLabels, PairLabels, PathLabels,

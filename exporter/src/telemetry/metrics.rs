@@ -10,8 +10,8 @@ use super::families::rtt_buckets;
 use super::families::{Families, FloatGauge, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, DiscoveryInfoLabels, IdentitySource, IdentitySourceLabels, OwnSocket,
-    PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
+    DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, IdentitySource, IdentitySourceLabels,
+    OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
     RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
@@ -88,10 +88,15 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Register every family and publish `identity`.
+    /// Register every family (classic histograms) and publish `identity`.
     pub fn new(identity: &Identity) -> Metrics {
+        Metrics::with_histograms(identity, HistogramMode::Classic)
+    }
+
+    /// [`Metrics::new`] with histograms as `metrics.histograms` says.
+    pub fn with_histograms(identity: &Identity, mode: HistogramMode) -> Metrics {
         let mut registry = Registry::default();
-        let f = Families::register(&mut registry);
+        let f = Families::register(&mut registry, mode);
         let m = Metrics {
             registry,
             f,

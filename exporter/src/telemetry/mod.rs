@@ -3,8 +3,9 @@
 //! (created on first use by the probers' targets, removed only through
 //! [`Metrics::forget_peer`] / [`Metrics::forget_name`], which the probe
 //! scheduler calls when a peer leaves or is renamed), and the host-side
-//! loss counters ([`host`]). May use `model/` and `sys/` (`/proc/net/snmp`).
+//! loss counters ([`host`]); [`budget`] counts the series a peer costs. May use `model/` and `sys/` (`/proc/net/snmp`).
 
+pub mod budget;
 pub mod families;
 pub mod host;
 mod metrics;

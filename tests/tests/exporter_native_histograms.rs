@@ -1,0 +1,165 @@
+//! Native histograms end to end: two exporters probing themselves over
+//! loopback (UDP and TCP), one with `metrics.histograms: both`, one with
+//! `native`, each scraped by a real Prometheus started with
+//! `--enable-feature=native-histograms` (it negotiates the protobuf
+//! exposition) and by one without it (text). The native server answers
+//! `histogram_quantile` over the native series close to the classic
+//! server's answer from the buckets of the same exporter, and stores at
+//! most 12 series per peer and protocol; the classic server still reads
+//! the classic buckets (`both`) or `_count`/`_sum` (`native`).
+//! Unprivileged: loopback only.
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use skeletonhunter_tests::process::{bin_path, http_get, wait_until, ChildGuard};
+use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(120);
+const EVERY: Duration = Duration::from_millis(500);
+
+/// Start an exporter in histogram `mode` probing its own responders on
+/// loopback as the peer `<name>-self`; returns it and its `/metrics`
+/// address once that answers.
+fn exporter(dir: &TempDir, name: &str, mode: &str) -> Result<(ChildGuard, SocketAddr)> {
+    let (listen, udp, tcp) = (
+        free_loopback_addr()?,
+        free_loopback_addr()?,
+        free_loopback_addr()?,
+    );
+    let cfg = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: \"{listen}\"\nidentity: {{node: \"{name}\"}}\n\
+             responder: {{udp: \"{udp}\", tcp: \"{tcp}\"}}\n\
+             probe: {{interval: 100ms, timeout: 1s, protocols: [udp, tcp], udp_port: {}, tcp_port: {}}}\n\
+             metrics: {{histograms: {mode}}}\n\
+             discovery:\n  ebpf: false\n  static:\n    - {{address: \"127.0.0.1\", name: \"{name}-self\"}}\n",
+            udp.port(),
+            tcp.port()
+        ),
+    )?;
+    let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
+    cmd.arg("--config").arg(&cfg).env_remove("RUST_LOG");
+    let mut child = ChildGuard::spawn(name, cmd)?;
+    let up = wait_until(name, WAIT, Duration::from_millis(200), || {
+        http_get(listen, "/metrics", Duration::from_secs(2))
+            .ok()
+            .filter(|(s, _)| *s == 200)
+    });
+    if up.is_err() {
+        child.check_running()?;
+        bail!("{name}: /metrics not 200 in time; log:\n{}", child.log());
+    }
+    Ok((child, listen))
+}
+
+fn prometheus(targets: &[SocketAddr], native: bool) -> Result<Server> {
+    let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+    let cfg = format!(
+        "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\nscrape_configs:\n  - job_name: exporter\n    static_configs: [{{targets: [{}]}}]\n",
+        list.join(", ")
+    );
+    let mut opts = ServerOpts::new(free_loopback_addr()?, &cfg);
+    if native {
+        opts = opts.arg("--enable-feature=native-histograms");
+    }
+    servers::start_prometheus(opts)
+}
+
+/// The value of a one-element instant-query answer.
+fn scalar(result: &[Value]) -> Option<f64> {
+    let [one] = result else { return None };
+    one["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+}
+
+/// Wait until `promql` answers one finite value on `prom`.
+fn value(prom: &Server, promql: &str) -> Result<f64> {
+    wait_until(promql, WAIT, EVERY, || {
+        prom.query(promql).ok().and_then(|r| scalar(&r))
+    })
+}
+
+/// Series stored per protocol for the peer `dst`, once every protocol has
+/// its series.
+fn series_per_protocol(prom: &Server, dst: &str) -> Result<Vec<(String, f64)>> {
+    let q = format!("count by (protocol) ({{dst_node=\"{dst}\"}})");
+    wait_until(&q, WAIT, EVERY, || {
+        let r = prom.query(&q).ok()?;
+        let v: Vec<(String, f64)> = r
+            .iter()
+            .filter_map(|s| {
+                let p = s["metric"]["protocol"].as_str()?.to_string();
+                Some((p, s["value"][1].as_str()?.parse().ok()?))
+            })
+            .collect();
+        (v.len() == 2).then_some(v)
+    })
+}
+
+#[test]
+fn prometheus_reads_native_histograms_as_accurately_as_the_buckets() -> Result<()> {
+    let dir = TempDir::new("native-hist")?;
+    let (_both, both_addr) = exporter(&dir, "nh-both", "both")?;
+    let (_native, native_addr) = exporter(&dir, "nh-native", "native")?;
+    let targets = [both_addr, native_addr];
+    let native_prom = prometheus(&targets, true)?;
+    let classic_prom = prometheus(&targets, false)?;
+
+    let sel = |dst: &str| format!("{{dst_node=\"{dst}\",protocol=\"udp\"}}");
+    for dst in ["nh-both-self", "nh-native-self"] {
+        // Native series: only a native histogram answers this form.
+        let native_q = format!(
+            "histogram_quantile(0.5, rate(skeletonhunter_probe_rtt_seconds{}[1m]))",
+            sel(dst)
+        );
+        let native_median = value(&native_prom, &native_q)?;
+        assert!(
+            native_median > 0.0 && native_median < 1.0,
+            "{dst}: {native_median}"
+        );
+        // At most 12 series per peer and protocol on the native server.
+        for (protocol, n) in series_per_protocol(&native_prom, dst)? {
+            eprintln!("{dst} {protocol}: {n} series on the native server");
+            assert!(n <= 12.0, "{dst} {protocol}: {n} series");
+        }
+        if dst == "nh-both-self" {
+            // The same probes through the classic buckets (text scrape).
+            let classic_q = format!(
+                "histogram_quantile(0.5, sum by (le) (rate(skeletonhunter_probe_rtt_seconds_bucket{}[1m])))",
+                sel(dst)
+            );
+            let classic_median = value(&classic_prom, &classic_q)?;
+            // Both estimates lie in the same doubling bucket (native's
+            // buckets are ~9 % wide), so they are within a factor 2.
+            let ratio = native_median / classic_median;
+            eprintln!("{dst}: median native {native_median} classic {classic_median}");
+            assert!(
+                (0.5..=2.0).contains(&ratio),
+                "{dst}: native {native_median} vs classic {classic_median}"
+            );
+            // The native server keeps no bucket series of the histogram.
+            let buckets = native_prom.query(&format!(
+                "skeletonhunter_probe_rtt_seconds_bucket{}",
+                sel(dst)
+            ))?;
+            assert!(buckets.is_empty(), "{buckets:?}");
+        } else {
+            // A server without native histograms still has the mean.
+            let mean_q = format!(
+                "rate(skeletonhunter_probe_rtt_seconds_sum{s}[1m]) / rate(skeletonhunter_probe_rtt_seconds_count{s}[1m])",
+                s = sel(dst)
+            );
+            let mean = value(&classic_prom, &mean_q).context("mean from text")?;
+            assert!(mean > 0.0 && mean < 1.0, "{mean}");
+        }
+    }
+    Ok(())
+}
