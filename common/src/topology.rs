@@ -57,6 +57,20 @@ impl Kind {
         Kind::Tenant,
     ];
 
+    /// Every kind a verdict (and so a component alert) can name: the
+    /// identity kinds but the tenant (a grouping of pairs, never blamed),
+    /// plus traced hops and ECMP links. Runbook sections exist per kind.
+    pub const BLAMABLE: [Kind; 8] = [
+        Kind::Node,
+        Kind::Nic,
+        Kind::Host,
+        Kind::Tor,
+        Kind::Spine,
+        Kind::Pod,
+        Kind::Hop,
+        Kind::Link,
+    ];
+
     /// The label value used in metrics, alerts and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,7 +18,9 @@ mod support;
 use std::net::SocketAddr;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use support::{cpu_seconds, env_u64, fetch, peak_rss_mb, sum, targets, wait_ready, Ns};
+use support::{
+    cpu_seconds, env_u64, fetch, peak_rss_mb, spawn_exporter, sum, targets, wait_ready, Ns,
+};
 
 const WARMUP: Duration = Duration::from_secs(5);
 
@@ -142,14 +144,7 @@ fn ours(peers: usize, window: Duration) -> Figures {
         y.push_str(&format!("    - {{address: {t}}}\n"));
     }
     std::fs::write(&cfg, y).unwrap();
-    let child = ns
-        .command(env!("CARGO_BIN_EXE_skeletonhunter-exporter"))
-        .arg("--config")
-        .arg(&cfg)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start skeletonhunter-exporter");
+    let child = spawn_exporter(&ns, &cfg);
     let f = measure(
         "skeletonhunter-exporter",
         &ns,

@@ -23,9 +23,10 @@ mod support;
 use skeletonhunter_exporter::model::{HistogramMode, Protocol};
 use skeletonhunter_exporter::telemetry::budget;
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::{cpu_seconds, env_u64, fetch_with, peak_rss_mb, sum, targets, wait_ready, Ns};
+use support::{
+    cpu_seconds, env_u64, fetch_with, peak_rss_mb, spawn_exporter, sum, targets, wait_ready, Ns,
+};
 
 const WARMUP: Duration = Duration::from_secs(5);
 const METRICS: &str = "127.0.0.1:9465";
@@ -124,14 +125,7 @@ fn run(mode: HistogramMode, protocol: Protocol, peers: usize, window: Duration) 
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("exporter.yaml");
     std::fs::write(&cfg, config(mode, protocol, peers)).unwrap();
-    let mut child = ns
-        .command(env!("CARGO_BIN_EXE_skeletonhunter-exporter"))
-        .arg("--config")
-        .arg(&cfg)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start skeletonhunter-exporter");
+    let mut child = spawn_exporter(&ns, &cfg);
     let pid = child.id();
     wait_ready("exporter", &ns, &mut child, METRICS.parse().unwrap());
     std::thread::sleep(WARMUP);

@@ -63,16 +63,6 @@ fn runbook_sections() -> Result<Vec<(usize, String, String)>> {
     Ok(out)
 }
 
-/// The kinds a component alert can name: every identity kind but the tenant
-/// (a grouping), plus traced hops and ECMP links.
-fn blamable_kinds() -> Vec<Kind> {
-    Kind::ALL
-        .into_iter()
-        .filter(|k| *k != Kind::Tenant)
-        .chain([Kind::Hop, Kind::Link])
-        .collect()
-}
-
 /// docs/runbooks.md in the repository named by Cargo.toml's `repository`.
 fn runbook_base() -> Result<String> {
     let manifest = read("Cargo.toml")?;
@@ -115,8 +105,7 @@ fn every_alert_links_to_its_runbook_section_and_dashboard() -> Result<()> {
             continue;
         };
         let wanted: Vec<String> = if fragment.contains("{{") {
-            let kinds = blamable_kinds();
-            kinds
+            Kind::BLAMABLE
                 .iter()
                 .map(|k| fragment.replace("{{ $labels.kind }}", k.as_str()))
                 .collect()

@@ -106,3 +106,14 @@ pub fn wait_ready(name: &str, ns: &Ns, child: &mut Child, addr: SocketAddr) -> f
     }
     ready.elapsed().as_secs_f64()
 }
+
+/// Start the exporter under test in `ns` with `cfg`, quiet but for warnings.
+pub fn spawn_exporter(ns: &Ns, cfg: &std::path::Path) -> Child {
+    ns.command(env!("CARGO_BIN_EXE_skeletonhunter-exporter"))
+        .arg("--config")
+        .arg(cfg)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start skeletonhunter-exporter")
+}

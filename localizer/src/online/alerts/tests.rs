@@ -33,16 +33,6 @@ fn links(generator_url: &str) -> AlertLinks {
     }
 }
 
-/// The kinds the localizer can blame: every identity kind but the tenant
-/// (a grouping), plus traced hops and ECMP links.
-fn blamable_kinds() -> Vec<Kind> {
-    Kind::ALL
-        .into_iter()
-        .filter(|k| *k != Kind::Tenant)
-        .chain([Kind::Hop, Kind::Link])
-        .collect()
-}
-
 fn repo_file(path: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
@@ -94,7 +84,7 @@ fn runbook_anchors_and_dashboard_exist() {
                 .collect()
         })
         .collect();
-    for kind in blamable_kinds() {
+    for kind in Kind::BLAMABLE {
         let anchor = runbook_anchor(kind);
         assert!(
             anchors.contains(&anchor),
