@@ -209,3 +209,66 @@ fn dead_container_is_paged_as_that_container() -> Result<()> {
     }
     Ok(())
 }
+
+/// Two replicas against one store post identical alerts: Alertmanager
+/// deduplicates them into one notification. Killing one (SIGKILL) while
+/// the fault stands neither resolves the alert nor notifies again; the
+/// survivor resolves it once the fault is gone (issue 15, item 4).
+#[test]
+fn two_localizers_page_once_and_survive_losing_one() -> Result<()> {
+    let sink = Sink::start()?;
+    let fabric = FakeFabric::start()?;
+    let prom = start_prometheus_per_node(&fabric)?;
+    let am = start_shipped_alertmanager(&sink, Some("2s"))?;
+    let first_replica = Localizer::start(&prom.url(), Some(&am.url()))?;
+    let second_replica = Localizer::start(&prom.url(), Some(&am.url()))?;
+    fabric.set_fault(Some((tor("t1"), 0.3)));
+    let first = wait_for_notification(&sink, "tor", "t1", Duration::from_secs(40))?;
+    assert_eq!(first["status"], "firing");
+    // Both replicas have posted and several group intervals (2 s) passed.
+    wait_cycles(&first_replica, "ok", 4.0, Duration::from_secs(40))?;
+    wait_cycles(&second_replica, "ok", 4.0, Duration::from_secs(40))?;
+    let started =
+        wait_for_only_alert(&am, "tor", "t1", Duration::from_secs(5))?["startsAt"].clone();
+
+    // One replica dies mid-fault; the other carries on for a while.
+    drop(first_replica);
+    wait_cycles(&second_replica, "ok", 8.0, Duration::from_secs(60))?;
+    let alerts = sh_alerts(&am)?;
+    assert_eq!(alerts.len(), 1, "{}", describe(&alerts));
+    assert_eq!(
+        alerts[0]["startsAt"], started,
+        "the alert resolved in between"
+    );
+    let all = sink.webhooks();
+    assert_eq!(
+        all.len(),
+        1,
+        "two replicas (or losing one) notified more than once:\n{}",
+        describe_notifications(&all)
+    );
+
+    // The fault goes: the survivor resolves it, with one resolve notification.
+    fabric.set_fault(None);
+    let resolved = wait_until(
+        "the resolve notification",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            notifications_of(&sink, "tor", "t1")
+                .into_iter()
+                .find(|n| n["status"] == "resolved")
+        },
+    )
+    .with_context(|| {
+        format!(
+            "webhooks so far:\n{}\nlocalizer log:\n{}",
+            describe_notifications(&sink.webhooks()),
+            second_replica.child.log()
+        )
+    })?;
+    assert_eq!(resolved["alerts"][0]["labels"]["component"], "t1");
+    let all = sink.webhooks();
+    assert_eq!(all.len(), 2, "{}", describe_notifications(&all));
+    Ok(())
+}
