@@ -14,6 +14,51 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
+/// The logging flags both binaries take, declared once and flattened into
+/// each command line so names, environment variables and help agree.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LogArgs {
+    /// Log level when RUST_LOG is unset: error, warn, info, debug or trace.
+    /// Default info.
+    #[arg(
+        long = "log.level",
+        env = "SKELETONHUNTER_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
+    pub log_level: Option<LogLevel>,
+    /// Deprecated: --log.level.
+    #[arg(long = "log-level", hide = true, conflicts_with = "log_level")]
+    pub log_level_deprecated: Option<String>,
+    /// Log line format: logfmt or json (colour only when stderr is a
+    /// terminal).
+    #[arg(
+        long = "log.format",
+        env = "SKELETONHUNTER_LOG_FORMAT",
+        value_name = "FORMAT",
+        default_value = "logfmt"
+    )]
+    pub log_format: LogFormat,
+}
+
+impl LogArgs {
+    /// The log level directive: `--log.level`, the deprecated
+    /// `--log-level`, else info.
+    pub fn directive(&self) -> String {
+        match (&self.log_level, &self.log_level_deprecated) {
+            (Some(l), _) => l.as_str().to_string(),
+            (None, Some(old)) => old.clone(),
+            (None, None) => "info".to_string(),
+        }
+    }
+
+    /// The deprecated logging flag given, as (old, new) names.
+    pub fn deprecated_flag(&self) -> Option<(&'static str, &'static str)> {
+        self.log_level_deprecated
+            .is_some()
+            .then_some(("--log-level", "--log.level"))
+    }
+}
+
 /// `--log.format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     sys::host::limit_malloc_retention();
     let args = config::Args::parse();
-    skeletonhunter_common::logging::init(&args.log_directive(), args.log_format);
+    skeletonhunter_common::logging::init(&args.log.directive(), args.log.log_format);
     for (old, new) in args.deprecated_flags() {
         tracing::warn!(
             "flag {old} is deprecated and will be removed in the next release; use {new}"

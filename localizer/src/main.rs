@@ -40,7 +40,7 @@ fn main() {
         Command::Analyze(args) => analyze::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Run(args) => {
-            skeletonhunter_common::logging::init(&args.log_directive(), args.log_format);
+            skeletonhunter_common::logging::init(&args.log.directive(), args.log.log_format);
             for (old, new) in args.deprecated_flags() {
                 tracing::warn!(
                     "flag {old} is deprecated and will be removed in the next release; use {new}"

@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use skeletonhunter_common::build::VERSION_TEXT;
-use skeletonhunter_common::logging::{LogFormat, LogLevel};
+use skeletonhunter_common::logging::LogArgs;
 use std::path::PathBuf;
 
 /// Command line; every flag also reads an environment variable.
@@ -110,26 +110,9 @@ pub struct Args {
         value_name = "FILE"
     )]
     pub web_config_file: Option<PathBuf>,
-    /// Log level when RUST_LOG is unset: error, warn, info, debug or trace.
-    /// Default info.
-    #[arg(
-        long = "log.level",
-        env = "SKELETONHUNTER_LOG_LEVEL",
-        value_name = "LEVEL"
-    )]
-    pub log_level: Option<LogLevel>,
-    /// Deprecated: --log.level.
-    #[arg(long = "log-level", hide = true, conflicts_with = "log_level")]
-    pub log_level_deprecated: Option<String>,
-    /// Log line format: logfmt or json (colour only when stderr is a
-    /// terminal).
-    #[arg(
-        long = "log.format",
-        env = "SKELETONHUNTER_LOG_FORMAT",
-        value_name = "FORMAT",
-        default_value = "logfmt"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub log: LogArgs,
     /// Validate the configuration, print a summary of it, and exit (0; 2
     /// when it does not load).
     #[arg(long)]
@@ -145,16 +128,6 @@ impl Args {
             .or(self.listen.as_deref())
     }
 
-    /// The log level directive: `--log.level`, the deprecated
-    /// `--log-level`, else info.
-    pub fn log_directive(&self) -> String {
-        match (&self.log_level, &self.log_level_deprecated) {
-            (Some(l), _) => l.as_str().to_string(),
-            (None, Some(old)) => old.clone(),
-            (None, None) => "info".to_string(),
-        }
-    }
-
     /// The deprecated flags given, as (old, new) names, for one warning
     /// each at start.
     pub fn deprecated_flags(&self) -> Vec<(&'static str, &'static str)> {
@@ -162,9 +135,7 @@ impl Args {
         if self.listen.is_some() {
             v.push(("--listen", "--web.listen-address"));
         }
-        if self.log_level_deprecated.is_some() {
-            v.push(("--log-level", "--log.level"));
-        }
+        v.extend(self.log.deprecated_flag());
         v
     }
 }

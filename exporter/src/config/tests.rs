@@ -18,14 +18,14 @@ fn new_flag_names_parse_and_old_ones_still_work_with_a_warning() {
     ])
     .unwrap();
     assert_eq!(new.listen_address(), Some("127.0.0.1:9100"));
-    assert_eq!(new.log_directive(), "debug");
+    assert_eq!(new.log.directive(), "debug");
     assert!(new.deprecated_flags().is_empty());
     let c = Config::merge(FileConfig::default(), &new).unwrap();
     assert_eq!(c.telemetry_path, "/m");
     assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
     let old = Args::try_parse_from(["x", "--listen=127.0.0.1:9101", "--log-level=warn"]).unwrap();
     assert_eq!(old.listen_address(), Some("127.0.0.1:9101"));
-    assert_eq!(old.log_directive(), "warn");
+    assert_eq!(old.log.directive(), "warn");
     assert_eq!(
         old.deprecated_flags(),
         [

@@ -5,7 +5,7 @@ use super::flags::{
 };
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
-use skeletonhunter_common::logging::{LogFormat, LogLevel};
+use skeletonhunter_common::logging::LogArgs;
 use skeletonhunter_common::web::{WebConfigError, WebSource};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -127,24 +127,9 @@ pub struct RunArgs {
     /// Run one cycle, print its report as JSON on stdout and exit (non-zero when the data was unusable).
     #[arg(long)]
     pub once: bool,
-    /// Log level when RUST_LOG is unset: error, warn, info, debug or trace. Default info.
-    #[arg(
-        long = "log.level",
-        env = "SKELETONHUNTER_LOG_LEVEL",
-        value_name = "LEVEL"
-    )]
-    pub log_level: Option<LogLevel>,
-    /// Deprecated: --log.level.
-    #[arg(long = "log-level", hide = true, conflicts_with = "log_level")]
-    pub log_level_deprecated: Option<String>,
-    /// Log line format: logfmt or json (colour only when stderr is a terminal).
-    #[arg(
-        long = "log.format",
-        env = "SKELETONHUNTER_LOG_FORMAT",
-        default_value = "logfmt",
-        value_name = "FORMAT"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub log: LogArgs,
 }
 
 /// Default of `--web.listen-address`.
@@ -152,24 +137,13 @@ const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9479);
 
 impl RunArgs {
-    /// The log level directive: `--log.level`, the deprecated `--log-level`, else info.
-    pub fn log_directive(&self) -> String {
-        match (&self.log_level, &self.log_level_deprecated) {
-            (Some(l), _) => l.as_str().to_string(),
-            (None, Some(old)) => old.clone(),
-            (None, None) => "info".to_string(),
-        }
-    }
-
     /// The deprecated flags given, as (old, new) names, for one warning each.
     pub fn deprecated_flags(&self) -> Vec<(&'static str, &'static str)> {
         let mut v = Vec::new();
         if self.listen.is_some() {
             v.push(("--listen", "--web.listen-address"));
         }
-        if self.log_level_deprecated.is_some() {
-            v.push(("--log-level", "--log.level"));
-        }
+        v.extend(self.log.deprecated_flag());
         v
     }
 }
@@ -349,13 +323,13 @@ mod tests {
             "--log.format=json",
         ])
         .unwrap();
-        assert_eq!(a.log_directive(), "debug");
+        assert_eq!(a.log.directive(), "debug");
         assert!(a.deprecated_flags().is_empty());
         let s = settings(a).unwrap();
         assert_eq!(s.listen.to_string(), "127.0.0.1:9500");
         assert_eq!(s.telemetry_path, "/m");
         let old = parse(&["--listen=127.0.0.1:9501", "--log-level=warn"]).unwrap();
-        assert_eq!(old.log_directive(), "warn");
+        assert_eq!(old.log.directive(), "warn");
         assert_eq!(old.deprecated_flags().len(), 2);
         assert_eq!(settings(old).unwrap().listen.to_string(), "127.0.0.1:9501");
         assert_eq!(
