@@ -50,6 +50,15 @@
     // the topology join and in alerts.
     identityRetention: '1h',
 
+    // Also read native RTT histograms where a rule needs more than
+    // `histogram_quantile` of them: the mean, and the per-ToR, spine and
+    // tenant quantiles (the native histogram cut at the classic bucket
+    // bounds with `histogram_fraction`). Needs Prometheus with
+    // `--enable-feature=native-histograms`; VictoriaMetrics/vmalert lack
+    // these functions and fail such a rule, so keep false there. The pair
+    // and protocol quantiles read native histograms either way.
+    nativeHistograms: false,
+
     // Grafana dashboards.
     dashboardUids: {
       fabric: 'skeletonhunter-fabric',

@@ -2,6 +2,8 @@
 # Render the monitoring mixin into rules/*.yml and dashboards/*.json.
 #   mixin/render.sh          rewrite the shipped files in this repository
 #   mixin/render.sh DIR      write them under DIR (DIR/rules, DIR/dashboards)
+#   mixin/render.sh DIR CFG  the same with _config overrides CFG, a jsonnet
+#                            object such as '{nativeHistograms: true}'
 # Needs Debian's `jsonnet` (scripts/setup.sh installs it).
 set -euo pipefail
 mixin="$(cd "$(dirname "$0")" && pwd)"
@@ -11,4 +13,4 @@ if ! command -v jsonnet >/dev/null 2>&1; then
   exit 2
 fi
 mkdir -p "$out/rules" "$out/dashboards"
-jsonnet -J "$mixin" -S -m "$out" "$mixin/render.jsonnet" >/dev/null
+jsonnet -J "$mixin" -S -m "$out" --tla-code "config=${2:-{\}}" "$mixin/render.jsonnet" >/dev/null

@@ -33,15 +33,18 @@ function(mixin)
 
       Names follow `level:metric:operation`. Levels:
         pair      src_node, dst_node, protocol (one skeleton probe pair)
-        pair_le   the same plus the histogram bucket `le`
         src, dst  skeletonhunter_node_info relabelled to src_*/dst_* for joins
         topology  a pair plus the topology of both ends (src_host, src_tor,
                   src_spine, src_pod, src_tenant and the dst_* twins); pairs whose
                   exporters have not reported skeletonhunter_node_info are left out
+        torpair_le  RTT bucket rates per pair of ToRs with both ends' spine and
+                  tenant, and `le` (what the per-ToR/spine/tenant quantiles read)
         protocol  all pairs of one probe protocol
         fabric    everything
       Per-ToR/spine/tenant aggregates are in skeletonhunter.aggregates.yml.
 
+      RTT quantiles read classic `_bucket` series or native histograms (a
+      Prometheus with native histograms); no per-pair bucket series is recorded.
       Rates use a 1m window: scrape the exporters every 15s or faster.
       Loss is always rate(lost)/rate(sent) over the same window, never an average
       of per-pair ratios, so busy and idle pairs weigh by the probes they sent.

@@ -13,39 +13,42 @@ local at(kind, end, series) =
   'label_replace(%s, "%s", "$1", "%s_%s", "(.+)")' % [series, kind, end, kind];
 
 // `series{filter}` kept where its ends agree (`and`) or left out where they
-// agree (`unless`) in `label`; `on` are the series' pair labels.
-local ends(series, filter, op, on, label) =
-  '%s{%s} %s on (%s, dst_%s) label_replace(%s, "dst_%s", "$1", "src_%s", "(.*)")'
-  % [series, filter, op, on, label, series, label, label];
+// agree (`unless`) in `label`: each side copies one end's `label` to
+// same_`label` and the sides match on every label. (Overwriting dst_`label`
+// with src_`label` instead would collide on the `torpair_le` series, which
+// have no node labels to keep them apart.)
+local ends(series, filter, op, label) =
+  'label_replace(%s{%s}, "same_%s", "$1", "src_%s", "(.*)") %s label_replace(%s, "same_%s", "$1", "dst_%s", "(.*)")'
+  % [series, filter, label, label, op, series, label, label];
 
 // The pair sets of each kind as a PromQL body for `agg by (...) (body)`.
-// `series` is a topology-level series, `on` its pair labels.
+// `series` is a `topology` or `torpair_le` series.
 local members = {
-  tor(series, on):: [
+  tor(series):: [
     at('tor', 'src', series + '{src_tor!=""}'),
     at('tor', 'dst', series + '{dst_tor!=""}'),
   ],
-  spine(series, on):: [
-    at('spine', end, '(%s)' % ends(series, '%s_spine!=""' % end, 'unless', on, 'tor'))
+  spine(series):: [
+    at('spine', end, '(%s)' % ends(series, '%s_spine!=""' % end, 'unless', 'tor'))
     for end in ['src', 'dst']
   ],
-  tenant(series, on):: [
-    at('tenant', 'src', '(%s)' % ends(series, 'src_tenant!=""', 'and', on, 'tenant')),
+  tenant(series):: [
+    at('tenant', 'src', '(%s)' % ends(series, 'src_tenant!=""', 'and', 'tenant')),
   ],
 };
 
-local aggregate(kind, agg, by, series, on) = {
-  record: std.strReplace(std.strReplace(series, 'topology_le:', kind + '_le:'), 'topology:', kind + ':'),
-  expr: '%s by (%s) (\n  %s\n)\n' % [agg, by, std.join('\n  or\n  ', members[kind](series, on))],
+local aggregate(kind, agg, by, series) = {
+  record: std.strReplace(std.strReplace(series, 'torpair_le:', kind + '_le:'), 'topology:', kind + ':'),
+  expr: '%s by (%s) (\n  %s\n)\n' % [agg, by, std.join('\n  or\n  ', members[kind](series))],
 };
 
 local rulesOf(kind) = [
-  aggregate(kind, 'sum', kind + ', protocol', 'topology:skeletonhunter_probe_sent:rate1m', 'src_node, dst_node, protocol'),
-  aggregate(kind, 'sum', kind + ', protocol', 'topology:skeletonhunter_probe_lost:rate1m', 'src_node, dst_node, protocol'),
+  aggregate(kind, 'sum', kind + ', protocol', 'topology:skeletonhunter_probe_sent:rate1m'),
+  aggregate(kind, 'sum', kind + ', protocol', 'topology:skeletonhunter_probe_lost:rate1m'),
   pairs.lossRatioRule(kind),
-  aggregate(kind, 'sum', kind + ', protocol, le', 'topology_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m', 'src_node, dst_node, protocol, le'),
+  aggregate(kind, 'sum', kind + ', protocol, le', 'torpair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m'),
 ] + pairs.quantileRules(kind) + [
-  aggregate(kind, 'count', kind, 'topology:skeletonhunter_probe_unreachable:bool', 'src_node, dst_node') {
+  aggregate(kind, 'count', kind, 'topology:skeletonhunter_probe_unreachable:bool') {
     record: kind + ':skeletonhunter_probe_unreachable_pairs:count',
   },
 ];

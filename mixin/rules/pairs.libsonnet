@@ -3,19 +3,22 @@
 // exporters every 15s or faster. Loss is always rate(lost)/rate(sent) over
 // the same window, never an average of per-pair ratios, so busy and idle
 // pairs weigh by the probes they sent.
-local quantiles = [0.5, 0.9, 0.99];
-// The name part of a quantile: 0.5 -> p50, 0.99 -> p99.
-local pName(q) = 'p' + std.strReplace(std.format('%g', [q * 100]), '.', '');
+// RTT quantiles come straight from the raw histograms (rtt.libsonnet):
+// no per-pair bucket series is recorded, which at scale would be 25 series
+// per pair and protocol, more than the exporters' own.
+local rtt = import 'rtt.libsonnet';
 
 {
-  // histogram_quantile rules `level:skeletonhunter_probe_rtt_seconds:pNN_rate1m`
-  // over the `level_le:` bucket rates; shared with the aggregates.
-  quantileRules(level):: [
+  // Rules `level:skeletonhunter_probe_rtt_seconds:pNN_rate1m`: over the
+  // `level_le:` bucket rates, or with `by` from the raw histograms.
+  quantileRules(level, by=null):: [
     {
-      record: '%s:skeletonhunter_probe_rtt_seconds:%s_rate1m' % [level, pName(q)],
-      expr: 'histogram_quantile(%g, %s_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m)' % [q, level],
+      record: '%s:skeletonhunter_probe_rtt_seconds:%s_rate1m' % [level, rtt.pName(q)],
+      expr: if by == null
+      then 'histogram_quantile(%g, %s_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m)' % [q, level]
+      else rtt.quantile(q, by),
     }
-    for q in quantiles
+    for q in rtt.quantiles
   ],
 
   // lost / sent of one level, clamped: rate extrapolation can push lost a
@@ -49,17 +52,10 @@ local pName(q) = 'p' + std.strReplace(std.format('%g', [q * 100]), '.', '');
         ||| % c,
       },
       $.lossRatioRule('pair'),
-      {
-        record: 'pair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
-        expr: 'sum by (%(pair)s, le) (rate(skeletonhunter_probe_rtt_seconds_bucket[1m]))' % c,
-      },
-    ] + $.quantileRules('pair') + [
+    ] + $.quantileRules('pair', c.pair) + [
       {
         record: 'pair:skeletonhunter_probe_rtt_seconds:mean_rate1m',
-        expr: |||
-          sum by (%(pair)s) (rate(skeletonhunter_probe_rtt_seconds_sum[1m]))
-          / (sum by (%(pair)s) (rate(skeletonhunter_probe_rtt_seconds_count[1m])) > 0)
-        ||| % c,
+        expr: rtt.mean(c, c.pair),
       },
       // Fraction of the last minute's TCP dial checks that connected.
       {
@@ -87,11 +83,7 @@ local pName(q) = 'p' + std.strReplace(std.format('%g', [q * 100]), '.', '');
           / (sum by (protocol) (pair:skeletonhunter_probe_sent:rate1m) > 0)
         |||,
       },
-      {
-        record: 'protocol_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
-        expr: 'sum by (protocol, le) (pair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m)',
-      },
-    ] + $.quantileRules('protocol') + [
+    ] + $.quantileRules('protocol', 'protocol') + [
       {
         record: 'fabric:skeletonhunter_probe_loss:ratio_rate1m',
         expr: 'sum(pair:skeletonhunter_probe_lost:rate1m) / (sum(pair:skeletonhunter_probe_sent:rate1m) > 0)',

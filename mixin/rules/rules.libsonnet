@@ -1,9 +1,10 @@
 // The recording rules, named `level:metric:operation`. Levels:
 //   pair      src_node, dst_node, protocol (one skeleton probe pair)
-//   pair_le   the same plus the histogram bucket `le`
 //   src, dst  skeletonhunter_node_info relabelled to src_*/dst_* for joins
 //   topology  a pair plus the topology of both ends (src_host, src_tor,
 //             src_spine, src_pod, src_tenant and the dst_* twins)
+//   torpair_le  RTT bucket rates per pair of ToRs (src_/dst_ tor, spine,
+//             tenant) and `le`; no per-pair bucket series is recorded
 //   protocol  all pairs of one probe protocol
 //   fabric    everything
 //   tor, spine, tenant  per-component aggregates (aggregates.libsonnet)

@@ -2,6 +2,7 @@
 // relabelled to src_*/dst_* and joined onto the pair series, so that
 // aggregates and alerts know where both ends of a pair sit. Pairs whose
 // exporters have not reported skeletonhunter_node_info are left out.
+local rtt = import 'rtt.libsonnet';
 local kinds = ['node', 'nic', 'host', 'tor', 'spine', 'pod', 'tenant'];
 // The location labels a pair takes from each end (its node id it has).
 local located = ['host', 'tor', 'spine', 'pod', 'tenant'];
@@ -11,8 +12,9 @@ local joined = [
   'pair:skeletonhunter_probe_loss:ratio_rate1m',
   'pair:skeletonhunter_probe_rtt_seconds:p99_rate1m',
   'pair:skeletonhunter_probe_unreachable:bool',
-  'pair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
 ];
+// The labels of a `torpair` series: what the aggregates select and group by.
+local torpair = ['tor', 'spine', 'tenant'];
 
 local prefixed(side, ks) = std.join(', ', [side + '_' + k for k in ks]);
 
@@ -38,7 +40,7 @@ local prefixed(side, ks) = std.join(', ', [side + '_' + k for k in ks]);
 
   // `series` with the location of both ends as src_*/dst_* labels.
   local join(series) = {
-    record: std.strReplace(std.strReplace(series, 'pair_le:', 'topology_le:'), 'pair:', 'topology:'),
+    record: std.strReplace(series, 'pair:', 'topology:'),
     expr: |||
       %(s)s
       * on (src_node) group_left (%(src)s) src:skeletonhunter_node_info:relabel
@@ -46,8 +48,36 @@ local prefixed(side, ks) = std.join(', ', [side + '_' + k for k in ks]);
     ||| % { s: series, src: prefixed('src', located), dst: prefixed('dst', located) },
   },
 
+  // RTT bucket rates per pair of ToRs (with both ends' spine and tenant),
+  // joined per pair and summed in one rule: the aggregates need no more, and
+  // it records (ToR pairs × tenants) × 25 series instead of pairs × 25.
+  local torpairBuckets(c) = {
+    record: 'torpair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
+    expr: |||
+      sum by (%(by)s) (
+        (
+          %(buckets)s
+        )
+        * on (src_node) group_left (%(src)s) src:skeletonhunter_node_info:relabel
+        * on (dst_node) group_left (%(dst)s) dst:skeletonhunter_node_info:relabel
+      )
+    ||| % {
+      by: std.join(', ', [p + '_' + k for p in ['src', 'dst'] for k in torpair] + ['protocol', 'le']),
+      buckets: std.strReplace(rtt.buckets(c, 'src_node, dst_node, protocol'), '\n', '\n    '),
+      src: prefixed('src', torpair),
+      dst: prefixed('dst', torpair),
+    },
+  },
+
   group(c):: {
     name: 'skeletonhunter-topology',
-    rules: [relabel(c, 'src'), relabel(c, 'dst')] + [join(s) for s in joined],
+    rules: [relabel(c, 'src'), relabel(c, 'dst')] + [join(s) for s in joined] + [
+      torpairBuckets(c),
+      // The fabric's RTT distribution (the dashboards' heatmap).
+      {
+        record: 'protocol_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m',
+        expr: 'sum by (protocol, le) (torpair_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m)',
+      },
+    ],
   },
 }
