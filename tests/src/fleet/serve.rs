@@ -239,6 +239,51 @@ impl Drop for FleetServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::sim::FleetSpec;
+    use skeletonhunter_exporter::model::HistogramMode;
+    use skeletonhunter_localizer::sim::FabricSpec;
+
+    fn get(path: &str, method: Method) -> Request {
+        Request {
+            method,
+            path: path.to_string(),
+            query: None,
+            accept: None,
+        }
+    }
+
+    #[test]
+    fn nodes_are_served_and_counted_bad_requests_refused() {
+        let fleet = Fleet::new(FleetSpec {
+            fabric: FabricSpec {
+                hosts: 4,
+                rails: 2,
+                hosts_per_tor: 2,
+                ..FabricSpec::default()
+            },
+            histograms: HistogramMode::Classic,
+            probe_rate: 10.0,
+            seed: 1,
+        });
+        let stats = ScrapeStats::new(fleet.nodes());
+        let ok = handle(&fleet, &stats, &get("/node/3/metrics", Method::GET));
+        assert_eq!(ok.status, StatusCode::OK);
+        let node = &fleet.fabric().nodes[3].node;
+        let text = String::from_utf8_lossy(&ok.body);
+        assert!(text.contains(&format!("src_node=\"{node}\"")), "{text}");
+        let bad = "/node/8/metrics".to_string() + &"x".repeat(200);
+        for path in ["/node/8/metrics", "/metrics", bad.as_str()] {
+            let r = handle(&fleet, &stats, &get(path, Method::GET));
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+            assert!(r.body.len() < 200, "{path}");
+        }
+        let post = handle(&fleet, &stats, &get("/node/3/metrics", Method::POST));
+        assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+        let snap = stats.snapshot(&fleet);
+        assert_eq!((snap.scrapes_total, snap.nodes_scraped), (1, 1));
+        assert_eq!(snap.round_bytes, ok.body.len() as u64);
+        assert_eq!(snap.not_found_total, 3);
+    }
 
     #[test]
     fn paths_are_validated() {

@@ -153,20 +153,25 @@ impl Fleet {
     /// faults draw, one RTT observation per answered probe. Returns the
     /// probes sent per pair.
     pub fn step(&self, tick: Duration) -> u32 {
+        self.step_at(Instant::now(), tick)
+    }
+
+    /// [`Fleet::step`] as if the time were `now`.
+    pub fn step_at(&self, now: Instant, tick: Duration) -> u32 {
         let mut guard = self
             .probing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let p = &mut *guard;
         let rate = self.spec.probe_rate;
-        let due = (p.last.elapsed().as_secs_f64() * rate).floor();
+        let due = (now.saturating_duration_since(p.last).as_secs_f64() * rate).floor();
         if due < 1.0 {
             return 0;
         }
         p.last += Duration::from_secs_f64(due / rate);
         let n = due.min((MAX_CATCH_UP_TICKS * tick.as_secs_f64() * rate).max(1.0)) as u32;
         if f64::from(n) < due {
-            p.last = Instant::now();
+            p.last = now;
         }
         for pair in &p.pairs {
             let lost = p.rng.binomial(n, pair.loss);
@@ -250,9 +255,12 @@ mod tests {
             component: Component::new(Kind::Nic, nic.clone()),
             effect: Effect::Loss(1.0),
         }]);
-        std::thread::sleep(Duration::from_millis(20));
-        let n = fleet.step(Duration::from_secs(1));
+        let later = Instant::now() + Duration::from_millis(20);
+        let n = fleet.step_at(later, Duration::from_secs(1));
         assert!(n >= 10, "{n}");
+        // A stall is not caught up beyond five ticks.
+        let much_later = later + Duration::from_secs(60);
+        assert_eq!(fleet.step_at(much_later, Duration::from_millis(2)), 10);
         let f = fleet.fabric();
         let mut saw_fault = false;
         for &(a, b) in &f.pairs {
@@ -260,7 +268,7 @@ mod tests {
                 .node(a as usize)
                 .and_then(|m| m.udp_counts(&f.nodes[b as usize].node))
                 .unwrap();
-            assert_eq!(sent, u64::from(n));
+            assert_eq!(sent, u64::from(n) + 10);
             let crosses = f.nodes[a as usize].nic == nic || f.nodes[b as usize].nic == nic;
             assert_eq!(lost, if crosses { sent } else { 0 });
             saw_fault |= crosses;
