@@ -9,7 +9,7 @@
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
 //! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`, `deploy`,
-//! `browser`; `fabric`, `dashboards`, `localizer`.
+//! `browser`, `vmagent`; `fabric`, `dashboards`, `localizer`, `fleet`.
 
 #[allow(unsafe_code)]
 pub mod sys;
@@ -20,6 +20,7 @@ pub mod deploy;
 pub mod exporter;
 pub mod exposition;
 pub mod fabric;
+pub mod fleet;
 pub mod http;
 pub mod localizer;
 pub mod netns;
@@ -29,6 +30,7 @@ pub mod repo;
 pub mod servers;
 pub mod sink;
 pub mod tls;
+pub mod vmagent;
 
 pub use netns::Netns;
 pub use privilege::require_privileges;

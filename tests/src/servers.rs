@@ -1,4 +1,4 @@
-//! Real Prometheus, Alertmanager and VictoriaMetrics servers for tests, and
+//! Real Prometheus, Alertmanager, VictoriaMetrics and vmagent servers for tests, and
 //! runners for `promtool` / `amtool` / `vmalert`.
 //!
 //! Everything comes from the Debian packages (`prometheus`,
@@ -42,6 +42,8 @@ pub const PROMETHEUS_BIN: &str = "prometheus";
 pub const ALERTMANAGER_BIN: &str = "prometheus-alertmanager";
 /// VictoriaMetrics single-node.
 pub const VICTORIA_METRICS_BIN: &str = "victoria-metrics";
+/// VictoriaMetrics' scraping agent.
+pub const VMAGENT_BIN: &str = "vmagent";
 /// Prometheus's config and rule checker.
 pub const PROMTOOL_BIN: &str = "promtool";
 /// Alertmanager's config checker and route tester.
@@ -174,6 +176,8 @@ pub enum ServerKind {
     Alertmanager,
     /// `victoria-metrics`.
     VictoriaMetrics,
+    /// `vmagent` (Debian's victoria-metrics package).
+    VmAgent,
 }
 
 /// A running server: killed and its directory removed on drop.
@@ -401,11 +405,19 @@ pub fn start_victoria_metrics(opts: ServerOpts) -> Result<Server> {
     start(ServerKind::VictoriaMetrics, opts)
 }
 
+/// Start `vmagent` with `opts.config` as its `-promscrape.config`, its
+/// remote-write queue in the temp dir; `-remoteWrite.url` and the cluster
+/// flags come in `opts.args`.
+pub fn start_vmagent(opts: ServerOpts) -> Result<Server> {
+    start(ServerKind::VmAgent, opts)
+}
+
 fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
     let (tag, bin, config_name) = match kind {
         ServerKind::Prometheus => ("prometheus", PROMETHEUS_BIN, "prometheus.yml"),
         ServerKind::Alertmanager => ("alertmanager", ALERTMANAGER_BIN, "alertmanager.yml"),
         ServerKind::VictoriaMetrics => ("victoriametrics", VICTORIA_METRICS_BIN, "scrape.yml"),
+        ServerKind::VmAgent => ("vmagent", VMAGENT_BIN, "scrape.yml"),
     };
     let dir = TempDir::new(tag)?;
     let config = dir.path().join(config_name);
@@ -417,35 +429,7 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
         std::fs::write(&config, &opts.config)
             .with_context(|| format!("write {}", config.display()))?;
     }
-    let (c, d, l) = (config.display(), data.display(), opts.listen);
-    let mut args: Vec<String> = match kind {
-        ServerKind::Prometheus => vec![
-            format!("--config.file={c}"),
-            format!("--storage.tsdb.path={d}"),
-            format!("--web.listen-address={l}"),
-            "--web.enable-lifecycle".into(),
-            "--log.level=info".into(),
-        ],
-        ServerKind::Alertmanager => vec![
-            format!("--config.file={c}"),
-            format!("--storage.path={d}"),
-            format!("--web.listen-address={l}"),
-            "--cluster.listen-address=".into(),
-        ],
-        ServerKind::VictoriaMetrics => {
-            let mut a = vec![
-                format!("-storageDataPath={d}"),
-                format!("-httpListenAddr={l}"),
-                "-search.latencyOffset=1s".into(),
-                "-search.disableCache".into(),
-                "-retentionPeriod=1d".into(),
-            ];
-            if has_config {
-                a.push(format!("-promscrape.config={c}"));
-            }
-            a
-        }
-    };
+    let mut args = server_args(kind, &config, &data, opts.listen, has_config);
     if opts.web.is_some() {
         args.push("--web.config.file=web.yml".into());
     }
@@ -476,6 +460,51 @@ fn start(kind: ServerKind, opts: ServerOpts) -> Result<Server> {
     };
     server.wait_ready(opts.ready_timeout)?;
     Ok(server)
+}
+
+/// The command line of `kind` with its config file, data directory and
+/// listen address (`has_config`: VictoriaMetrics scrapes with the config).
+fn server_args(
+    kind: ServerKind,
+    config: &Path,
+    data: &Path,
+    l: SocketAddr,
+    has_config: bool,
+) -> Vec<String> {
+    let (c, d) = (config.display(), data.display());
+    match kind {
+        ServerKind::Prometheus => vec![
+            format!("--config.file={c}"),
+            format!("--storage.tsdb.path={d}"),
+            format!("--web.listen-address={l}"),
+            "--web.enable-lifecycle".into(),
+            "--log.level=info".into(),
+        ],
+        ServerKind::Alertmanager => vec![
+            format!("--config.file={c}"),
+            format!("--storage.path={d}"),
+            format!("--web.listen-address={l}"),
+            "--cluster.listen-address=".into(),
+        ],
+        ServerKind::VictoriaMetrics => {
+            let mut a = vec![
+                format!("-storageDataPath={d}"),
+                format!("-httpListenAddr={l}"),
+                "-search.latencyOffset=1s".into(),
+                "-search.disableCache".into(),
+                "-retentionPeriod=1d".into(),
+            ];
+            if has_config {
+                a.push(format!("-promscrape.config={c}"));
+            }
+            a
+        }
+        ServerKind::VmAgent => vec![
+            format!("-promscrape.config={c}"),
+            format!("-remoteWrite.tmpDataPath={d}"),
+            format!("-httpListenAddr={l}"),
+        ],
+    }
 }
 
 /// The extra files of `opts` and its web configuration (`web.yml`).

@@ -11,7 +11,7 @@ pub use alerts::{
     describe, is_component, sh_alerts, tor, wait_for_alerts_among, wait_for_only_alert, ALERT,
 };
 pub use run::{
-    start_alertmanager, start_prometheus_per_node, start_shipped_alertmanager, start_store,
-    Localizer, Store, AM_CONFIG,
+    run_once, start_alertmanager, start_prometheus_per_node, start_shipped_alertmanager,
+    start_store, Localizer, OnceRun, Store, AM_CONFIG,
 };
 pub use synthetic::{FakeFabric, PROBE_RATE};

@@ -163,3 +163,36 @@ impl Localizer {
         metric_value(&self.metrics(), series)
     }
 }
+
+/// What one `run --once` gave.
+#[derive(Debug, Clone)]
+pub struct OnceRun {
+    /// Its JSON report (the `analyze` shape).
+    pub report: serde_json::Value,
+    /// How long the run took.
+    pub took: Duration,
+    /// Its log (warnings such as pairs left out).
+    pub stderr: String,
+}
+
+/// One `skeletonhunter-localizer run --once` against the store at `url`
+/// with `--window window` and `extra` flags.
+pub fn run_once(url: &str, window: &str, extra: &[&str]) -> Result<OnceRun> {
+    let start = std::time::Instant::now();
+    let out = Command::new(bin_path("skeletonhunter-localizer"))
+        .args(["run", "--once", "--prometheus", url, "--window", window])
+        .args(extra)
+        .output()?;
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        bail!("run --once against {url} failed ({}): {stderr}", out.status);
+    }
+    let report = serde_json::from_slice(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("run --once printed no JSON ({e}); stderr: {stderr}"))?;
+    Ok(OnceRun {
+        report,
+        took,
+        stderr,
+    })
+}
