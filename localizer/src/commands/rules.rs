@@ -3,6 +3,7 @@
 
 use super::flags::{endpoint_config, positive_duration, BadInput};
 use crate::clients::Endpoint;
+use crate::input::histograms::RttForm;
 use crate::input::promql::{topology_from, Queries};
 use crate::rulesgen::{check, generate, RulesOptions};
 use anyhow::Context;
@@ -93,6 +94,7 @@ fn read_topology(args: &RulesArgs) -> anyhow::Result<Vec<Identity>> {
         args.topology_window,
         args.topology_window,
         args.matchers.as_deref(),
+        RttForm::Classic,
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

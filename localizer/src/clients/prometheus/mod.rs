@@ -92,6 +92,14 @@ pub enum QueryError {
         /// What did not decode.
         reason: String,
     },
+    /// No answer within the query's timeout, or the store gave up at it.
+    #[error("{url} did not answer within {timeout:?}")]
+    Timeout {
+        /// The endpoint.
+        url: String,
+        /// The bound that was hit.
+        timeout: std::time::Duration,
+    },
     /// The server says the answer is incomplete.
     #[error("{url} returned partial data: {}", partial_text(warnings))]
     Partial {
@@ -118,6 +126,8 @@ pub enum QueryFailure {
     Partial,
     /// See [`QueryError::TooLarge`].
     TooLarge,
+    /// See [`QueryError::Timeout`].
+    Timeout,
 }
 
 impl QueryFailure {
@@ -130,6 +140,7 @@ impl QueryFailure {
             QueryFailure::Decode => "decode",
             QueryFailure::Partial => "partial",
             QueryFailure::TooLarge => "too_large",
+            QueryFailure::Timeout => "timeout",
         }
     }
 }
@@ -144,6 +155,7 @@ impl QueryError {
             QueryError::Decode { .. } => QueryFailure::Decode,
             QueryError::Partial { .. } => QueryFailure::Partial,
             QueryError::TooLarge { .. } => QueryFailure::TooLarge,
+            QueryError::Timeout { .. } => QueryFailure::Timeout,
         }
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
+use crate::input::histograms::{rtt_queries, RttForm};
 use crate::input::paths::attach_paths;
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
@@ -95,8 +96,14 @@ const TOPOLOGY_BY: &str = "node_id, nic, host, tor, spine, network_pod, tenant";
 
 impl Queries {
     /// The queries over `window` (topology and hops over `topology_window`),
-    /// each selector narrowed by `matchers` (e.g. `job="x"`).
-    pub fn new(window: Duration, topology_window: Duration, matchers: Option<&str>) -> Queries {
+    /// each selector narrowed by `matchers` (e.g. `job="x"`), RTT read in
+    /// `rtt` form.
+    pub fn new(
+        window: Duration,
+        topology_window: Duration,
+        matchers: Option<&str>,
+        rtt: RttForm,
+    ) -> Queries {
         let w = promql_duration(window);
         let tw = promql_duration(topology_window);
         let sel = |metric: &str| match matchers {
@@ -104,6 +111,7 @@ impl Queries {
             _ => metric.to_string(),
         };
         let by_pair = "src_node, dst_node, protocol";
+        let (rtt_p50, rtt_count) = rtt_queries(rtt, &w, &sel);
         Queries {
             sent: format!(
                 "sum by ({by_pair}) (increase({}[{w}]))",
@@ -117,14 +125,8 @@ impl Queries {
                 "sum by (src_node, dst_node) (increase({}[{w}]))",
                 sel("skeletonhunter_probe_dial_failures_total")
             ),
-            rtt_p50: format!(
-                "histogram_quantile(0.5, sum by ({by_pair}, le) (increase({}[{w}])))",
-                sel("skeletonhunter_probe_rtt_seconds_bucket")
-            ),
-            rtt_count: format!(
-                "sum by ({by_pair}) (increase({}[{w}]))",
-                sel("skeletonhunter_probe_rtt_seconds_count")
-            ),
+            rtt_p50,
+            rtt_count,
             topology_now: format!(
                 "max by ({TOPOLOGY_BY}) ({})",
                 sel("skeletonhunter_node_info")
