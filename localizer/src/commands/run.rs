@@ -2,9 +2,9 @@
 
 use super::flags::{
     endpoint_config, parse_ratio, parse_size, positive_duration, BadInput, EngineArgs,
+    HistogramsArg,
 };
 use crate::clients::Endpoint;
-use crate::input::histograms::RttForm;
 use crate::online::{self, Settings};
 use skeletonhunter_common::logging::LogArgs;
 use skeletonhunter_common::web::{WebConfigError, WebSource};
@@ -145,28 +145,6 @@ pub struct RunArgs {
     pub log: LogArgs,
 }
 
-/// `--histograms`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HistogramsArg {
-    /// Native where the store evaluates it, classic otherwise.
-    Auto,
-    /// The classic `_bucket` / `_count` series.
-    Classic,
-    /// The native histogram series.
-    Native,
-}
-
-impl HistogramsArg {
-    /// The form, `None` for `auto` (decided by asking the store).
-    fn form(self) -> Option<RttForm> {
-        match self {
-            HistogramsArg::Auto => None,
-            HistogramsArg::Classic => Some(RttForm::Classic),
-            HistogramsArg::Native => Some(RttForm::Native),
-        }
-    }
-}
-
 /// Default of `--web.listen-address`.
 const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9479);
@@ -249,7 +227,7 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         topology_window: args.topology_window,
         timeout: args.timeout,
         query_timeout: args.query_timeout,
-        histograms: args.histograms.form(),
+        histograms: args.histograms.run_form(),
         max_response: args.max_response_size,
         alert_ttl: args.alert_ttl,
         protocols: args.protocols,
@@ -337,6 +315,7 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::histograms::RttForm;
     use clap::Parser;
 
     #[derive(Parser)]
