@@ -19,6 +19,7 @@
 //! series (same names, labels and pair sets): load one of the two files, not
 //! both. Re-run the command when the topology changes (new ToRs, new jobs).
 
+use crate::input::histograms::RttForm;
 use crate::input::promql::{quote_label_value, regex_escape};
 use skeletonhunter_common::duration::{self, DurationError};
 use skeletonhunter_common::topology::{Identity, Kind};
@@ -53,6 +54,8 @@ pub struct RulesOptions {
     pub quantiles: Vec<f64>,
     /// Extra label matchers for every selector (e.g. `job="x"`).
     pub matchers: Option<String>,
+    /// Which RTT histogram series the quantile rules read.
+    pub histograms: RttForm,
 }
 
 impl Default for RulesOptions {
@@ -62,6 +65,7 @@ impl Default for RulesOptions {
             interval: None,
             quantiles: vec![0.5, 0.9, 0.99],
             matchers: None,
+            histograms: RttForm::Classic,
         }
     }
 }
@@ -195,14 +199,28 @@ fn rules_for(level: &str, id: &str, sel: &Selector, opts: &RulesOptions) -> Vec<
                 "{level}:skeletonhunter_probe_rtt_seconds:{}_rate{w}",
                 quantile_name(q)
             ),
-            expr: format!(
-                "histogram_quantile({q}, sum by (protocol, le) ({}))",
-                sel.rates("skeletonhunter_probe_rtt_seconds_bucket", w)
-            ),
+            expr: rtt_quantile(q, sel, w, opts.histograms),
             labels: labels.clone(),
         });
     }
     out
+}
+
+/// The `q` quantile of RTT over `sel` in `form`.
+fn rtt_quantile(q: f64, sel: &Selector, w: &str, form: RttForm) -> String {
+    let classic = format!(
+        "histogram_quantile({q}, sum by (protocol, le) ({}))",
+        sel.rates("skeletonhunter_probe_rtt_seconds_bucket", w)
+    );
+    let native = format!(
+        "histogram_quantile({q}, sum by (protocol) ({}))",
+        sel.rates("skeletonhunter_probe_rtt_seconds", w)
+    );
+    match form {
+        RttForm::Classic => classic,
+        RttForm::Native => native,
+        RttForm::NativeOrClassic => format!("{native}\nor\n{classic}"),
+    }
 }
 
 /// Refuse options that would give an invalid file, before any network.
@@ -392,6 +410,50 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--matchers"));
+    }
+
+    #[test]
+    fn rtt_rules_read_the_histograms_asked_for() {
+        let nodes = [n("a", "t1", "s1", ""), n("b", "t2", "s1", "")];
+        let with = |histograms| RulesOptions {
+            histograms,
+            quantiles: vec![0.5],
+            ..Default::default()
+        };
+        let classic = generate(&nodes, &with(RttForm::Classic)).unwrap();
+        assert_eq!(
+            classic,
+            generate(
+                &nodes,
+                &RulesOptions {
+                    quantiles: vec![0.5],
+                    ..Default::default()
+                }
+            )
+            .unwrap()
+        );
+        assert!(
+            classic
+                .contains("sum by (protocol, le) (rate(skeletonhunter_probe_rtt_seconds_bucket{"),
+            "{classic}"
+        );
+        let native = generate(&nodes, &with(RttForm::Native)).unwrap();
+        assert!(
+            native.contains(
+                "histogram_quantile(0.5, sum by (protocol) (rate(skeletonhunter_probe_rtt_seconds{"
+            ),
+            "{native}"
+        );
+        assert!(!native.contains("_bucket"), "{native}");
+        let both = generate(&nodes, &with(RttForm::NativeOrClassic)).unwrap();
+        assert!(
+            both.contains("rate(skeletonhunter_probe_rtt_seconds{"),
+            "{both}"
+        );
+        assert!(
+            both.contains("rate(skeletonhunter_probe_rtt_seconds_bucket{"),
+            "{both}"
+        );
     }
 
     #[test]

@@ -98,6 +98,37 @@ pub fn start_with(
     Ok(child)
 }
 
+/// Write `cfg` to `dir/<name>.yaml` and start the exporter with it in
+/// this namespace (unprivileged tests on loopback); returns once its
+/// `/metrics` at `listen` (the config's `listen`) answers 200.
+pub fn start_on_loopback(
+    dir: &Path,
+    name: &str,
+    cfg: &str,
+    listen: SocketAddr,
+) -> Result<ChildGuard> {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, cfg)?;
+    let mut cmd = std::process::Command::new(bin_path("skeletonhunter-exporter"));
+    cmd.arg("--config").arg(&path).env_remove("RUST_LOG");
+    let mut child = ChildGuard::spawn(name, cmd)?;
+    let up = wait_until(
+        &format!("{name} /metrics"),
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        || {
+            http_get(listen, "/metrics", Duration::from_secs(2))
+                .ok()
+                .filter(|(s, _)| *s == 200)
+        },
+    );
+    if up.is_err() {
+        child.check_running()?;
+        bail!("{name}: /metrics not 200 in time; log:\n{}", child.log());
+    }
+    Ok(child)
+}
+
 /// The `/metrics` text of the exporter in `ns` (an error unless HTTP 200).
 pub fn scrape(ns: &Netns) -> Result<String> {
     let addr: SocketAddr = METRICS.parse()?;

@@ -9,12 +9,12 @@
 //! the classic buckets (`both`) or `_count`/`_sum` (`native`).
 //! Unprivileged: loopback only.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::process::{bin_path, http_get, wait_until, ChildGuard};
+use skeletonhunter_tests::exporter;
+use skeletonhunter_tests::process::{wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -29,31 +29,16 @@ fn exporter(dir: &TempDir, name: &str, mode: &str) -> Result<(ChildGuard, Socket
         free_loopback_addr()?,
         free_loopback_addr()?,
     );
-    let cfg = dir.path().join(format!("{name}.yaml"));
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: \"{listen}\"\nidentity: {{node: \"{name}\"}}\n\
-             responder: {{udp: \"{udp}\", tcp: \"{tcp}\"}}\n\
-             probe: {{interval: 100ms, timeout: 1s, protocols: [udp, tcp], udp_port: {}, tcp_port: {}}}\n\
-             metrics: {{histograms: {mode}}}\n\
-             discovery:\n  ebpf: false\n  static:\n    - {{address: \"127.0.0.1\", name: \"{name}-self\"}}\n",
-            udp.port(),
-            tcp.port()
-        ),
-    )?;
-    let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
-    cmd.arg("--config").arg(&cfg).env_remove("RUST_LOG");
-    let mut child = ChildGuard::spawn(name, cmd)?;
-    let up = wait_until(name, WAIT, Duration::from_millis(200), || {
-        http_get(listen, "/metrics", Duration::from_secs(2))
-            .ok()
-            .filter(|(s, _)| *s == 200)
-    });
-    if up.is_err() {
-        child.check_running()?;
-        bail!("{name}: /metrics not 200 in time; log:\n{}", child.log());
-    }
+    let cfg = format!(
+        "listen: \"{listen}\"\nidentity: {{node: \"{name}\"}}\n\
+         responder: {{udp: \"{udp}\", tcp: \"{tcp}\"}}\n\
+         probe: {{interval: 100ms, timeout: 1s, protocols: [udp, tcp], udp_port: {}, tcp_port: {}}}\n\
+         metrics: {{histograms: {mode}}}\n\
+         discovery:\n  ebpf: false\n  static:\n    - {{address: \"127.0.0.1\", name: \"{name}-self\"}}\n",
+        udp.port(),
+        tcp.port()
+    );
+    let child = exporter::start_on_loopback(dir.path(), name, &cfg, listen)?;
     Ok((child, listen))
 }
 

@@ -232,3 +232,60 @@ fn alertmanager_outage_loses_no_alert() -> Result<()> {
     wait_for_only_alert(&am_up, "tor", "t2", Duration::from_secs(5))?;
     Ok(())
 }
+
+/// A store that stops answering (SIGSTOP): each query fails at
+/// `--query.timeout` with reason `timeout`, the log names the query, the
+/// bound and the flag to raise, and the overlong cycle is reported with
+/// its slowest query; once the store answers again, cycles succeed.
+#[test]
+fn silent_prometheus_times_out_naming_the_query_and_the_flag() -> Result<()> {
+    let fabric = FakeFabric::start()?;
+    let prom = start_store(Store::Prometheus, &fabric)?;
+    let loc = Localizer::start_with(&prom.url(), None, &["--query.timeout=1500ms".to_string()])?;
+    let ok = |loc: &Localizer| loc.metric("skeletonhunter_localizer_cycles_total{result=\"ok\"}");
+    wait_until(
+        "a good cycle",
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || (ok(&loc)? >= 1.0).then_some(()),
+    )
+    .with_context(|| loc.child.log())?;
+    prom.pause()?;
+    let timed_out = wait_until(
+        "a timed-out query and an overlong cycle in the log",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let log = loc.child.log();
+            (log.contains("did not answer within 1.5s; raise --query.timeout")
+                && log.contains("longer than --interval"))
+            .then_some(log)
+        },
+    );
+    let m = loc.metrics();
+    prom.resume()?;
+    let log = timed_out?;
+    assert!(
+        log.contains("query sent failed") || log.contains("query lost failed"),
+        "the log names no query:\n{log}"
+    );
+    assert!(log.contains("(slowest query "), "{log}");
+    assert!(
+        metric_value(
+            &m,
+            "skeletonhunter_localizer_query_errors_total{query=\"sent\",reason=\"timeout\"}"
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "{m}"
+    );
+    let before = ok(&loc).unwrap_or(0.0);
+    wait_until(
+        "good cycles again",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || (ok(&loc)? > before).then_some(()),
+    )
+    .with_context(|| loc.child.log())?;
+    Ok(())
+}

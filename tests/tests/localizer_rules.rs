@@ -49,6 +49,38 @@ fn generated_rules_pass_promtool_and_evaluate() -> Result<()> {
     assert!(check.stdout.contains("SUCCESS"), "{}", check.stdout);
     // 2 ToRs + 1 spine + 1 tenant, each with sent, lost, loss, p50, p90, p99.
     assert!(check.stdout.contains("24 rules found"), "{}", check.stdout);
+    // RTT rules over native histograms, or native-or-classic: valid too.
+    for mode in ["native", "auto"] {
+        let other = prom.dir().join(format!("rtt-{mode}.yml"));
+        let out = Command::new(bin_path("skeletonhunter-localizer"))
+            .args([
+                "rules",
+                "--prometheus",
+                &prom.url(),
+                "--histograms",
+                mode,
+                "--output",
+            ])
+            .arg(&other)
+            .output()?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&other)?;
+        assert!(
+            text.contains("rate(skeletonhunter_probe_rtt_seconds{"),
+            "{text}"
+        );
+        let check =
+            servers::promtool(&["check", "rules", other.to_str().context("path")?])?.ok()?;
+        assert!(
+            check.stdout.contains("24 rules found"),
+            "{mode}: {}",
+            check.stdout
+        );
+    }
 
     // Loaded into the real Prometheus, the aggregates follow the path model:
     // every pair crossing t1 loses 30%; t2 carries 18 such pairs of its 24.

@@ -8,6 +8,10 @@ use super::http_config::{Auth, EndpointConfig};
 use super::tls;
 use std::time::Duration;
 
+/// How much longer a query request waits than the store is told to work:
+/// the time for its timeout answer to travel back.
+pub const QUERY_GRACE: Duration = Duration::from_secs(1);
+
 /// One endpoint: where, how long a request may take, how big an answer
 /// may be, and how to authenticate. Cheap to clone (the connection pool is
 /// shared).
@@ -18,6 +22,8 @@ pub struct Endpoint {
     timeout: Duration,
     max_response: usize,
     auth: Option<Auth>,
+    /// The store-side bound of each query, when set ([`Endpoint::query_timeout`]).
+    query_timeout: Option<Duration>,
 }
 
 impl Endpoint {
@@ -63,6 +69,7 @@ impl Endpoint {
             timeout,
             max_response: DEFAULT_MAX_RESPONSE,
             auth: config.auth.clone(),
+            query_timeout: None,
         })
     }
 
@@ -70,6 +77,26 @@ impl Endpoint {
     pub fn max_response(mut self, bytes: usize) -> Endpoint {
         self.max_response = bytes.max(1);
         self
+    }
+
+    /// Bound each query by `t` instead of the endpoint's timeout (which
+    /// still bounds connecting): the store is told `t` (the API's `timeout`
+    /// parameter) so it stops work the localizer no longer waits for, and
+    /// the request waits [`QUERY_GRACE`] longer so the store's own timeout
+    /// answer arrives.
+    pub fn query_timeout(mut self, t: Duration) -> Endpoint {
+        self.query_timeout = Some(t);
+        self
+    }
+
+    /// The store-side query bound, when set.
+    pub fn store_timeout(&self) -> Option<Duration> {
+        self.query_timeout
+    }
+
+    /// How long a query request may take.
+    pub fn request_timeout(&self) -> Duration {
+        self.query_timeout.map_or(self.timeout, |t| t + QUERY_GRACE)
     }
 
     /// The server root (also the metric label of an Alertmanager).

@@ -3,6 +3,7 @@
 //! what is wrong with the value.
 
 use crate::engine::model::Config;
+use crate::input::histograms::RttForm;
 use skeletonhunter_common::duration::{self, DurationError};
 use std::time::Duration;
 
@@ -197,5 +198,33 @@ pub fn endpoint_config(
         Some(p) => {
             crate::clients::EndpointConfig::load(p).map_err(|e| BadInput(format!("{flag}: {e}")))
         }
+    }
+}
+
+/// `--histograms` of `run` and `rules`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistogramsArg {
+    /// Native where the store evaluates it, classic otherwise.
+    Auto,
+    /// The classic `_bucket` / `_count` series.
+    Classic,
+    /// The native histogram series.
+    Native,
+}
+
+impl HistogramsArg {
+    /// The form of `run`, `None` for `auto` (decided by asking the store).
+    pub fn run_form(self) -> Option<RttForm> {
+        match self {
+            HistogramsArg::Auto => None,
+            HistogramsArg::Classic => Some(RttForm::Classic),
+            HistogramsArg::Native => Some(RttForm::Native),
+        }
+    }
+
+    /// The form of generated rules: nobody is asked, so `auto` is the
+    /// per-series fallback, which every store evaluates.
+    pub fn rules_form(self) -> RttForm {
+        self.run_form().unwrap_or(RttForm::NativeOrClassic)
     }
 }

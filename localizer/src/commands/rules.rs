@@ -1,8 +1,9 @@
 //! `skeletonhunter-localizer rules`: read the topology from Prometheus and
 //! write the recording rules of [`crate::rulesgen`].
 
-use super::flags::{endpoint_config, positive_duration, BadInput};
+use super::flags::{endpoint_config, positive_duration, BadInput, HistogramsArg};
 use crate::clients::Endpoint;
+use crate::input::histograms::RttForm;
 use crate::input::promql::{topology_from, Queries};
 use crate::rulesgen::{check, generate, RulesOptions};
 use anyhow::Context;
@@ -44,6 +45,11 @@ pub struct RulesArgs {
     /// e.g. 'job="skeletonhunter-exporter"'.
     #[arg(long, value_name = "MATCHERS")]
     pub matchers: Option<String>,
+    /// Which RTT histogram series the quantile rules read: classic (_bucket; the same rules as
+    /// rules/skeletonhunter.aggregates.yml), native (one native-histogram series a pair; a store
+    /// with native histograms), or auto: native where a series has it, else classic (`or`).
+    #[arg(long, value_enum, default_value_t = HistogramsArg::Classic, value_name = "MODE")]
+    pub histograms: HistogramsArg,
     /// HTTP timeout of the topology queries.
     #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub timeout: std::time::Duration,
@@ -57,6 +63,7 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
         interval: args.evaluation_interval.clone(),
         quantiles: args.quantiles.clone(),
         matchers: args.matchers.clone(),
+        histograms: args.histograms.rules_form(),
     };
     // Fail on bad options before touching the network.
     check(&opts)?;
@@ -93,6 +100,7 @@ fn read_topology(args: &RulesArgs) -> anyhow::Result<Vec<Identity>> {
         args.topology_window,
         args.topology_window,
         args.matchers.as_deref(),
+        RttForm::Classic,
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -2,6 +2,7 @@
 
 use super::flags::{
     endpoint_config, parse_ratio, parse_size, positive_duration, BadInput, EngineArgs,
+    HistogramsArg,
 };
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
@@ -70,9 +71,21 @@ pub struct RunArgs {
     /// (e.g. an unreachable container) keeps its place in the topology.
     #[arg(long, default_value = "1h", value_parser = positive_duration, value_name = "DURATION")]
     pub topology_window: Duration,
-    /// Timeout of each HTTP request to Prometheus or Alertmanager.
+    /// Timeout of each HTTP request to Alertmanager and of connecting to Prometheus (at most 5s
+    /// of it); Prometheus queries are bounded by --query.timeout.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Bound of each Prometheus query, also sent to the store (the API's timeout parameter) so it
+    /// stops evaluating what the localizer gave up on. Default: the larger of --interval and
+    /// --timeout (a cycle's queries run concurrently, so each may use the cycle's whole budget).
+    #[arg(long = "query.timeout", value_parser = positive_duration, value_name = "DURATION")]
+    pub query_timeout: Option<Duration>,
+    /// Which RTT histogram series are read: classic (_bucket/_count, 25 series a pair), native
+    /// (one native-histogram series a pair; needs a store with native histograms), or auto: ask
+    /// the store before the first cycle whether it evaluates histogram_count, then read native
+    /// where a pair has it and classic elsewhere, or classic alone when it does not.
+    #[arg(long, value_enum, default_value_t = HistogramsArg::Auto, value_name = "MODE")]
+    pub histograms: HistogramsArg,
     /// Largest Prometheus answer read (e.g. 64MiB, 500MB); a longer one fails that query
     /// (reason "too_large") and the cycle, instead of exhausting memory.
     #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
@@ -213,6 +226,8 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         window: args.window,
         topology_window: args.topology_window,
         timeout: args.timeout,
+        query_timeout: args.query_timeout,
+        histograms: args.histograms.run_form(),
         max_response: args.max_response_size,
         alert_ttl: args.alert_ttl,
         protocols: args.protocols,
@@ -300,6 +315,7 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::histograms::RttForm;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -345,6 +361,33 @@ mod tests {
             assert!(e.contains("--web.telemetry-path"), "{bad}: {e}");
         }
         assert!(parse(&["--log.format=text"]).is_err());
+    }
+
+    #[test]
+    fn histograms_and_query_timeout() {
+        let s = settings(parse(&[]).unwrap()).unwrap();
+        assert_eq!(s.histograms, None, "auto by default");
+        assert_eq!(s.query_timeout(), Duration::from_secs(10), "--interval");
+        let s = settings(parse(&["--interval=2s", "--timeout=7s"]).unwrap()).unwrap();
+        assert_eq!(
+            s.query_timeout(),
+            Duration::from_secs(7),
+            "never below --timeout"
+        );
+        let s = settings(
+            parse(&["--histograms=native", "--query.timeout=30s", "--timeout=1s"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s.histograms, Some(RttForm::Native));
+        assert_eq!(s.query_timeout(), Duration::from_secs(30));
+        assert_eq!(s.timeout, Duration::from_secs(1));
+        let s = settings(parse(&["--histograms", "classic"]).unwrap()).unwrap();
+        assert_eq!(s.histograms, Some(RttForm::Classic));
+        let e = parse(&["--histograms=both"]).err().unwrap();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--histograms"), "{e}");
+        let e = parse(&["--query.timeout=0s"]).err().unwrap();
+        assert!(e.to_string().contains("--query.timeout"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ const MAX_TTL: u32 = 255;
 type PathKey<'a> = (&'a str, &'a str, &'a str);
 
 fn key(s: &Sample) -> Option<PathKey<'_>> {
-    let get = |k: &str| s.labels.get(k).map(String::as_str);
+    let get = |k: &str| s.labels.get(k);
     let (src, dst, path) = (get("src_node")?, get("dst_node")?, get("path")?);
     (!src.is_empty() && !dst.is_empty() && !path.is_empty()).then_some((src, dst, path))
 }
@@ -37,7 +37,7 @@ fn hop_lists<'a>(hops: &'a [Sample]) -> HashMap<PathKey<'a>, Vec<String>> {
         if !(s.value.is_finite() && s.value > 0.0) {
             continue;
         }
-        let addr = s.labels.get("address").map_or("", String::as_str);
+        let addr = s.labels.get("address").unwrap_or("");
         by_ttl.entry(k).or_default().insert(ttl, addr);
     }
     by_ttl

@@ -14,18 +14,19 @@ use super::coverage::{Coverage, CycleCoverage};
 use super::delivery::{unix_now, Delivery};
 use super::findings::{blame_map, findings};
 use super::metrics::{AlertLabels, CycleResult, Metrics, QueryLabels, ResultLabels};
+use super::queries::{CycleQueries, QueryErrors};
 use super::settings::{ServiceError, Settings};
 use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
-use crate::clients::prometheus::{QueryError, Sample};
+use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
-use crate::input::promql::{assemble, topology_from, Assembled, Queries, QueryKind, QueryResults};
+use crate::input::promql::{assemble, topology_from, Assembled, QueryResults};
 use skeletonhunter_common::topology::{Component, Identity};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Why a cycle whose queries answered still had nothing to analyze (for
 /// the log).
@@ -63,8 +64,9 @@ pub(super) fn report_json(report: &Report) -> String {
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
-    prom: Endpoint,
-    queries: Queries,
+    q: CycleQueries,
+    /// `--interval`: a longer cycle is reported with its slowest query.
+    interval: Duration,
     protocols: Vec<String>,
     delivery: Delivery,
     book: AlertBook,
@@ -96,7 +98,8 @@ impl Localizer {
     ) -> Result<Localizer, ServiceError> {
         let prom = Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
             .map_err(ServiceError::Prometheus)?
-            .max_response(s.max_response);
+            .max_response(s.max_response)
+            .query_timeout(s.query_timeout());
         let delivery = Delivery::new(
             &s.alertmanagers,
             &s.alertmanager_http,
@@ -105,8 +108,8 @@ impl Localizer {
             metrics.clone(),
         )?;
         Ok(Localizer {
-            queries: Queries::new(s.window, s.topology_window, s.matchers.as_deref()),
-            prom,
+            q: CycleQueries::new(s, prom, metrics.clone()),
+            interval: s.interval,
             protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
@@ -126,7 +129,7 @@ impl Localizer {
 
     /// The Prometheus root queried.
     pub(super) fn prometheus(&self) -> &str {
-        self.prom.base()
+        self.q.prom().base()
     }
 
     /// Number of Alertmanagers posted to.
@@ -156,10 +159,24 @@ impl Localizer {
             .cycles
             .get_or_create(&ResultLabels { result })
             .inc();
-        self.metrics
-            .cycle_duration
-            .observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        self.metrics.cycle_duration.observe(took.as_secs_f64());
+        if took > self.interval {
+            self.warn_overrun(took);
+        }
         report
+    }
+
+    /// A cycle longer than `--interval`: say which query took the time.
+    fn warn_overrun(&self, took: Duration) {
+        let slowest = match self.q.slowest() {
+            Some((kind, d)) => format!("slowest query {} took {d:.1?}", kind.as_str()),
+            None => "no query was sent".to_string(),
+        };
+        tracing::warn!(
+            "cycle took {took:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
+            self.interval
+        );
     }
 
     /// The status page's record of a concluded cycle (takes its events).
@@ -215,7 +232,7 @@ impl Localizer {
                 tracing::warn!(
                     "{} at {}; this cycle raises and clears no alert",
                     why.as_str(),
-                    self.prom.base()
+                    self.q.prom().base()
                 );
                 (CycleResult::NoData, None)
             }
@@ -226,7 +243,8 @@ impl Localizer {
     async fn evaluate(&mut self) -> (Outcome, Vec<PostableAlert>) {
         let time = unix_now();
         let now = SystemTime::now();
-        let results = match self.query_all(time).await {
+        self.q.decide_form().await;
+        let results = match self.q.query_all(time).await {
             Ok(r) => r,
             Err(errors) => {
                 self.count_query_errors(&errors);
@@ -250,6 +268,8 @@ impl Localizer {
             self.record_coverage(&blind);
             return (Outcome::NoData(why), self.book.firing(now));
         }
+        let with_rtt = assembled.pairs.iter().filter(|p| p.rtt_seconds.is_some());
+        self.metrics.pairs_with_rtt.set(with_rtt.count() as i64);
         let coverage = self.coverage.observe(&assembled.pairs, now);
         self.record_coverage(&coverage);
         let Some((report, pairs)) = self.analyze(assembled.pairs).await else {
@@ -274,71 +294,9 @@ impl Localizer {
         self.metrics.components_unknown.set(c.unknown() as i64);
     }
 
-    async fn query_all(&self, time: f64) -> Result<QueryResults, Vec<(QueryKind, QueryError)>> {
-        let q = &self.queries;
-        let p = &self.prom;
-        let t = Some(time);
-        let (sent, lost, dial, p50, cnt, tnow, trecent, hops, paths) = tokio::join!(
-            p.instant(&q.sent, t),
-            p.instant(&q.lost, t),
-            p.instant(&q.dial_failures, t),
-            p.instant(&q.rtt_p50, t),
-            p.instant(&q.rtt_count, t),
-            p.instant(&q.topology_now, t),
-            p.instant(&q.topology_recent, t),
-            p.instant(&q.hops, t),
-            async {
-                let (h, l, n) = tokio::join!(
-                    p.instant(&q.paths, t),
-                    p.instant(&q.path_loss, t),
-                    p.instant(&q.path_probes, t)
-                );
-                Ok::<_, QueryError>((h?, l?, n?))
-            },
-        );
-        // Hops are optional: without them paths come from labels alone.
-        let (hops, hops_error) = match hops {
-            Ok(v) => (v, None),
-            Err(e) => (Vec::new(), Some(e)),
-        };
-        // So are the per-path series: without them no link is localized.
-        let ((paths, path_loss, path_probes), paths_error) = match paths {
-            Ok(v) => (v, None),
-            Err(e) => (Default::default(), Some(e)),
-        };
-        let mut errors = Vec::new();
-        let mut take = |name: QueryKind, r: Result<Vec<Sample>, QueryError>| match r {
-            Ok(v) => v,
-            Err(e) => {
-                errors.push((name, e));
-                Vec::new()
-            }
-        };
-        let out = QueryResults {
-            sent: take(QueryKind::Sent, sent),
-            lost: take(QueryKind::Lost, lost),
-            dial_failures: take(QueryKind::DialFailures, dial),
-            rtt_p50: take(QueryKind::RttP50, p50),
-            rtt_count: take(QueryKind::RttCount, cnt),
-            topology_now: take(QueryKind::TopologyNow, tnow),
-            topology_recent: take(QueryKind::TopologyRecent, trecent),
-            hops,
-            hops_error,
-            paths,
-            path_loss,
-            path_probes,
-            paths_error,
-        };
-        if errors.is_empty() {
-            Ok(out)
-        } else {
-            Err(errors)
-        }
-    }
-
     /// Count failed queries; one log line per distinct problem (all queries
     /// usually fail alike).
-    fn count_query_errors(&self, errors: &[(QueryKind, QueryError)]) {
+    fn count_query_errors(&self, errors: &QueryErrors) {
         let mut seen = BTreeSet::new();
         for (name, e) in errors {
             self.metrics
@@ -348,7 +306,10 @@ impl Localizer {
                     reason: e.reason(),
                 })
                 .inc();
-            let msg = e.to_string();
+            let mut msg = e.to_string();
+            if e.reason() == QueryFailure::Timeout {
+                msg.push_str("; raise --query.timeout or narrow the queries with --matchers");
+            }
             if seen.insert(msg.clone()) {
                 tracing::warn!(
                     "query {} failed: {msg}; this cycle raises and clears no alert",

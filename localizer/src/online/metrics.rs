@@ -8,6 +8,7 @@
 //! stale `last_success_timestamp_seconds` means nobody is localizing).
 
 use crate::clients::prometheus::QueryFailure;
+use crate::input::histograms::RttForm;
 use crate::input::promql::QueryKind;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -58,7 +59,7 @@ macro_rules! label_value_as_str {
         }
     )*};
 }
-label_value_as_str!(CycleResult, QueryKind, QueryFailure);
+label_value_as_str!(CycleResult, QueryKind, QueryFailure, RttForm);
 
 /// Labels of the blame series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,6 +92,27 @@ pub struct QueryLabels {
     /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
     /// `too_large`.
     pub reason: QueryFailure,
+}
+
+/// Labels of `skeletonhunter_localizer_query_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueryKindLabels {
+    /// Which of the cycle's queries.
+    pub query: QueryKind,
+}
+
+/// Labels of `skeletonhunter_localizer_histograms_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HistogramsLabels {
+    /// `classic`, `native` or `native_or_classic`.
+    pub mode: RttForm,
+}
+
+/// A histogram of seconds from 1 ms to ~65 s: a query, a cycle.
+fn seconds_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.001, 2.0, 17,
+    ))
 }
 
 /// Labels of `skeletonhunter_localizer_cycles_total`.
@@ -127,6 +149,12 @@ pub struct Metrics {
     pub cycles: Family<ResultLabels, Counter>,
     /// `skeletonhunter_localizer_query_errors_total`.
     pub query_errors: Family<QueryLabels, Counter>,
+    /// `skeletonhunter_localizer_query_duration_seconds`.
+    pub query_duration: Family<QueryKindLabels, Histogram, fn() -> Histogram>,
+    /// `skeletonhunter_localizer_histograms_info`.
+    histograms: Family<HistogramsLabels, Gauge>,
+    /// `skeletonhunter_localizer_pairs_with_rtt`.
+    pub pairs_with_rtt: Gauge,
     /// `skeletonhunter_localizer_alert_post_errors_total`.
     pub alert_post_errors: Family<AlertmanagerLabels, Counter>,
     /// `skeletonhunter_localizer_alerts_posted_total`.
@@ -190,12 +218,12 @@ impl Metrics {
             update: Mutex::new(()),
             blame: Family::default(),
             faulty: Family::default(),
-            // 1 ms .. ~65 s: a cycle is a few queries plus one solve.
-            cycle_duration: Histogram::new(
-                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17),
-            ),
+            cycle_duration: seconds_histogram(),
             cycles: Family::default(),
             query_errors: Family::default(),
+            query_duration: Family::new_with_constructor(seconds_histogram),
+            histograms: Family::default(),
+            pairs_with_rtt: Gauge::default(),
             alert_post_errors: Family::default(),
             alerts_posted: Family::default(),
             alert_queue: Family::default(),
@@ -240,6 +268,18 @@ impl Metrics {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .map(|t| t.elapsed())
+    }
+
+    /// The RTT query form in use (one series; absent until decided).
+    pub fn set_histograms(&self, mode: RttForm) {
+        let _g = self
+            .update
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.histograms.clear();
+        self.histograms
+            .get_or_create(&HistogramsLabels { mode })
+            .set(1);
     }
 
     /// Replace the `skeletonhunter_component_alerting` series with the
@@ -327,6 +367,16 @@ fn register_verdicts(r: &mut Registry, m: &Metrics) {
         "Prometheus queries that failed or returned partial data, by query and reason",
         m.query_errors.clone(),
     );
+    r.register(
+        "skeletonhunter_localizer_query_duration_seconds",
+        "Wall time of each of the cycle's queries, answered or not (the three per-path queries count as paths)",
+        m.query_duration.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_histograms_info",
+        "1 for the form the RTT queries read (mode classic, native, native_or_classic; absent until --histograms auto has asked the store)",
+        m.histograms.clone(),
+    );
 }
 
 /// Alertmanager delivery.
@@ -384,6 +434,11 @@ fn register_pairs(r: &mut Registry, m: &Metrics) {
         "skeletonhunter_localizer_pairs_dropped",
         "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
         m.pairs_dropped.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_with_rtt",
+        "Probe pairs of the last trusted cycle with a median RTT (0 when the RTT queries read a histogram form the fleet does not export)",
+        m.pairs_with_rtt.clone(),
     );
     r.register(
         "skeletonhunter_localizer_nodes",
@@ -487,14 +542,24 @@ mod tests {
             .inc();
         m.cycle_duration.observe(0.1);
         m.last_success.set(1.5e9);
+        m.query_duration
+            .get_or_create(&QueryKindLabels {
+                query: QueryKind::RttP50,
+            })
+            .observe(0.2);
+        m.set_histograms(RttForm::Native);
+        m.set_histograms(RttForm::NativeOrClassic);
         let t = text(&m);
         for name in [
             "skeletonhunter_localizer_query_errors_total{query=\"sent\",reason=\"unreachable\"} 1",
             "skeletonhunter_localizer_cycle_duration_seconds_bucket",
             "skeletonhunter_localizer_last_success_timestamp_seconds 1500000000",
             "skeletonhunter_localizer_build_info{version=",
+            "skeletonhunter_localizer_query_duration_seconds_count{query=\"rtt_p50\"} 1",
+            "skeletonhunter_localizer_histograms_info{mode=\"native_or_classic\"} 1",
         ] {
             assert!(t.contains(name), "{name} missing from:\n{t}");
         }
+        assert!(!t.contains("mode=\"native\""), "one mode at a time:\n{t}");
     }
 }

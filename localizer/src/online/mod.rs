@@ -3,7 +3,8 @@
 //! to Alertmanager while serving blame and health metrics.
 //!
 //! One file per job: [`settings`] (what the loop is told), [`cycle`] (one
-//! cycle), [`findings`] (report to findings and blame), [`confirm`] (which
+//! cycle), [`queries`] (the cycle's queries: histogram form, timing),
+//! [`findings`] (report to findings and blame), [`confirm`] (which
 //! findings may page and when they resolve), [`coverage`] (which pairs and
 //! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
 //! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
@@ -18,6 +19,7 @@ mod cycle;
 mod delivery;
 pub mod findings;
 pub mod metrics;
+mod queries;
 pub mod routes;
 pub mod service;
 pub mod settings;

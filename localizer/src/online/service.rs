@@ -56,18 +56,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
             let _ = server_stop.wait_for(|s| *s).await;
         },
     ));
-    tracing::info!(
-        "localizing every {:?} over {} from {} ({} Alertmanager(s)); metrics on http://{}{}",
-        s.interval,
-        promql_duration(s.window),
-        loc.prometheus(),
-        loc.alertmanagers(),
-        s.listen,
-        s.telemetry_path
-    );
-    if loc.alertmanagers() == 0 {
-        tracing::warn!("no --alertmanager given: faults are only exported as metrics");
-    }
+    log_start(&s, &loc);
 
     let mut ticker = tokio::time::interval(s.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -80,10 +69,17 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
                 let _ = reload(&metrics, "SIGHUP");
             }
             _ = ticker.tick() => {
-                // A cycle is bounded by the HTTP timeouts; shutdown still wins.
+                // A cycle is bounded by the query timeouts; shutdown still
+                // wins. Cycles never overlap (this loop awaits each), and
+                // one longer than the interval is followed by a full
+                // interval of rest rather than the next cycle at once.
+                let started = tokio::time::Instant::now();
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = loc.cycle() => {}
+                }
+                if started.elapsed() > s.interval {
+                    ticker.reset();
                 }
             }
         }
@@ -95,6 +91,23 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let _ = stop_tx.send(true);
     let _ = server.await;
     Ok(())
+}
+
+/// What the loop does, once at start.
+fn log_start(s: &Settings, loc: &Localizer) {
+    tracing::info!(
+        "localizing every {:?} over {} from {} (each query bounded by {:?}; {} Alertmanager(s)); metrics on http://{}{}",
+        s.interval,
+        promql_duration(s.window),
+        loc.prometheus(),
+        s.query_timeout(),
+        loc.alertmanagers(),
+        s.listen,
+        s.telemetry_path
+    );
+    if loc.alertmanagers() == 0 {
+        tracing::warn!("no --alertmanager given: faults are only exported as metrics");
+    }
 }
 
 /// `url` without a user name or password, for the status page.

@@ -5,6 +5,7 @@
 use crate::clients::http::ClientError;
 use crate::clients::EndpointConfig;
 use crate::engine::model::Config;
+use crate::input::histograms::RttForm;
 use crate::online::alerts::AlertLinks;
 use skeletonhunter_common::web::WebSource;
 use std::net::SocketAddr;
@@ -35,8 +36,14 @@ pub struct Settings {
     pub window: Duration,
     /// Lookback for node identities and traced hops.
     pub topology_window: Duration,
-    /// Timeout of each HTTP request.
+    /// Timeout of each Alertmanager request and of connecting to the store.
     pub timeout: Duration,
+    /// Bound of each query (`--query.timeout`); `None`: the larger of
+    /// `interval` and `timeout`.
+    pub query_timeout: Option<Duration>,
+    /// The RTT histogram form (`--histograms`); `None`: `auto`, asked of
+    /// the store.
+    pub histograms: Option<RttForm>,
     /// Largest Prometheus answer read, in bytes.
     pub max_response: usize,
     /// `endsAt` horizon of firing alerts; `None`: 4 × interval, at least 30 s.
@@ -73,6 +80,13 @@ impl Settings {
     pub fn ttl(&self) -> Duration {
         self.alert_ttl
             .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(30)))
+    }
+
+    /// The bound of each query: `--query.timeout`, else the cycle's budget
+    /// (the queries run concurrently), never below `--timeout`.
+    pub fn query_timeout(&self) -> Duration {
+        self.query_timeout
+            .unwrap_or_else(|| self.interval.max(self.timeout))
     }
 
     /// The links every alert carries.

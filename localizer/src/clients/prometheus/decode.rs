@@ -276,7 +276,7 @@ mod tests {
             {"metric":{},"value":[1700000000.5,"+Inf"]}]}}"#;
         let v = decode_instant(URL, 200, body.as_bytes()).unwrap();
         assert_eq!(v.len(), 3);
-        assert_eq!(v[0].labels["dst_node"], "b");
+        assert_eq!(&v[0].labels["dst_node"], "b");
         assert_eq!(v[0].value, 0.25);
         assert_eq!(v[0].timestamp, 1700000000.5);
         assert!(v[1].value.is_nan());

@@ -10,6 +10,7 @@
 
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
+use crate::input::histograms::{rtt_queries, RttForm};
 use crate::input::paths::attach_paths;
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
@@ -95,8 +96,14 @@ const TOPOLOGY_BY: &str = "node_id, nic, host, tor, spine, network_pod, tenant";
 
 impl Queries {
     /// The queries over `window` (topology and hops over `topology_window`),
-    /// each selector narrowed by `matchers` (e.g. `job="x"`).
-    pub fn new(window: Duration, topology_window: Duration, matchers: Option<&str>) -> Queries {
+    /// each selector narrowed by `matchers` (e.g. `job="x"`), RTT read in
+    /// `rtt` form.
+    pub fn new(
+        window: Duration,
+        topology_window: Duration,
+        matchers: Option<&str>,
+        rtt: RttForm,
+    ) -> Queries {
         let w = promql_duration(window);
         let tw = promql_duration(topology_window);
         let sel = |metric: &str| match matchers {
@@ -104,6 +111,7 @@ impl Queries {
             _ => metric.to_string(),
         };
         let by_pair = "src_node, dst_node, protocol";
+        let (rtt_p50, rtt_count) = rtt_queries(rtt, &w, &sel);
         Queries {
             sent: format!(
                 "sum by ({by_pair}) (increase({}[{w}]))",
@@ -117,14 +125,8 @@ impl Queries {
                 "sum by (src_node, dst_node) (increase({}[{w}]))",
                 sel("skeletonhunter_probe_dial_failures_total")
             ),
-            rtt_p50: format!(
-                "histogram_quantile(0.5, sum by ({by_pair}, le) (increase({}[{w}])))",
-                sel("skeletonhunter_probe_rtt_seconds_bucket")
-            ),
-            rtt_count: format!(
-                "sum by ({by_pair}) (increase({}[{w}]))",
-                sel("skeletonhunter_probe_rtt_seconds_count")
-            ),
+            rtt_p50,
+            rtt_count,
             topology_now: format!(
                 "max by ({TOPOLOGY_BY}) ({})",
                 sel("skeletonhunter_node_info")
@@ -197,7 +199,7 @@ fn identity_of(s: &Sample) -> Identity {
     let mut id = Identity::default();
     for k in Kind::ALL {
         if let Some(v) = s.labels.get(k.label_name()) {
-            id.set(k, v.clone());
+            id.set(k, v.to_string());
         }
     }
     id
@@ -304,13 +306,15 @@ fn rtt_rank(protocol: &str) -> usize {
     }
 }
 
-fn pair_key(s: &Sample) -> Option<(String, String)> {
+/// (source, destination) of a pair's sample, borrowed from it: at
+/// 100,000 pairs a copy per sample is ~1.4 million strings a cycle.
+fn pair_key(s: &Sample) -> Option<(&str, &str)> {
     let src = s.labels.get("src_node")?;
     let dst = s.labels.get("dst_node")?;
     if src.is_empty() || dst.is_empty() || src == dst {
         return None;
     }
-    Some((src.clone(), dst.clone()))
+    Some((src, dst))
 }
 
 /// Build the engine's per-pair input from query results.
@@ -326,7 +330,7 @@ pub fn assemble(
     topology: &HashMap<String, Identity>,
     protocols: &[String],
 ) -> Assembled {
-    let mut acc: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    let mut acc: BTreeMap<(&str, &str), Acc> = BTreeMap::new();
     let packet = |p: &str| p != "tcp" && protocols.iter().any(|x| x == p);
     add_counts(&mut acc, r, &packet);
     add_rtts(&mut acc, r, &packet);
@@ -336,7 +340,7 @@ pub fn assemble(
             out.incomplete += 1;
             continue;
         }
-        let (Some(si), Some(di)) = (topology.get(&src), topology.get(&dst)) else {
+        let (Some(si), Some(di)) = (topology.get(src), topology.get(dst)) else {
             out.no_topology += 1;
             continue;
         };
@@ -349,17 +353,17 @@ pub fn assemble(
     out
 }
 
-fn proto_of(s: &Sample) -> String {
-    s.labels.get("protocol").cloned().unwrap_or_default()
+fn proto_of(s: &Sample) -> &str {
+    s.labels.get("protocol").unwrap_or_default()
 }
 
 /// Sent, lost and dial-failure counters into the per-pair accumulators.
-fn add_counts(
-    acc: &mut BTreeMap<(String, String), Acc>,
-    r: &QueryResults,
+fn add_counts<'a>(
+    acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
+    r: &'a QueryResults,
     packet: &dyn Fn(&str) -> bool,
 ) {
-    let mut lost_seen: HashMap<(String, String, String), f64> = HashMap::new();
+    let mut lost_seen: HashMap<(&str, &str, &str), f64> = HashMap::new();
     for s in &r.lost {
         if let Some((a, b)) = pair_key(s) {
             lost_seen.insert((a, b, proto_of(s)), count(s.value));
@@ -368,10 +372,10 @@ fn add_counts(
     for s in &r.sent {
         let Some(key) = pair_key(s) else { continue };
         let proto = proto_of(s);
-        let e = acc.entry(key.clone()).or_default();
+        let e = acc.entry(key).or_default();
         if proto == "tcp" {
             e.tcp_attempts += count(s.value);
-        } else if packet(&proto) {
+        } else if packet(proto) {
             let sent = count(s.value);
             match lost_seen.get(&(key.0, key.1, proto)) {
                 Some(&lost) => {
@@ -391,20 +395,20 @@ fn add_counts(
 }
 
 /// Answer counts and the preferred protocol's median RTT per pair.
-fn add_rtts(
-    acc: &mut BTreeMap<(String, String), Acc>,
-    r: &QueryResults,
+fn add_rtts<'a>(
+    acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
+    r: &'a QueryResults,
     packet: &dyn Fn(&str) -> bool,
 ) {
-    let mut counts: HashMap<(String, String, String), f64> = HashMap::new();
+    let mut counts: HashMap<(&str, &str, &str), f64> = HashMap::new();
     for s in &r.rtt_count {
         if let Some((a, b)) = pair_key(s) {
             let proto = proto_of(s);
             let n = count(s.value);
-            let e = acc.entry((a.clone(), b.clone())).or_default();
+            let e = acc.entry((a, b)).or_default();
             if proto == "tcp" {
                 *e.tcp_ok.get_or_insert(0.0) += n;
-            } else if packet(&proto) {
+            } else if packet(proto) {
                 *e.pkt_received.get_or_insert(0.0) += n;
             }
             counts.insert((a, b, proto), n);
@@ -413,17 +417,14 @@ fn add_rtts(
     for s in &r.rtt_p50 {
         let Some(key) = pair_key(s) else { continue };
         let proto = proto_of(s);
-        if !(packet(&proto) || proto == "tcp") || !s.value.is_finite() || s.value <= 0.0 {
+        if !(packet(proto) || proto == "tcp") || !s.value.is_finite() || s.value <= 0.0 {
             continue;
         }
-        let n = counts
-            .get(&(key.0.clone(), key.1.clone(), proto.clone()))
-            .copied()
-            .unwrap_or(0.0);
+        let n = counts.get(&(key.0, key.1, proto)).copied().unwrap_or(0.0);
         if n <= 0.0 {
             continue;
         }
-        let rank = rtt_rank(&proto);
+        let rank = rtt_rank(proto);
         let e = acc.entry(key).or_default();
         if e.rtt.is_none_or(|(r0, _, _)| rank < r0) {
             e.rtt = Some((rank, s.value, n));

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::clients::prometheus::Labels;
+use crate::input::histograms::RttForm;
 fn sample(labels: &[(&str, &str)], value: f64) -> Sample {
     Sample {
         labels: labels
@@ -49,6 +50,7 @@ fn queries_use_window_and_matchers() {
         Duration::from_secs(30),
         Duration::from_secs(3600),
         Some("job=\"sh\""),
+        RttForm::Classic,
     );
     assert_eq!(
         q.sent,
@@ -69,7 +71,12 @@ fn queries_use_window_and_matchers() {
         q.path_loss,
         "max by (src_node, dst_node, path) (last_over_time(skeletonhunter_path_loss_ratio{job=\"sh\"}[30s]))"
     );
-    let q = Queries::new(Duration::from_secs(30), Duration::from_secs(60), None);
+    let q = Queries::new(
+        Duration::from_secs(30),
+        Duration::from_secs(60),
+        None,
+        RttForm::Classic,
+    );
     assert!(q
         .rtt_p50
         .contains("skeletonhunter_probe_rtt_seconds_bucket[30s]"));
@@ -79,6 +86,36 @@ fn queries_use_window_and_matchers() {
     assert!(q
         .path_probes
         .contains("last_over_time(skeletonhunter_path_probes[30s])"));
+}
+
+#[test]
+fn rtt_queries_in_each_form() {
+    let q = |form| {
+        let q = Queries::new(
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            Some("job=\"sh\""),
+            form,
+        );
+        (q.rtt_p50, q.rtt_count)
+    };
+    let classic = (
+        "histogram_quantile(0.5, sum by (src_node, dst_node, protocol, le) (increase(skeletonhunter_probe_rtt_seconds_bucket{job=\"sh\"}[1m])))".to_string(),
+        "sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds_count{job=\"sh\"}[1m]))".to_string(),
+    );
+    let native = (
+        "histogram_quantile(0.5, sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds{job=\"sh\"}[1m])))".to_string(),
+        "histogram_count(sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds{job=\"sh\"}[1m])))".to_string(),
+    );
+    assert_eq!(q(RttForm::Classic), classic);
+    assert_eq!(q(RttForm::Native), native);
+    assert_eq!(
+        q(RttForm::NativeOrClassic),
+        (
+            format!("{} or {}", native.0, classic.0),
+            format!("{} or {}", native.1, classic.1)
+        )
+    );
 }
 
 #[test]

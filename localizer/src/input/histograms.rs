@@ -1,0 +1,134 @@
+//! Which RTT histogram series a cycle reads (`run --histograms`): the
+//! classic `_bucket` / `_count` series, the native histogram series (one
+//! per pair and protocol instead of 25 bucket series), or native with a
+//! per-pair classic fallback; and the free probe that tells whether the
+//! store evaluates native-histogram functions at all.
+
+use crate::clients::prometheus::{QueryError, Sample};
+
+/// Which series the RTT median and answer count are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RttForm {
+    /// The classic `_bucket` / `_count` series (25 bucket series a pair).
+    Classic,
+    /// The native histogram series (one a pair): needs a store with native
+    /// histograms (Prometheus `--enable-feature=native-histograms`).
+    Native,
+    /// Native where a pair has it, else classic (PromQL `or`, per pair),
+    /// so a fleet in transition reads both kinds.
+    NativeOrClassic,
+}
+
+impl RttForm {
+    /// The `mode` label of `skeletonhunter_localizer_histograms_info`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RttForm::Classic => "classic",
+            RttForm::Native => "native",
+            RttForm::NativeOrClassic => "native_or_classic",
+        }
+    }
+}
+
+/// The query that tells whether the store evaluates native-histogram
+/// functions: it reads no series, so it costs nothing at any scale.
+pub const NATIVE_PROBE: &str = "histogram_count(vector(1))";
+
+/// What [`NATIVE_PROBE`]'s answer says: `Some(true)` when the store knows
+/// the function, `Some(false)` when it rejects the query as bad input (an
+/// unknown function: VictoriaMetrics answers 422), `None` when the answer
+/// says nothing about it (unreachable, timeout, 5xx, 401/403): ask again.
+pub fn store_knows_native(answer: &Result<Vec<Sample>, QueryError>) -> Option<bool> {
+    match answer {
+        Ok(_) => Some(true),
+        Err(QueryError::Api {
+            error_type, error, ..
+        }) => {
+            let rejected = matches!(error_type.as_str(), "bad_data" | "400" | "422")
+                || error.contains("unknown func");
+            rejected.then_some(false)
+        }
+        Err(QueryError::Status { status, .. }) => {
+            matches!(status, 400 | 404 | 422).then_some(false)
+        }
+        Err(_) => None,
+    }
+}
+
+/// The RTT median and answer-count queries in `form` over `w`; `sel`
+/// narrows a metric name to the operator's matchers.
+pub fn rtt_queries(form: RttForm, w: &str, sel: &dyn Fn(&str) -> String) -> (String, String) {
+    let by = "src_node, dst_node, protocol";
+    let classic = (
+        format!(
+            "histogram_quantile(0.5, sum by ({by}, le) (increase({}[{w}])))",
+            sel("skeletonhunter_probe_rtt_seconds_bucket")
+        ),
+        format!(
+            "sum by ({by}) (increase({}[{w}]))",
+            sel("skeletonhunter_probe_rtt_seconds_count")
+        ),
+    );
+    let sum = format!(
+        "sum by ({by}) (increase({}[{w}]))",
+        sel("skeletonhunter_probe_rtt_seconds")
+    );
+    let native = (
+        format!("histogram_quantile(0.5, {sum})"),
+        format!("histogram_count({sum})"),
+    );
+    match form {
+        RttForm::Classic => classic,
+        RttForm::Native => native,
+        RttForm::NativeOrClassic => (
+            format!("{} or {}", native.0, classic.0),
+            format!("{} or {}", native.1, classic.1),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_native_probe_tells_known_from_unknown_from_no_answer() {
+        let url = || "http://s/api/v1/query".to_string();
+        let api = |t: &str, e: &str| {
+            Err(QueryError::Api {
+                url: url(),
+                error_type: t.into(),
+                error: e.into(),
+            })
+        };
+        assert_eq!(store_knows_native(&Ok(Vec::new())), Some(true));
+        // VictoriaMetrics 1.79: HTTP 422 `unknown func "histogram_count"`.
+        assert_eq!(
+            store_knows_native(&api("422", "unknown func \"histogram_count\"")),
+            Some(false)
+        );
+        assert_eq!(
+            store_knows_native(&api("bad_data", "parse error")),
+            Some(false)
+        );
+        let status = |status| {
+            Err(QueryError::Status {
+                url: url(),
+                status,
+                body: String::new(),
+            })
+        };
+        assert_eq!(store_knows_native(&status(422)), Some(false));
+        for undecided in [
+            status(401),
+            status(503),
+            api("timeout", "query timed out"),
+            Err(QueryError::Unreachable {
+                url: url(),
+                reason: "refused".into(),
+            }),
+        ] {
+            assert_eq!(store_knows_native(&undecided), None, "{undecided:?}");
+        }
+    }
+}

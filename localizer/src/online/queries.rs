@@ -1,0 +1,203 @@
+//! The cycle's queries as the store sees them: which RTT histogram form
+//! they read (`--histograms`, decided once for `auto` by a probe the store
+//! answers at no cost), each one timed and bounded by `--query.timeout`,
+//! and all of them sent at once.
+
+use super::metrics::{Metrics, QueryKindLabels};
+use super::settings::Settings;
+use crate::clients::prometheus::{QueryError, Sample};
+use crate::clients::Endpoint;
+use crate::input::histograms::{store_knows_native, RttForm, NATIVE_PROBE};
+use crate::input::promql::{Queries, QueryKind, QueryResults};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The queries of a cycle and what they are sent to.
+pub(super) struct CycleQueries {
+    prom: Endpoint,
+    queries: Queries,
+    /// `--histograms`: `None` is `auto`.
+    requested: Option<RttForm>,
+    /// The form in use once decided.
+    form: Option<RttForm>,
+    /// What [`Queries::new`] needs besides the form.
+    window: Duration,
+    topology_window: Duration,
+    matchers: Option<String>,
+    metrics: Arc<Metrics>,
+    /// The slowest query of the cycle in progress.
+    slowest: Mutex<Option<(QueryKind, Duration)>>,
+}
+
+/// Every failed query of a cycle, by query.
+pub(super) type QueryErrors = Vec<(QueryKind, QueryError)>;
+
+impl CycleQueries {
+    /// The queries of `s` sent to `prom`; a fixed `--histograms` form is
+    /// logged and exported at once.
+    pub(super) fn new(s: &Settings, prom: Endpoint, metrics: Arc<Metrics>) -> CycleQueries {
+        let mut q = CycleQueries {
+            queries: Queries::new(
+                s.window,
+                s.topology_window,
+                s.matchers.as_deref(),
+                RttForm::Classic,
+            ),
+            prom,
+            requested: s.histograms,
+            form: None,
+            window: s.window,
+            topology_window: s.topology_window,
+            matchers: s.matchers.clone(),
+            metrics,
+            slowest: Mutex::new(None),
+        };
+        if let Some(form) = s.histograms {
+            tracing::info!("RTT read from {} histograms (--histograms)", form.as_str());
+            q.set_form(form);
+        }
+        q
+    }
+
+    /// The store queried.
+    pub(super) fn prom(&self) -> &Endpoint {
+        &self.prom
+    }
+
+    fn set_form(&mut self, form: RttForm) {
+        self.queries = Queries::new(
+            self.window,
+            self.topology_window,
+            self.matchers.as_deref(),
+            form,
+        );
+        self.form = Some(form);
+        self.metrics.set_histograms(form);
+    }
+
+    /// For `auto`, until the store has said: ask whether it evaluates
+    /// native-histogram functions. Until it answers, the cycle reads the
+    /// classic form, which every store evaluates.
+    pub(super) async fn decide_form(&mut self) {
+        if self.form.is_some() || self.requested.is_some() {
+            return;
+        }
+        let answer = self.prom.instant(NATIVE_PROBE, None).await;
+        let form = match store_knows_native(&answer) {
+            Some(true) => RttForm::NativeOrClassic,
+            Some(false) => RttForm::Classic,
+            None => {
+                if let Err(e) = answer {
+                    tracing::debug!("--histograms auto: no answer yet ({e}); reading classic");
+                }
+                return;
+            }
+        };
+        let why = match &answer {
+            Ok(_) => "it evaluates histogram_count".to_string(),
+            Err(e) => format!("it rejects histogram_count: {e}"),
+        };
+        tracing::info!(
+            "--histograms auto: RTT read in the {} form ({} answered {NATIVE_PROBE:?}: {why})",
+            form.as_str(),
+            self.prom.base()
+        );
+        self.set_form(form);
+    }
+
+    /// `fut`, timed into `skeletonhunter_localizer_query_duration_seconds`
+    /// and the cycle's slowest query.
+    async fn timed<T>(&self, kind: QueryKind, fut: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = fut.await;
+        let took = started.elapsed();
+        self.metrics
+            .query_duration
+            .get_or_create(&QueryKindLabels { query: kind })
+            .observe(took.as_secs_f64());
+        let mut slowest = self
+            .slowest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slowest.is_none_or(|(_, d)| took > d) {
+            *slowest = Some((kind, took));
+        }
+        out
+    }
+
+    /// The slowest query of the last [`CycleQueries::query_all`].
+    pub(super) fn slowest(&self) -> Option<(QueryKind, Duration)> {
+        *self
+            .slowest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every query of a cycle at `time`, concurrently. The hop and per-path
+    /// queries are optional: their failure is kept in the results.
+    pub(super) async fn query_all(&self, time: f64) -> Result<QueryResults, QueryErrors> {
+        *self
+            .slowest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        let (q, p, t) = (&self.queries, &self.prom, Some(time));
+        let one = |kind, query| self.timed(kind, p.instant(query, t));
+        let (sent, lost, dial, p50, cnt, tnow, trecent, hops, paths) = tokio::join!(
+            one(QueryKind::Sent, &q.sent),
+            one(QueryKind::Lost, &q.lost),
+            one(QueryKind::DialFailures, &q.dial_failures),
+            one(QueryKind::RttP50, &q.rtt_p50),
+            one(QueryKind::RttCount, &q.rtt_count),
+            one(QueryKind::TopologyNow, &q.topology_now),
+            one(QueryKind::TopologyRecent, &q.topology_recent),
+            one(QueryKind::Hops, &q.hops),
+            self.timed(QueryKind::Paths, async {
+                let (h, l, n) = tokio::join!(
+                    p.instant(&q.paths, t),
+                    p.instant(&q.path_loss, t),
+                    p.instant(&q.path_probes, t)
+                );
+                Ok::<_, QueryError>((h?, l?, n?))
+            }),
+        );
+        // Hops are optional: without them paths come from labels alone.
+        let (hops, hops_error) = match hops {
+            Ok(v) => (v, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        // So are the per-path series: without them no link is localized.
+        let ((paths, path_loss, path_probes), paths_error) = match paths {
+            Ok(v) => (v, None),
+            Err(e) => (Default::default(), Some(e)),
+        };
+        let mut errors = Vec::new();
+        let mut take = |name: QueryKind, r: Result<Vec<Sample>, QueryError>| match r {
+            Ok(v) => v,
+            Err(e) => {
+                errors.push((name, e));
+                Vec::new()
+            }
+        };
+        let out = QueryResults {
+            sent: take(QueryKind::Sent, sent),
+            lost: take(QueryKind::Lost, lost),
+            dial_failures: take(QueryKind::DialFailures, dial),
+            rtt_p50: take(QueryKind::RttP50, p50),
+            rtt_count: take(QueryKind::RttCount, cnt),
+            topology_now: take(QueryKind::TopologyNow, tnow),
+            topology_recent: take(QueryKind::TopologyRecent, trecent),
+            hops,
+            hops_error,
+            paths,
+            path_loss,
+            path_probes,
+            paths_error,
+        };
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(errors)
+        }
+    }
+}
