@@ -16,11 +16,11 @@
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use skeletonhunter_common::duration;
-use skeletonhunter_common::topology::{Component, Kind};
 use skeletonhunter_exporter::model::HistogramMode;
-use skeletonhunter_localizer::sim::{Fabric, FabricSpec};
+use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::fleet::{
-    node_path, scrape_config, write_file_sd, Effect, Fleet, FleetFault, FleetServer, FleetSpec,
+    node_path, sample_faults, scrape_config, write_file_sd, Fleet, FleetFault, FleetServer,
+    FleetSpec,
 };
 use skeletonhunter_tests::localizer::{run_once, OnceRun};
 use skeletonhunter_tests::process::status_kib;
@@ -52,37 +52,6 @@ fn spec() -> FleetSpec {
         histograms: HistogramMode::Classic,
         probe_rate: 20.0,
         seed: 15,
-    }
-}
-
-/// A ToR and a NIC losing 5 %, a spine adding 200 µs, on disjoint parts
-/// of the fabric (the NIC and the spine not under the ToR's spine block).
-fn faults(f: &Fabric) -> Vec<FleetFault> {
-    let tor_node = &f.nodes[0];
-    let far = f
-        .nodes
-        .iter()
-        .find(|n| n.spine != tor_node.spine && n.tor != tor_node.tor)
-        .expect("a node under another spine");
-    let spine = f
-        .components(Kind::Spine)
-        .into_iter()
-        .find(|s| s.id != tor_node.spine && s.id != far.spine)
-        .expect("a third spine");
-    vec![
-        fault(Kind::Tor, &tor_node.tor, Effect::Loss(0.05)),
-        fault(Kind::Nic, &far.nic, Effect::Loss(0.05)),
-        FleetFault {
-            component: spine,
-            effect: Effect::Latency(Duration::from_micros(200)),
-        },
-    ]
-}
-
-fn fault(kind: Kind, id: &str, effect: Effect) -> FleetFault {
-    FleetFault {
-        component: Component::new(kind, id),
-        effect,
     }
 }
 
@@ -254,7 +223,8 @@ fn faults_are_found(
 #[test]
 fn fleet_faults_are_found_through_prometheus_and_vmagent_shards() -> Result<()> {
     let fleet = Arc::new(Fleet::new(spec()));
-    let injected = faults(fleet.fabric());
+    let injected =
+        sample_faults(fleet.fabric()).context("the fabric has no three disjoint faults")?;
     let loopback = free_loopback_addr()?.ip();
     let listen = [std::net::SocketAddr::new(loopback, 0); 2];
     let server = FleetServer::start(fleet.clone(), &listen, Duration::from_millis(500))?;

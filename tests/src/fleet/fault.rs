@@ -197,6 +197,34 @@ pub fn pair_effect(src: &Identity, dst: &Identity, faults: &[FleetFault]) -> (f6
     (1.0 - delivered, extra)
 }
 
+/// The fault set of the fleet test and benchmark: a ToR and a NIC losing
+/// 5 %, a spine adding 200 µs, on disjoint parts of the fabric (the NIC and
+/// the spine not under the ToR's spine block), so each has pairs of its
+/// own. `None` when the fabric has fewer than three spine blocks.
+pub fn sample_faults(f: &Fabric) -> Option<Vec<FleetFault>> {
+    let tor_node = f.nodes.first()?;
+    let far = f
+        .nodes
+        .iter()
+        .find(|n| n.spine != tor_node.spine && n.tor != tor_node.tor)?;
+    let spine = f
+        .components(Kind::Spine)
+        .into_iter()
+        .find(|s| s.id != tor_node.spine && s.id != far.spine)?;
+    let fault = |kind, id: &str, effect| FleetFault {
+        component: Component::new(kind, id),
+        effect,
+    };
+    Some(vec![
+        fault(Kind::Tor, &tor_node.tor, Effect::Loss(0.05)),
+        fault(Kind::Nic, &far.nic, Effect::Loss(0.05)),
+        FleetFault {
+            component: spine,
+            effect: Effect::Latency(Duration::from_micros(200)),
+        },
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

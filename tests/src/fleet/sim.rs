@@ -3,6 +3,7 @@
 //! probe counters and RTT histogram as that node's prober would.
 
 use super::fault::{pair_effect, FleetFault};
+use skeletonhunter_common::topology::Identity;
 use skeletonhunter_exporter::model::{HistogramMode, Protocol};
 use skeletonhunter_exporter::telemetry::{Metrics, Series};
 use skeletonhunter_localizer::sim::{Fabric, FabricSpec, Rng};
@@ -10,13 +11,20 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Lowest healthy base RTT of a pair. The healthy spread stays inside
-/// one classic bucket (64-128 µs of the exporter's doubling buckets): a
-/// spread across a bucket bound (say 50-80 µs) moves interpolated medians
-/// by 2x, which classic latency evidence reads as faults on healthy pairs.
-pub const BASE_RTT_MIN: f64 = 70e-6;
-/// Highest healthy base RTT of a pair.
-pub const BASE_RTT_MAX: f64 = 110e-6;
+/// Healthy base RTT of a pair under one ToR (mostly the hosts' stacks); a
+/// pair across ToRs of one spine block adds [`HOP_RTT`], across spine
+/// blocks twice that: RTT follows the path, as in a real fabric, and
+/// varies little within a path class (the localizer's latency baseline is
+/// per class, so a wide unstructured spread would read as faults). Every base stays inside one classic bucket
+/// (64-128 µs of the exporter's doubling buckets): a spread across a
+/// bucket bound moves interpolated medians by up to 2x.
+pub const BASE_RTT: f64 = 72e-6;
+/// RTT a pair's path adds per switch tier crossed: two more switch
+/// traversals each way, under a microsecond each in a RoCE fabric.
+pub const HOP_RTT: f64 = 1.5e-6;
+/// Each pair's healthy base is off its class's by up to this either way
+/// (cable lengths, NIC and switch port differences).
+pub const BASE_RTT_SPREAD: f64 = 2e-6;
 /// Standard deviation of the per-probe jitter around a pair's base RTT.
 pub const RTT_JITTER: f64 = 3e-6;
 /// A driver step never catches up more than this many ticks of probes
@@ -96,7 +104,8 @@ impl Fleet {
                     &fabric.nodes[b as usize].node,
                     Protocol::Udp,
                 ),
-                base_rtt: rng.range(BASE_RTT_MIN, BASE_RTT_MAX),
+                base_rtt: base_rtt(&fabric.nodes[a as usize], &fabric.nodes[b as usize])
+                    + rng.range(-BASE_RTT_SPREAD, BASE_RTT_SPREAD),
                 loss: 0.0,
                 extra_rtt: 0.0,
             })
@@ -184,6 +193,18 @@ impl Fleet {
         }
         n
     }
+}
+
+/// The healthy base RTT of a pair's path class (see [`BASE_RTT`]).
+fn base_rtt(src: &Identity, dst: &Identity) -> f64 {
+    let tiers = if src.tor == dst.tor {
+        0.0
+    } else if src.spine == dst.spine {
+        1.0
+    } else {
+        2.0
+    };
+    BASE_RTT + tiers * HOP_RTT
 }
 
 /// `base` with the fewest hosts (whole ToR segments) whose skeleton has at

@@ -98,14 +98,7 @@ impl Localizer {
         alertmanager: Option<&str>,
         extra: &[String],
     ) -> Result<Localizer> {
-        let listen = free_loopback_addr()?;
-        let mut cmd = Command::new(bin_path("skeletonhunter-localizer"));
-        cmd.args([
-            "run",
-            "--prometheus",
-            prometheus,
-            "--web.listen-address",
-            &listen.to_string(),
+        let mut args: Vec<String> = [
             "--interval",
             "1s",
             "--window",
@@ -116,11 +109,24 @@ impl Localizer {
             "1s",
             "--timeout",
             "2s",
-        ]);
+        ]
+        .map(String::from)
+        .to_vec();
         if let Some(am) = alertmanager {
-            cmd.args(["--alertmanager", am]);
+            args.extend(["--alertmanager".to_string(), am.to_string()]);
         }
-        cmd.args(extra);
+        args.extend_from_slice(extra);
+        Self::start_args(prometheus, &args)
+    }
+
+    /// `run` against `prometheus` with exactly `args` besides the listen
+    /// address (no test defaults: the benchmark sets its own cadence).
+    pub fn start_args(prometheus: &str, args: &[String]) -> Result<Localizer> {
+        let listen = free_loopback_addr()?;
+        let mut cmd = Command::new(bin_path("skeletonhunter-localizer"));
+        cmd.args(["run", "--prometheus", prometheus, "--web.listen-address"]);
+        cmd.arg(listen.to_string());
+        cmd.args(args);
         cmd.env("RUST_LOG", "info");
         // ChildGuard names its log file after the name: keep it unique
         // across the tests of this binary, which run in parallel.

@@ -1,0 +1,585 @@
+//! The cluster view at scale (issue "Scale", item 3), in one run: a
+//! synthetic fleet (`skeletonhunter_tests::fleet`) of N probe pairs with a
+//! ToR, a NIC and a spine fault, scraped and stored three ways, and the
+//! localizer running its cycle against each store:
+//!
+//! - `classic-prometheus`: classic histograms, one Prometheus with the
+//!   shipped rules: the baseline (today's default configuration);
+//! - `native-prometheus`: native histograms, one Prometheus with
+//!   `--enable-feature=native-histograms` and the shipped rules;
+//! - `classic-vmagent`: classic histograms, two vmagent shards
+//!   (`-promscrape.cluster.membersCount=2`) remote-writing into one
+//!   VictoriaMetrics, the shipped rules in vmalert.
+//!
+//! Printed per configuration: series, scrape bytes per round, the store's
+//! memory, rule evaluation time, the localizer's cycle time (median and
+//! worst of the measured cycles) and peak memory, and whether it blamed
+//! exactly the injected faults. Run as root or not (no namespaces):
+//!
+//! ```text
+//! FLEET_PAIRS=100000 cargo bench -p skeletonhunter-tests --bench fleet
+//! ```
+//!
+//! Knobs: `FLEET_PAIRS` (default 2000), `FLEET_CONFIGS` (comma list, default
+//! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
+//! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
+//! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
+//! shipped rules; 0: not, to see the localizer's share alone). The localizer's own timeout is generous (60 s)
+//! so a slow configuration shows its real cycle time instead of failing.
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use skeletonhunter_common::duration;
+use skeletonhunter_exporter::model::HistogramMode;
+use skeletonhunter_localizer::sim::FabricSpec;
+use skeletonhunter_tests::exposition::metric_value;
+use skeletonhunter_tests::fleet::{
+    sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet, FleetFault, FleetServer,
+    FleetSpec,
+};
+use skeletonhunter_tests::localizer::Localizer;
+use skeletonhunter_tests::process::{http_get, status_kib, wait_until, ChildGuard};
+use skeletonhunter_tests::servers::{
+    free_loopback_addr, repo_root, start_prometheus, start_victoria_metrics, Server, ServerOpts,
+    TempDir, VMALERT_BIN,
+};
+use skeletonhunter_tests::vmagent::start_vmagent_shards;
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One way of scraping and storing the fleet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Config {
+    ClassicPrometheus,
+    NativePrometheus,
+    ClassicVmagent,
+}
+
+impl Config {
+    const ALL: [Config; 3] = [
+        Config::ClassicPrometheus,
+        Config::NativePrometheus,
+        Config::ClassicVmagent,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Config::ClassicPrometheus => "classic-prometheus",
+            Config::NativePrometheus => "native-prometheus",
+            Config::ClassicVmagent => "classic-vmagent",
+        }
+    }
+
+    fn histograms(self) -> HistogramMode {
+        match self {
+            Config::NativePrometheus => HistogramMode::Native,
+            _ => HistogramMode::Classic,
+        }
+    }
+}
+
+/// The knobs, from the environment.
+struct Knobs {
+    pairs: usize,
+    configs: Vec<Config>,
+    scrape: Duration,
+    interval: Duration,
+    window: Duration,
+    cycles: usize,
+    probe_rate: f64,
+    /// Whether the store evaluates the shipped rules (`FLEET_RULES=0`: no).
+    rules: bool,
+}
+
+fn env_duration(name: &str, default: &str) -> Result<Duration> {
+    let v = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    duration::parse(&v).with_context(|| format!("{name}={v}"))
+}
+
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={v}: not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Knobs {
+    fn from_env() -> Result<Knobs> {
+        let configs = match std::env::var("FLEET_CONFIGS") {
+            Ok(list) => list
+                .split(',')
+                .map(|s| {
+                    Config::ALL
+                        .into_iter()
+                        .find(|c| c.name() == s.trim())
+                        .with_context(|| format!("FLEET_CONFIGS: unknown {s:?}"))
+                })
+                .collect::<Result<Vec<_>>>()?,
+            Err(_) => Config::ALL.to_vec(),
+        };
+        Ok(Knobs {
+            pairs: env_num("FLEET_PAIRS", 2000)?,
+            configs,
+            scrape: env_duration("FLEET_SCRAPE", "10s")?,
+            interval: env_duration("FLEET_INTERVAL", "10s")?,
+            window: env_duration("FLEET_WINDOW", "1m")?,
+            cycles: env_num("FLEET_CYCLES", 5usize)?.max(1),
+            probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
+            rules: env_num("FLEET_RULES", 1u8)? != 0,
+        })
+    }
+}
+
+/// What one configuration measured.
+#[derive(Default)]
+struct Figures {
+    pairs: usize,
+    targets: usize,
+    probe_series: Option<f64>,
+    head_series: Option<f64>,
+    round_bytes: u64,
+    store_rss_mib: u64,
+    store_peak_mib: u64,
+    rules_seconds: Option<f64>,
+    cycle_median: Option<f64>,
+    cycle_max: Option<f64>,
+    cycles_ok: usize,
+    cycles_measured: usize,
+    localizer_peak_mib: u64,
+    found: String,
+}
+
+/// The store of one configuration and every process behind it.
+struct Store {
+    query: Server,
+    /// vmagent shards (empty for Prometheus).
+    shards: Vec<Server>,
+    /// vmalert, evaluating the rules against VictoriaMetrics.
+    vmalert: Option<(ChildGuard, std::net::SocketAddr)>,
+}
+
+impl Store {
+    fn pids(&self) -> Vec<u32> {
+        let mut p = vec![self.query.pid()];
+        p.extend(self.shards.iter().map(Server::pid));
+        p.extend(self.vmalert.iter().map(|(c, _)| c.pid()));
+        p
+    }
+}
+
+/// The shipped rule files, copied into a server's directory as `rules-*.yml`.
+fn rule_files() -> Result<Vec<(String, std::path::PathBuf)>> {
+    let dir = repo_root().join("rules");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "yml") {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            out.push((format!("rules-{name}"), p.clone()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<Store> {
+    let scrape = scrape_config("skeletonhunter", targets, k.scrape);
+    let secs = k.scrape.as_secs().max(1);
+    match config {
+        Config::ClassicPrometheus | Config::NativePrometheus => {
+            let yml = format!("{scrape}rule_files: ['rules-*.yml']\n").replace(
+                "global:\n",
+                &format!("global:\n  evaluation_interval: {secs}s\n"),
+            );
+            let mut opts = ServerOpts::new(free_loopback_addr()?, &yml)
+                .ready_timeout(Duration::from_secs(300));
+            for (name, from) in rule_files()?.into_iter().filter(|_| k.rules) {
+                opts = opts.copy_file(&name, &from)?;
+            }
+            if config == Config::NativePrometheus {
+                opts = opts.arg("--enable-feature=native-histograms");
+            }
+            Ok(Store {
+                query: start_prometheus(opts)?,
+                shards: Vec::new(),
+                vmalert: None,
+            })
+        }
+        Config::ClassicVmagent => {
+            let vm = start_victoria_metrics(
+                ServerOpts::new(free_loopback_addr()?, "")
+                    .ready_timeout(Duration::from_secs(120))
+                    // The default (300,000) refuses the classic RTT query
+                    // above ~12,000 pairs (25 bucket series each).
+                    .arg("-search.maxUniqueTimeseries=50000000"),
+            )?;
+            let shards = start_vmagent_shards(&scrape, &format!("{}/api/v1/write", vm.url()), 2)?;
+            let vmalert = k.rules.then(|| start_vmalert(&vm, k.scrape)).transpose()?;
+            Ok(Store {
+                query: vm,
+                shards,
+                vmalert,
+            })
+        }
+    }
+}
+
+/// vmalert evaluating the shipped rules against `vm`, writing back into it.
+fn start_vmalert(vm: &Server, every: Duration) -> Result<(ChildGuard, std::net::SocketAddr)> {
+    let listen = free_loopback_addr()?;
+    let mut cmd = Command::new(VMALERT_BIN);
+    for (_, from) in rule_files()? {
+        cmd.arg(format!("-rule={}", from.display()));
+    }
+    cmd.args([
+        format!("-datasource.url={}", vm.url()),
+        format!("-remoteWrite.url={}", vm.url()),
+        format!("-evaluationInterval={}s", every.as_secs().max(1)),
+        format!("-httpListenAddr={listen}"),
+        // vmalert needs a notifier for the alerting rules; nothing listens
+        // there (the alerts are not what is measured).
+        format!("-notifier.url=http://{}", free_loopback_addr()?),
+    ]);
+    let child = ChildGuard::spawn("vmalert", cmd)?;
+    wait_until(
+        "vmalert /metrics",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            http_get(listen, "/metrics", Duration::from_secs(2))
+                .ok()
+                .filter(|(s, _)| *s == 200)
+        },
+    )?;
+    Ok((child, listen))
+}
+
+/// The last evaluation time of every rule group, summed (seconds): what one
+/// round of all the shipped rules costs.
+fn rules_seconds(store: &Store) -> Option<f64> {
+    let (text, name, pick): (String, &str, &str) = match &store.vmalert {
+        Some((_, addr)) => (
+            http_get(*addr, "/metrics", Duration::from_secs(5)).ok()?.1,
+            "vmalert_iteration_duration_seconds{",
+            "quantile=\"0.5\"",
+        ),
+        None => (
+            store.query.get("/metrics").ok()?.1,
+            "prometheus_rule_group_last_duration_seconds{",
+            "",
+        ),
+    };
+    let groups: Vec<(&str, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(pick))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series, v.parse().ok()?))
+        })
+        .collect();
+    for (series, v) in &groups {
+        println!("  rule group {series}: {v:.3} s");
+    }
+    (!groups.is_empty()).then(|| groups.iter().map(|g| g.1).sum())
+}
+
+fn first_value(store: &Server, promql: &str) -> Option<f64> {
+    let r = store.query(promql).ok()?;
+    r.first()?["value"][1].as_str()?.parse().ok()
+}
+
+fn main() -> Result<()> {
+    let k = Knobs::from_env()?;
+    let shape = shape_for_pairs(&base_fabric(), k.pairs);
+    let mut rows = Vec::new();
+    for &config in &k.configs {
+        println!("== {} ({} pairs wanted)", config.name(), k.pairs);
+        let figures = measure(config, &shape, &k);
+        if let Err(e) = &figures {
+            println!("{}: failed: {e:#}", config.name());
+        }
+        rows.push((config, figures.ok()));
+    }
+    print_table(&rows);
+    Ok(())
+}
+
+/// Rail-optimized hosts of 8 NICs, two containers each, 16 hosts per ToR.
+fn base_fabric() -> FabricSpec {
+    FabricSpec {
+        hosts: 64,
+        rails: 8,
+        // Two containers per NIC, so a NIC fault is told from a node's.
+        nodes_per_nic: 2,
+        hosts_per_tor: 16,
+        tors_per_spine: 4,
+        ..FabricSpec::default()
+    }
+}
+
+fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
+    let started = Instant::now();
+    let fleet = Arc::new(Fleet::new(FleetSpec {
+        fabric: shape.clone(),
+        histograms: config.histograms(),
+        probe_rate: k.probe_rate,
+        seed: 15,
+    }));
+    let injected =
+        sample_faults(fleet.fabric()).context("the fabric has fewer than three spine blocks")?;
+    fleet.set_faults(&injected);
+    let ports: Vec<_> = (0..4)
+        .map(|_| free_loopback_addr())
+        .collect::<Result<_>>()?;
+    let server = FleetServer::start(fleet.clone(), &ports, Duration::from_secs(1))?;
+    let dir = TempDir::new("fleet-bench")?;
+    let targets = dir.path().join("targets.json");
+    write_file_sd(&targets, server.addrs(), fleet.nodes())?;
+    let store = start_store(config, &targets, k)?;
+    println!(
+        "{}: {} nodes, {} pairs; fleet and store up in {:.1?}",
+        config.name(),
+        fleet.nodes(),
+        fleet.fabric().pairs.len(),
+        started.elapsed()
+    );
+    let loc = Localizer::start_args(&store.query.url(), &localizer_flags(k))?;
+    // The localizer's window must lie over scraped data only.
+    let warm = k.window + 2 * k.scrape;
+    wait_until(
+        "the first full window",
+        warm + Duration::from_secs(600),
+        Duration::from_secs(1),
+        || {
+            (started.elapsed() > warm && server.stats().nodes_scraped == fleet.nodes())
+                .then_some(())
+        },
+    )?;
+    let (durations, ok) = measure_cycles(&loc, k)?;
+    let mut f = Figures {
+        pairs: fleet.fabric().pairs.len(),
+        targets: fleet.nodes(),
+        round_bytes: server.stats().round_bytes,
+        cycles_ok: ok,
+        cycles_measured: durations.len(),
+        ..Figures::default()
+    };
+    f.cycle_median = median(&durations);
+    f.cycle_max = durations.iter().copied().reduce(f64::max);
+    f.localizer_peak_mib = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0) / 1024;
+    f.found = found(&loc, &injected);
+    if f.cycles_ok < f.cycles_measured {
+        let log = loc.child.log();
+        let warnings: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                l.contains("WARN")
+                    || l.contains("ERROR")
+                    || l.contains("level=warn")
+                    || l.contains("level=error")
+            })
+            .collect();
+        println!("{}: localizer warnings (last 5):", config.name());
+        for l in warnings.iter().rev().take(5).rev() {
+            println!("  {l}");
+        }
+    }
+    store_figures(&mut f, &store);
+    println!("{}: {}", config.name(), summary(&f));
+    Ok(f)
+}
+
+fn localizer_flags(k: &Knobs) -> Vec<String> {
+    let d = |d: Duration| format!("{}ms", d.as_millis());
+    [
+        ("--interval", d(k.interval)),
+        ("--window", d(k.window)),
+        ("--scrape-interval", d(k.scrape)),
+        ("--query.timeout", "60s".to_string()),
+        ("--max-response-size", "1GiB".to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(f, v)| [f.to_string(), v])
+    .collect()
+}
+
+/// Wait for `k.cycles` cycles after now; each one's duration (from the
+/// localizer's cycle histogram: sum and count before and after) and how
+/// many ended `ok`.
+fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
+    let read = |m: &str| {
+        let sum = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_sum")?;
+        let count = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_count")?;
+        Some((sum, count))
+    };
+    let ok_cycles = |m: &str| {
+        m.lines()
+            .filter(|l| {
+                l.starts_with("skeletonhunter_localizer_cycles_total{")
+                    && l.contains("result=\"ok\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let first = loc.metrics();
+    let (mut sum, mut count) = read(&first).unwrap_or((0.0, 0.0));
+    let ok0 = ok_cycles(&first);
+    let mut out = Vec::new();
+    let per_cycle = k.interval.max(Duration::from_secs(1)) + Duration::from_secs(120);
+    let deadline = Instant::now() + per_cycle * k.cycles as u32;
+    while out.len() < k.cycles {
+        if Instant::now() > deadline {
+            bail!(
+                "{} of {} cycles within {:?}",
+                out.len(),
+                k.cycles,
+                per_cycle * k.cycles as u32
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        let m = loc.metrics();
+        if let Some((s, c)) = read(&m) {
+            if c > count {
+                let n = c - count;
+                for _ in 0..n as usize {
+                    out.push((s - sum) / n);
+                }
+                (sum, count) = (s, c);
+            }
+        }
+    }
+    let ok = (ok_cycles(&loc.metrics()) - ok0).max(0.0) as usize;
+    Ok((out, ok.min(k.cycles)))
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied()
+}
+
+/// "exact" when the last report blames exactly the injected components,
+/// else what it blamed.
+fn found(loc: &Localizer, injected: &[FleetFault]) -> String {
+    let want: BTreeSet<String> = injected
+        .iter()
+        .map(|f| format!("{}={}", f.component.kind.as_str(), f.component.id))
+        .collect();
+    let report: Value = loc
+        .request("GET", "/report")
+        .ok()
+        .and_then(|(_, b)| serde_json::from_str(&b).ok())
+        .unwrap_or(Value::Null);
+    let got: BTreeSet<String> = report["faults"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| {
+                    format!(
+                        "{}={}",
+                        f["kind"].as_str().unwrap_or(""),
+                        f["id"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if got == want {
+        format!("exact ({}/{})", got.len(), want.len())
+    } else {
+        format!(
+            "{}/{} ({})",
+            got.intersection(&want).count(),
+            want.len(),
+            got.into_iter().collect::<Vec<_>>().join(" ")
+        )
+    }
+}
+
+fn store_figures(f: &mut Figures, store: &Store) {
+    f.probe_series = first_value(
+        &store.query,
+        "count({__name__=~\"skeletonhunter_probe_.+\"})",
+    );
+    f.head_series = if store.shards.is_empty() {
+        store
+            .query
+            .get("/metrics")
+            .ok()
+            .and_then(|(_, m)| metric_value(&m, "prometheus_tsdb_head_series"))
+    } else {
+        first_value(&store.query, "count({__name__=~\".+\"})")
+    };
+    f.rules_seconds = if store.shards.is_empty() || store.vmalert.is_some() {
+        rules_seconds(store)
+    } else {
+        None
+    };
+    for pid in store.pids() {
+        f.store_rss_mib += status_kib(pid, "VmRSS").unwrap_or(0) / 1024;
+        f.store_peak_mib += status_kib(pid, "VmHWM").unwrap_or(0) / 1024;
+    }
+}
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    v.map_or_else(|| "?".to_string(), |v| format!("{v:.2}{unit}"))
+}
+
+fn summary(f: &Figures) -> String {
+    format!(
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), localizer peak {} MiB, faults {}",
+        opt(f.probe_series, ""),
+        opt(f.head_series, ""),
+        f.round_bytes as f64 / 1e6,
+        f.store_rss_mib,
+        f.store_peak_mib,
+        opt(f.rules_seconds, " s"),
+        opt(f.cycle_median, " s"),
+        opt(f.cycle_max, " s"),
+        f.cycles_ok,
+        f.cycles_measured,
+        f.localizer_peak_mib,
+        f.found
+    )
+}
+
+fn print_table(rows: &[(Config, Option<Figures>)]) {
+    type Cell = fn(&Figures) -> String;
+    let lines: [(&str, Cell); 11] = [
+        ("pairs / targets", |f| {
+            format!("{} / {}", f.pairs, f.targets)
+        }),
+        ("probe series", |f| opt(f.probe_series, "")),
+        ("all series in the store", |f| opt(f.head_series, "")),
+        ("scrape round (before gzip)", |f| {
+            format!("{:.1} MB", f.round_bytes as f64 / 1e6)
+        }),
+        ("store RSS now / peak", |f| {
+            format!("{} / {} MiB", f.store_rss_mib, f.store_peak_mib)
+        }),
+        ("rule groups, one round", |f| opt(f.rules_seconds, " s")),
+        ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
+        ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
+        ("cycles ok / measured", |f| {
+            format!("{} / {}", f.cycles_ok, f.cycles_measured)
+        }),
+        ("localizer peak RSS", |f| {
+            format!("{} MiB", f.localizer_peak_mib)
+        }),
+        ("faults found", |f| f.found.clone()),
+    ];
+    let head: Vec<String> = rows.iter().map(|(c, _)| c.name().to_string()).collect();
+    println!("\n| | {} |", head.join(" | "));
+    println!("|---|{}", "---|".repeat(rows.len()));
+    for (name, cell) in lines {
+        let cells: Vec<String> = rows
+            .iter()
+            .map(|(_, f)| f.as_ref().map_or_else(|| "failed".to_string(), cell))
+            .collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
