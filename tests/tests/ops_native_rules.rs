@@ -10,14 +10,14 @@
 //! time and the series each recording level holds.
 //! Unprivileged: loopback only (127.0.0.2-5).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use skeletonhunter_tests::deploy::require_tool;
-use skeletonhunter_tests::process::{bin_path, http_get, run_tool, wait_until, ChildGuard};
+use skeletonhunter_tests::exporter::start_on_loopback;
+use skeletonhunter_tests::process::{run_tool, wait_until, ChildGuard};
 use skeletonhunter_tests::repo::repo_root;
 use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -59,10 +59,7 @@ fn fleet(dir: &TempDir) -> Result<(Vec<ChildGuard>, Vec<SocketAddr>)> {
                 )
             })
             .collect();
-        let cfg = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(
-            &cfg,
-            format!(
+        let cfg = format!(
                 "listen: \"{listen}\"\n\
                  identity: {{node: \"{name}\", host: \"h{name}\", tor: \"{tor}\", spine: \"s1\", pod: \"p1\", tenant: \"{tenant}\"}}\n\
                  responder: {{udp: \"{ip}:{u}\", tcp: \"{ip}:{t}\"}}\n\
@@ -72,20 +69,8 @@ fn fleet(dir: &TempDir) -> Result<(Vec<ChildGuard>, Vec<SocketAddr>)> {
                 ip = ips[i],
                 u = ports[i].0,
                 t = ports[i].1,
-            ),
-        )?;
-        let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
-        cmd.arg("--config").arg(&cfg).env_remove("RUST_LOG");
-        let mut child = ChildGuard::spawn(&format!("exporter-{name}"), cmd)?;
-        let up = wait_until(name, WAIT, Duration::from_millis(200), || {
-            http_get(listen, "/metrics", Duration::from_secs(2))
-                .ok()
-                .filter(|(s, _)| *s == 200)
-        });
-        if up.is_err() {
-            child.check_running()?;
-            bail!("{name}: /metrics not 200 in time; log:\n{}", child.log());
-        }
+            );
+        let child = start_on_loopback(dir.path(), &format!("exporter-{name}"), &cfg, listen)?;
         guards.push(child);
         addrs.push(listen);
     }
