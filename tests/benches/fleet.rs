@@ -38,7 +38,7 @@ use skeletonhunter_tests::fleet::{
     FleetSpec,
 };
 use skeletonhunter_tests::localizer::Localizer;
-use skeletonhunter_tests::process::{http_get, status_kib, wait_until, ChildGuard};
+use skeletonhunter_tests::process::{http_get, status_kib, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{
     free_loopback_addr, repo_root, start_prometheus, start_victoria_metrics, Server, ServerOpts,
     TempDir, VMALERT_BIN,
@@ -245,15 +245,12 @@ fn start_vmalert(vm: &Server, every: Duration) -> Result<(ChildGuard, std::net::
         format!("-notifier.url=http://{}", free_loopback_addr()?),
     ]);
     let child = ChildGuard::spawn("vmalert", cmd)?;
-    wait_until(
+    wait_http_ok(
         "vmalert /metrics",
+        listen,
+        "/metrics",
         Duration::from_secs(60),
         Duration::from_millis(200),
-        || {
-            http_get(listen, "/metrics", Duration::from_secs(2))
-                .ok()
-                .filter(|(s, _)| *s == 200)
-        },
     )?;
     Ok((child, listen))
 }

@@ -4,7 +4,7 @@
 
 use crate::exposition::sample;
 use crate::netns::{veth, Netns};
-use crate::process::{bin_path, http_get, wait_until, ChildGuard};
+use crate::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
 use anyhow::{bail, Context, Result};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -112,15 +112,12 @@ pub fn start_on_loopback(
     let mut cmd = std::process::Command::new(bin_path("skeletonhunter-exporter"));
     cmd.arg("--config").arg(&path).env_remove("RUST_LOG");
     let mut child = ChildGuard::spawn(name, cmd)?;
-    let up = wait_until(
+    let up = wait_http_ok(
         &format!("{name} /metrics"),
+        listen,
+        "/metrics",
         Duration::from_secs(120),
         Duration::from_millis(200),
-        || {
-            http_get(listen, "/metrics", Duration::from_secs(2))
-                .ok()
-                .filter(|(s, _)| *s == 200)
-        },
     );
     if up.is_err() {
         child.check_running()?;

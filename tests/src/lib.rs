@@ -34,4 +34,4 @@ pub mod vmagent;
 
 pub use netns::Netns;
 pub use privilege::require_privileges;
-pub use process::{bin_path, http_get, wait_until, ChildGuard};
+pub use process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};

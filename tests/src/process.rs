@@ -154,6 +154,23 @@ pub fn wait_until<T>(
     }
 }
 
+/// Poll `GET path` on `addr` every `every` until it answers 200 (a server
+/// or exporter up and serving), or fail after `timeout` naming `what`.
+pub fn wait_http_ok(
+    what: &str,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+    every: Duration,
+) -> Result<()> {
+    wait_until(what, timeout, every, || {
+        http_get(addr, path, Duration::from_secs(2))
+            .ok()
+            .filter(|(s, _)| *s == 200)
+            .map(|_| ())
+    })
+}
+
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB, or
 /// `None` once the process is gone.
 pub fn status_kib(pid: u32, field: &str) -> Option<u64> {

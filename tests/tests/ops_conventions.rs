@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::process::{bin_path, http_get, wait_until, ChildGuard};
+use skeletonhunter_tests::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{self, free_loopback_addr, ServerOpts, TempDir};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -50,11 +50,7 @@ fn start(
     path: &str,
 ) -> Result<ChildGuard> {
     let mut child = ChildGuard::spawn(name, exporter(cfg, flags))?;
-    let up = wait_until(name, WAIT, Duration::from_millis(200), || {
-        http_get(listen, path, Duration::from_secs(2))
-            .ok()
-            .filter(|(s, _)| *s == 200)
-    });
+    let up = wait_http_ok(name, listen, path, WAIT, Duration::from_millis(200));
     if up.is_err() {
         child.check_running()?;
         bail!("{name}: {path} not 200 in time; log:\n{}", child.log());

@@ -3,7 +3,7 @@
 
 use super::synthetic::FakeFabric;
 use crate::exposition::metric_value;
-use crate::process::{bin_path, http_get, wait_until, ChildGuard};
+use crate::process::{bin_path, http_get, wait_http_ok, ChildGuard};
 use crate::repo::repo_root;
 use crate::servers::{self, free_loopback_addr, Server, ServerOpts};
 use crate::sink::Sink;
@@ -133,15 +133,12 @@ impl Localizer {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let name = format!("localizer-{}", N.fetch_add(1, Ordering::Relaxed));
         let mut child = ChildGuard::spawn(&name, cmd)?;
-        wait_until(
+        wait_http_ok(
             "localizer /healthz",
+            listen,
+            "/healthz",
             Duration::from_secs(10),
             Duration::from_millis(100),
-            || {
-                http_get(listen, "/healthz", Duration::from_secs(1))
-                    .ok()
-                    .filter(|(s, _)| *s == 200)
-            },
         )?;
         child.check_running()?;
         Ok(Localizer { child, listen })
