@@ -50,6 +50,14 @@
     // the topology join and in alerts.
     identityRetention: '1h',
 
+    // Per-pair RTT series: the quantiles recorded as
+    // pair:skeletonhunter_probe_rtt_seconds:pNN_rate1m (0.99 feeds the
+    // topology join and the dashboards; add 0.5 and 0.9 for the old set),
+    // and whether to record the mean (…:mean_rate1m). Each one re-reads
+    // every pair's histogram every evaluation, the costliest rules at scale.
+    pairRttQuantiles: [0.99],
+    pairRttMean: false,
+
     // Also read native RTT histograms where a rule needs more than
     // `histogram_quantile` of them: the mean, and the per-ToR, spine and
     // tenant quantiles (the native histogram cut at the classic bucket

@@ -5,20 +5,22 @@
 // pairs weigh by the probes they sent.
 // RTT quantiles come straight from the raw histograms (rtt.libsonnet):
 // no per-pair bucket series is recorded, which at scale would be 25 series
-// per pair and protocol, more than the exporters' own.
+// per pair and protocol, more than the exporters' own. Each per-pair
+// quantile re-reads every histogram, so only p99 (the topology join's) is
+// recorded by default (`_config.pairRttQuantiles`, `pairRttMean`).
 local rtt = import 'rtt.libsonnet';
 
 {
   // Rules `level:skeletonhunter_probe_rtt_seconds:pNN_rate1m`: over the
   // `level_le:` bucket rates, or with `by` from the raw histograms.
-  quantileRules(level, by=null):: [
+  quantileRules(level, by=null, quantiles=rtt.quantiles):: [
     {
       record: '%s:skeletonhunter_probe_rtt_seconds:%s_rate1m' % [level, rtt.pName(q)],
       expr: if by == null
       then 'histogram_quantile(%g, %s_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m)' % [q, level]
       else rtt.quantile(q, by),
     }
-    for q in rtt.quantiles
+    for q in quantiles
   ],
 
   // lost / sent of one level, clamped: rate extrapolation can push lost a
@@ -52,11 +54,12 @@ local rtt = import 'rtt.libsonnet';
         ||| % c,
       },
       $.lossRatioRule('pair'),
-    ] + $.quantileRules('pair', c.pair) + [
-      {
+    ] + $.quantileRules('pair', c.pair, c.pairRttQuantiles) + (
+      if c.pairRttMean then [{
         record: 'pair:skeletonhunter_probe_rtt_seconds:mean_rate1m',
         expr: rtt.mean(c, c.pair),
-      },
+      }] else []
+    ) + [
       // Fraction of the last minute's TCP dial checks that connected.
       {
         record: 'pair:skeletonhunter_probe_dial_success:avg1m',

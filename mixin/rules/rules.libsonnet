@@ -5,6 +5,8 @@
 //             src_spine, src_pod, src_tenant and the dst_* twins)
 //   torpair_le  RTT bucket rates per pair of ToRs (src_/dst_ tor, spine,
 //             tenant) and `le`; no per-pair bucket series is recorded
+//   torpair   probe rates and unreachable pairs per pair of ToRs (the same
+//             labels): the per-component sums read these, not every pair
 //   protocol  all pairs of one probe protocol
 //   fabric    everything
 //   tor, spine, tenant  per-component aggregates (aggregates.libsonnet)

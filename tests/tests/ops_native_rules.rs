@@ -3,10 +3,11 @@
 //! probing each other on loopback, `a` and `b` (ToR t1) with
 //! `metrics.histograms: native`, `c` and `d` (ToR t2) with `classic`; both
 //! ToRs under spine s1; a, b, c in tenant x, d in tenant y. One server loads
-//! the rules rendered with `_config.nativeHistograms: true` and records RTT
-//! quantiles per pair, protocol, ToR, spine and tenant from both shapes;
-//! another loads the shipped rules and records the pair and protocol
-//! quantiles of the native pairs too. Prints each rule group's evaluation
+//! the rules rendered with `_config.nativeHistograms: true` (and every
+//! per-pair quantile and the mean, `pairRttQuantiles`, `pairRttMean`) and
+//! records RTT quantiles per pair, protocol, ToR, spine and tenant from both
+//! shapes; another loads the shipped rules and records the pair p99 and the
+//! protocol quantiles of the native pairs too. Prints each rule group's evaluation
 //! time and the series each recording level holds.
 //! Unprivileged: loopback only (127.0.0.2-5).
 
@@ -159,7 +160,7 @@ fn mixed_fleet_records_rtt_quantiles_at_every_level() -> Result<()> {
         &[
             &render.display().to_string(),
             &out.display().to_string(),
-            "{nativeHistograms: true}",
+            "{nativeHistograms: true, pairRttQuantiles: [0.5, 0.9, 0.99], pairRttMean: true}",
         ],
         None,
     )?
@@ -188,10 +189,12 @@ fn mixed_fleet_records_rtt_quantiles_at_every_level() -> Result<()> {
     }
     for server in [&native, &shipped] {
         // a->b native, c->d classic.
-        plausible(server, &q("pair", "p50"), "src_node", &["a", "c"])?;
+        plausible(server, &q("pair", "p99"), "src_node", &["a", "c"])?;
         plausible(server, &q("topology", "p99"), "src_node", &["a", "c"])?;
     }
-    plausible(&native, &q("pair", "mean"), "src_node", &["a", "c"])?;
+    for p in ["p50", "p90", "mean"] {
+        plausible(&native, &q("pair", p), "src_node", &["a", "c"])?;
+    }
     // Shipped rules: the ToR t1 quantile reads the pairs to and from it
     // that have buckets (c->a, d->a...), the pairs between a and b are missed.
     plausible(&shipped, &q("tor", "p50"), "tor", &["t2"])?;
