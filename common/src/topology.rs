@@ -320,10 +320,19 @@ pub fn path_class(a: &Identity, b: &Identity) -> PathClass {
 /// groupings and never on the path. Unknown (empty) ids are skipped, and a
 /// component shared by both sides (one spine, one host) appears once.
 pub fn path(a: &Identity, b: &Identity) -> Vec<Component> {
-    let mut out: Vec<Component> = Vec::with_capacity(10);
-    let mut push = |kind: Kind, id: &str| {
-        if !id.is_empty() && !out.iter().any(|c| c.kind == kind && c.id == id) {
-            out.push(Component::new(kind, id));
+    path_ids(a, b)
+        .into_iter()
+        .map(|(kind, id)| Component::new(kind, id))
+        .collect()
+}
+
+/// [`path`] as borrowed (kind, id) pairs: what a caller counting over
+/// every pair of a large fabric needs without a string copy per component.
+pub fn path_ids<'a>(a: &'a Identity, b: &'a Identity) -> Vec<(Kind, &'a str)> {
+    let mut out: Vec<(Kind, &str)> = Vec::with_capacity(10);
+    let mut push = |kind: Kind, id: &'a str| {
+        if !id.is_empty() && !out.iter().any(|&(k, i)| k == kind && i == id) {
+            out.push((kind, id));
         }
     };
     push(Kind::Node, &a.node);

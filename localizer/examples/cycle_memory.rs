@@ -88,11 +88,12 @@ fn main() {
         lost: decode(answer(nodes, &["udp"], |s, d| ((s + d) % 3) as f64)),
         dial_failures: Vec::new(),
         rtt_p50: decode(answer(nodes, &udp_tcp, |s, _| 2e-5 + s as f64 * 1e-9)),
-        rtt_count: decode(answer(nodes, &udp_tcp, |_, _| 598.0)),
+        rtt_count: Some(decode(answer(nodes, &udp_tcp, |_, _| 598.0))),
         topology_now: decode(topology_answer(nodes)),
         ..Default::default()
     };
-    let samples = r.sent.len() + r.lost.len() + r.rtt_p50.len() + r.rtt_count.len();
+    let samples =
+        r.sent.len() + r.lost.len() + r.rtt_p50.len() + r.rtt_count.as_ref().map_or(0, Vec::len);
     println!(
         "decoded {samples} samples in {:.2?}: peak RSS {}",
         started.elapsed(),

@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// (e.g. an unreachable container) keeps its place in the topology.
     #[arg(long, default_value = "1h", value_parser = positive_duration, value_name = "DURATION")]
     pub topology_window: Duration,
+    /// How long node identities read from skeletonhunter_node_info are reused before they are
+    /// queried again (two queries over every node, a fifth of a cycle's cost at scale); a cycle
+    /// that finds a pair endpoint missing from them queries them again at once.
+    #[arg(long, default_value = "1m", value_parser = positive_duration, value_name = "DURATION")]
+    pub topology_refresh: Duration,
     /// Timeout of each HTTP request to Alertmanager and of connecting to Prometheus (at most 5s
     /// of it); Prometheus queries are bounded by --query.timeout.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
@@ -225,6 +230,7 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         interval: args.interval,
         window: args.window,
         topology_window: args.topology_window,
+        topology_refresh: args.topology_refresh,
         timeout: args.timeout,
         query_timeout: args.query_timeout,
         histograms: args.histograms.run_form(),

@@ -83,6 +83,9 @@ pub(super) struct Localizer {
     hops_failing: bool,
     /// Whether a per-path query failed last cycle (likewise).
     paths_failing: bool,
+    /// Node identities and when they were read (`--topology-refresh`).
+    topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
+    topology_refresh: Duration,
     /// The status page's state.
     board: Arc<Board>,
     /// Alerts fired and resolved in the cycle in progress (for the page).
@@ -122,6 +125,8 @@ impl Localizer {
             last_dropped: (0, 0),
             hops_failing: false,
             paths_failing: false,
+            topology: None,
+            topology_refresh: s.topology_refresh,
             board,
             events: Vec::new(),
         })
@@ -244,7 +249,8 @@ impl Localizer {
         let time = unix_now();
         let now = SystemTime::now();
         self.q.decide_form().await;
-        let results = match self.q.query_all(time).await {
+        let read_topology = self.topology_due();
+        let results = match self.q.query_all(time, read_topology).await {
             Ok(r) => r,
             Err(errors) => {
                 self.count_query_errors(&errors);
@@ -254,7 +260,14 @@ impl Localizer {
             }
         };
         self.log_hops(&results);
-        let topology = self.topology(&results);
+        let topology = match (&self.topology, read_topology) {
+            (Some((_, cached)), false) => cached.clone(),
+            _ => {
+                let read = Arc::new(self.topology(&results));
+                self.topology = Some((Instant::now(), read.clone()));
+                read
+            }
+        };
         let assembled = self.assemble(&results, &topology);
         if assembled.pairs.is_empty() {
             let why = if results.sent.is_empty() && results.dial_failures.is_empty() {
@@ -339,6 +352,16 @@ impl Localizer {
             (None, false) => {}
         }
         self.paths_failing = results.paths_error.is_some();
+    }
+
+    /// Whether this cycle reads the node identities again: none yet, older
+    /// than `--topology-refresh`, or the last cycle left out a pair for an
+    /// endpoint missing from them (a new node, most likely).
+    fn topology_due(&self) -> bool {
+        match &self.topology {
+            None => true,
+            Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
+        }
     }
 
     /// Node id -> identity, with conflicts logged and the node count set.

@@ -134,23 +134,50 @@ impl CycleQueries {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Every query of a cycle at `time`, concurrently. The hop and per-path
-    /// queries are optional: their failure is kept in the results.
-    pub(super) async fn query_all(&self, time: f64) -> Result<QueryResults, QueryErrors> {
+    /// A query the cycle may leave out, timed when sent: `None` when it is
+    /// left out.
+    async fn optional(
+        &self,
+        kind: QueryKind,
+        query: Option<&str>,
+        time: Option<f64>,
+    ) -> Option<Result<Vec<Sample>, QueryError>> {
+        match query {
+            Some(query) => Some(self.timed(kind, self.prom.instant(query, time)).await),
+            None => None,
+        }
+    }
+
+    /// Every query of a cycle at `time`, concurrently; the node identities
+    /// only `with_topology` (else both topology results are empty). The hop
+    /// and per-path queries are optional: their failure is kept in the
+    /// results.
+    pub(super) async fn query_all(
+        &self,
+        time: f64,
+        with_topology: bool,
+    ) -> Result<QueryResults, QueryErrors> {
         *self
             .slowest
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let (q, p, t) = (&self.queries, &self.prom, Some(time));
         let one = |kind, query| self.timed(kind, p.instant(query, t));
+        let (topology_now, topology_recent) = match with_topology {
+            true => (
+                Some(q.topology_now.as_str()),
+                Some(q.topology_recent.as_str()),
+            ),
+            false => (None, None),
+        };
         let (sent, lost, dial, p50, cnt, tnow, trecent, hops, paths) = tokio::join!(
             one(QueryKind::Sent, &q.sent),
             one(QueryKind::Lost, &q.lost),
             one(QueryKind::DialFailures, &q.dial_failures),
             one(QueryKind::RttP50, &q.rtt_p50),
-            one(QueryKind::RttCount, &q.rtt_count),
-            one(QueryKind::TopologyNow, &q.topology_now),
-            one(QueryKind::TopologyRecent, &q.topology_recent),
+            self.optional(QueryKind::RttCount, q.rtt_count.as_deref(), t),
+            self.optional(QueryKind::TopologyNow, topology_now, t),
+            self.optional(QueryKind::TopologyRecent, topology_recent, t),
             one(QueryKind::Hops, &q.hops),
             self.timed(QueryKind::Paths, async {
                 let (h, l, n) = tokio::join!(
@@ -160,6 +187,10 @@ impl CycleQueries {
                 );
                 Ok::<_, QueryError>((h?, l?, n?))
             }),
+        );
+        let (tnow, trecent) = (
+            tnow.unwrap_or(Ok(Vec::new())),
+            trecent.unwrap_or(Ok(Vec::new())),
         );
         // Hops are optional: without them paths come from labels alone.
         let (hops, hops_error) = match hops {
@@ -184,7 +215,7 @@ impl CycleQueries {
             lost: take(QueryKind::Lost, lost),
             dial_failures: take(QueryKind::DialFailures, dial),
             rtt_p50: take(QueryKind::RttP50, p50),
-            rtt_count: take(QueryKind::RttCount, cnt),
+            rtt_count: cnt.map(|r| take(QueryKind::RttCount, r)),
             topology_now: take(QueryKind::TopologyNow, tnow),
             topology_recent: take(QueryKind::TopologyRecent, trecent),
             hops,

@@ -36,6 +36,8 @@ pub struct Settings {
     pub window: Duration,
     /// Lookback for node identities and traced hops.
     pub topology_window: Duration,
+    /// How long node identities are reused before they are queried again.
+    pub topology_refresh: Duration,
     /// Timeout of each Alertmanager request and of connecting to the store.
     pub timeout: Duration,
     /// Bound of each query (`--query.timeout`); `None`: the larger of

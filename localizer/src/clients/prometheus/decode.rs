@@ -8,6 +8,7 @@
 //! feeds them millions): every malformed answer is a [`QueryError`], never
 //! a panic.
 
+use super::text::Shared;
 use super::{snippet, Labels, QueryError, Sample, Series};
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
@@ -213,6 +214,7 @@ fn result_as<'a, T: Deserialize<'a>>(
 /// sample without labels.
 pub fn decode_instant(url: &str, status: u16, body: &[u8]) -> Result<Vec<Sample>, QueryError> {
     let data = decode_response(url, status, body)?;
+    let _shared = Shared::begin();
     match data.result_type.as_str() {
         "vector" => {
             let items: Vec<VectorItem> = result_as(url, data.result, "vector result")?;
@@ -252,6 +254,7 @@ pub fn decode_range(url: &str, status: u16, body: &[u8]) -> Result<Vec<Series>, 
             ),
         });
     }
+    let _shared = Shared::begin();
     let items: Vec<MatrixItem> = result_as(url, data.result, "matrix result")?;
     Ok(items
         .into_iter()

@@ -17,8 +17,10 @@
 
 mod client;
 pub mod decode;
+mod text;
 
 use crate::clients::endpoint::auth_hint;
+use std::sync::Arc;
 
 /// Label set of one series (`__name__` included when the server returns
 /// it), sorted by name. A vector rather than a map because a cycle at
@@ -26,7 +28,7 @@ use crate::clients::endpoint::auth_hint;
 /// ~560 bytes whatever it holds, three labels in a vector 72 bytes plus
 /// their text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Vec<(Box<str>, Box<str>)>);
+pub struct Labels(Vec<(Arc<str>, Arc<str>)>);
 
 impl Labels {
     /// No labels.
@@ -53,14 +55,20 @@ impl Labels {
     }
 }
 
-impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Labels {
+        Labels::sorted(
+            iter.into_iter()
+                .map(|(k, v)| (text::text(k.as_ref()), text::text(v.as_ref())))
+                .collect(),
+        )
+    }
+}
+
+impl Labels {
     /// Sorted by name; of a repeated name the last value is kept, as a
     /// map would.
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Labels {
-        let mut v: Vec<(Box<str>, Box<str>)> = iter
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+    fn sorted(mut v: Vec<(Arc<str>, Arc<str>)>) -> Labels {
         v.reverse();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v.dedup_by(|later, earlier| later.0 == earlier.0);
@@ -88,11 +96,11 @@ impl<'de> serde::Deserialize<'de> for Labels {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Labels, A::Error> {
                 // Bounded by the answer, itself bounded by --max-response-size.
-                let mut v: Vec<(String, String)> = Vec::with_capacity(m.size_hint().unwrap_or(4));
-                while let Some(kv) = m.next_entry::<String, String>()? {
-                    v.push(kv);
+                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(4));
+                while let Some((k, val)) = m.next_entry::<text::Text, text::Text>()? {
+                    v.push((k.0, val.0));
                 }
-                Ok(v.into_iter().collect())
+                Ok(Labels::sorted(v))
             }
         }
         d.deserialize_map(V)

@@ -33,8 +33,10 @@ pub struct Queries {
     pub dial_failures: String,
     /// Median RTT per pair and protocol.
     pub rtt_p50: String,
-    /// RTT observations (answers) per pair and protocol.
-    pub rtt_count: String,
+    /// RTT observations (answers) per pair and protocol; `None` where the
+    /// histogram form has no cheap count (native: answers are derived, see
+    /// [`assemble`]).
+    pub rtt_count: Option<String>,
     /// Node identities exported now.
     pub topology_now: String,
     /// Node identities seen within the topology window.
@@ -174,8 +176,8 @@ pub struct QueryResults {
     pub dial_failures: Vec<Sample>,
     /// See [`Queries::rtt_p50`].
     pub rtt_p50: Vec<Sample>,
-    /// See [`Queries::rtt_count`].
-    pub rtt_count: Vec<Sample>,
+    /// See [`Queries::rtt_count`]; `None` when not queried.
+    pub rtt_count: Option<Vec<Sample>>,
     /// See [`Queries::topology_now`].
     pub topology_now: Vec<Sample>,
     /// See [`Queries::topology_recent`].
@@ -394,25 +396,68 @@ fn add_counts<'a>(
     }
 }
 
+/// (source, destination, protocol) of a sample.
+type ProtoKey<'a> = (&'a str, &'a str, &'a str);
+
+/// Answers per pair and protocol, in sample order: counted by the
+/// `rtt_count` query, or where the cycle did not ask (native histograms),
+/// derived. A median sample says the histogram exists; NaN means it got no
+/// answer in the window (so a cut pair is still told from a lossy one
+/// while its lost counter lags), a number means at least one: the probes
+/// not lost (the dials that did not fail), which counts in-flight probes as
+/// answered, at least 1.
+fn answer_counts<'a>(r: &'a QueryResults) -> Vec<(ProtoKey<'a>, f64)> {
+    let keyed = |s: &'a Sample| pair_key(s).map(|(a, b)| (a, b, proto_of(s)));
+    if let Some(counted) = &r.rtt_count {
+        return counted
+            .iter()
+            .filter_map(|s| Some((keyed(s)?, count(s.value))))
+            .collect();
+    }
+    let by_key = |v: &'a [Sample]| -> HashMap<ProtoKey<'a>, f64> {
+        v.iter()
+            .filter_map(|s| Some((keyed(s)?, count(s.value))))
+            .collect()
+    };
+    let (sent, lost) = (by_key(&r.sent), by_key(&r.lost));
+    let dial_failures: HashMap<(&str, &str), f64> = r
+        .dial_failures
+        .iter()
+        .filter_map(|s| Some((pair_key(s)?, count(s.value))))
+        .collect();
+    r.rtt_p50
+        .iter()
+        .filter_map(|s| {
+            let key = keyed(s)?;
+            if s.value.is_nan() {
+                return Some((key, 0.0));
+            }
+            let failed = if key.2 == "tcp" {
+                dial_failures.get(&(key.0, key.1))
+            } else {
+                lost.get(&key)
+            };
+            let n = sent.get(&key).copied().unwrap_or(0.0) - failed.copied().unwrap_or(0.0);
+            Some((key, n.max(1.0)))
+        })
+        .collect()
+}
+
 /// Answer counts and the preferred protocol's median RTT per pair.
 fn add_rtts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
     packet: &dyn Fn(&str) -> bool,
 ) {
-    let mut counts: HashMap<(&str, &str, &str), f64> = HashMap::new();
-    for s in &r.rtt_count {
-        if let Some((a, b)) = pair_key(s) {
-            let proto = proto_of(s);
-            let n = count(s.value);
-            let e = acc.entry((a, b)).or_default();
-            if proto == "tcp" {
-                *e.tcp_ok.get_or_insert(0.0) += n;
-            } else if packet(proto) {
-                *e.pkt_received.get_or_insert(0.0) += n;
-            }
-            counts.insert((a, b, proto), n);
+    let mut counts: HashMap<ProtoKey<'a>, f64> = HashMap::new();
+    for ((a, b, proto), n) in answer_counts(r) {
+        let e = acc.entry((a, b)).or_default();
+        if proto == "tcp" {
+            *e.tcp_ok.get_or_insert(0.0) += n;
+        } else if packet(proto) {
+            *e.pkt_received.get_or_insert(0.0) += n;
         }
+        counts.insert((a, b, proto), n);
     }
     for s in &r.rtt_p50 {
         let Some(key) = pair_key(s) else { continue };

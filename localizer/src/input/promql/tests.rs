@@ -101,20 +101,15 @@ fn rtt_queries_in_each_form() {
     };
     let classic = (
         "histogram_quantile(0.5, sum by (src_node, dst_node, protocol, le) (increase(skeletonhunter_probe_rtt_seconds_bucket{job=\"sh\"}[1m])))".to_string(),
-        "sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds_count{job=\"sh\"}[1m]))".to_string(),
+        Some("sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds_count{job=\"sh\"}[1m]))".to_string()),
     );
-    let native = (
-        "histogram_quantile(0.5, sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds{job=\"sh\"}[1m])))".to_string(),
-        "histogram_count(sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds{job=\"sh\"}[1m])))".to_string(),
-    );
+    let native = "histogram_quantile(0.5, sum by (src_node, dst_node, protocol) (increase(skeletonhunter_probe_rtt_seconds{job=\"sh\"}[1m])))".to_string();
     assert_eq!(q(RttForm::Classic), classic);
-    assert_eq!(q(RttForm::Native), native);
+    // No histogram_count: it costs as much as the median.
+    assert_eq!(q(RttForm::Native), (native.clone(), None));
     assert_eq!(
         q(RttForm::NativeOrClassic),
-        (
-            format!("{} or {}", native.0, classic.0),
-            format!("{} or {}", native.1, classic.1)
-        )
+        (format!("{native} or {}", classic.0), None)
     );
 }
 
@@ -177,7 +172,10 @@ fn assemble_combines_protocols_and_drops_what_it_cannot_place() {
             // b -> a lost series missing: incomplete
         ],
         rtt_p50: vec![pair("a", "b", "udp", 20e-6), pair("a", "b", "icmp", 40e-6)],
-        rtt_count: vec![pair("a", "b", "udp", 70.0), pair("a", "b", "icmp", 35.0)],
+        rtt_count: Some(vec![
+            pair("a", "b", "udp", 70.0),
+            pair("a", "b", "icmp", 35.0),
+        ]),
         ..Default::default()
     };
     let out = assemble(&r, &topo, &protos());
@@ -233,7 +231,7 @@ fn a_cut_pair_is_found_from_answers_despite_lagging_lost_counters() {
         sent: vec![pair("a", "b", "udp", 1000.0), pair("a", "b", "tcp", 50.0)],
         lost: vec![pair("a", "b", "udp", 800.0), pair("a", "b", "tcp", 45.0)],
         dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], 45.0)],
-        rtt_count: vec![pair("a", "b", "udp", 0.0), pair("a", "b", "tcp", 0.0)],
+        rtt_count: Some(vec![pair("a", "b", "udp", 0.0), pair("a", "b", "tcp", 0.0)]),
         ..Default::default()
     };
     let p = &assemble(&r, &topo, &protos()).pairs[0];
@@ -242,12 +240,68 @@ fn a_cut_pair_is_found_from_answers_despite_lagging_lost_counters() {
         (50.0, 50.0, 0.0, 0.0)
     );
     // One answer came back: lossy, not cut; counts as measured.
-    r.rtt_count[0].value = 1.0;
+    r.rtt_count.as_mut().unwrap()[0].value = 1.0;
     let p = &assemble(&r, &topo, &protos()).pairs[0];
     assert_eq!(
         (p.rounds, p.failed_dials, p.sent, p.lost),
         (50.0, 45.0, 1000.0, 800.0)
     );
+}
+
+#[test]
+fn without_a_count_query_answers_come_from_the_median_and_the_counters() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t1"), info("c", "t1")], &[]);
+    // a -> b is cut: no answer (a NaN median: the histogram got nothing),
+    // its lost counters lagging behind the in-flight probes. a -> c is
+    // lossy: 40 of 1000 probes and 5 of 50 dials lost.
+    let mut r = QueryResults {
+        sent: vec![
+            pair("a", "b", "udp", 1000.0),
+            pair("a", "b", "tcp", 50.0),
+            pair("a", "c", "udp", 1000.0),
+            pair("a", "c", "tcp", 50.0),
+        ],
+        lost: vec![
+            pair("a", "b", "udp", 800.0),
+            pair("a", "b", "tcp", 45.0),
+            pair("a", "c", "udp", 40.0),
+            pair("a", "c", "tcp", 5.0),
+        ],
+        dial_failures: vec![
+            sample(&[("src_node", "a"), ("dst_node", "b")], 45.0),
+            sample(&[("src_node", "a"), ("dst_node", "c")], 5.0),
+        ],
+        rtt_p50: vec![
+            pair("a", "b", "udp", f64::NAN),
+            pair("a", "b", "tcp", f64::NAN),
+            pair("a", "c", "udp", 20e-6),
+            pair("a", "c", "tcp", 90e-6),
+        ],
+        rtt_count: None,
+        ..Default::default()
+    };
+    let out = assemble(&r, &topo, &protos());
+    let of = |dst: &str| out.pairs.iter().find(|p| p.dst.node == dst).unwrap();
+    let ab = of("b");
+    assert_eq!(
+        (ab.rounds, ab.failed_dials, ab.sent, ab.lost),
+        (50.0, 50.0, 0.0, 0.0),
+        "cut, not 80 % lossy"
+    );
+    let ac = of("c");
+    assert_eq!(
+        (ac.rounds, ac.failed_dials, ac.sent, ac.lost),
+        (50.0, 5.0, 1000.0, 40.0)
+    );
+    assert_eq!(ac.rtt_seconds, Some(20e-6));
+    assert_eq!(ac.rtt_samples, 960.0, "the probes not lost");
+    // One answer in the window makes a -> b lossy instead, as a counted
+    // answer does.
+    r.rtt_p50[0].value = 30e-6;
+    let out = assemble(&r, &topo, &protos());
+    let ab = out.pairs.iter().find(|p| p.dst.node == "b").unwrap();
+    assert_eq!((ab.failed_dials, ab.sent, ab.lost), (45.0, 1000.0, 800.0));
+    assert_eq!(ab.rtt_samples, 200.0);
 }
 
 #[test]
