@@ -15,6 +15,7 @@ pub mod logging;
 pub mod negotiate;
 pub mod process;
 pub mod ratelimit;
+pub mod recent;
 pub mod topology;
 pub mod web;
 

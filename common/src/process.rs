@@ -2,12 +2,18 @@
 //! memory, descriptors, start time), read from `/proc` at each scrape so
 //! dashboards and alerts written for any Prometheus exporter work here.
 //! Parsing is pure; the clock tick and page size come from
-//! `/proc/self/auxv`, so no `unsafe` `sysconf` is needed.
+//! `/proc/self/auxv`, so no `unsafe` `sysconf` is needed. A reading serves
+//! every scrape within a second ([`crate::recent`]).
 
+use crate::recent::Recent;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use std::time::Duration;
+
+/// The last reading, shared by every registry of the process.
+static LAST: Recent<Reading> = Recent::new(Duration::from_secs(1));
 
 /// What one reading of `/proc/self` gave; each field is absent when its
 /// file could not be read (the metric is then left out, as client_golang
@@ -130,7 +136,7 @@ pub struct ProcessCollector;
 
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let r = read();
+        let r = LAST.get(read);
         if let Some(v) = r.cpu_seconds {
             let c = ConstCounter::new(v);
             let help = "Total user and system CPU time spent in seconds";

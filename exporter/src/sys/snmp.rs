@@ -3,6 +3,9 @@
 //! `Udp: 123 4 …`). The exporter reads UDP `RcvbufErrors`, datagrams any
 //! UDP socket of the host dropped for a full receive buffer.
 
+use skeletonhunter_common::recent::Recent;
+use std::time::Duration;
+
 /// The counter `field` of protocol `proto` (`"Udp"`, `"Ip"`, …) in the
 /// text of `/proc/net/snmp`; `None` when absent or not a number.
 pub fn parse_field(text: &str, proto: &str, field: &str) -> Option<u64> {
@@ -18,10 +21,14 @@ pub fn parse_field(text: &str, proto: &str, field: &str) -> Option<u64> {
 }
 
 /// UDP `RcvbufErrors` of this network namespace, `None` when
-/// `/proc/net/snmp` can not be read.
+/// `/proc/net/snmp` can not be read; read at most once a second however
+/// many registries render (see `skeletonhunter_common::recent`).
 pub fn udp_rcvbuf_errors() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/net/snmp").ok()?;
-    parse_field(&text, "Udp", "RcvbufErrors")
+    static LAST: Recent<Option<u64>> = Recent::new(Duration::from_secs(1));
+    LAST.get(|| {
+        let text = std::fs::read_to_string("/proc/net/snmp").ok()?;
+        parse_field(&text, "Udp", "RcvbufErrors")
+    })
 }
 
 #[cfg(test)]
