@@ -13,7 +13,8 @@
 //!
 //! Printed per configuration: series, scrape bytes per round, the store's
 //! memory, rule evaluation time, the localizer's cycle time (median and
-//! worst of the measured cycles) and peak memory, and whether it blamed
+//! worst of the measured cycles), the mean time of each of its queries,
+//! its peak memory, and whether it blamed
 //! exactly the injected faults. Run as root or not (no namespaces):
 //!
 //! ```text
@@ -24,7 +25,9 @@
 //! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
 //! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
 //! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
-//! shipped rules; 0: not, to see the localizer's share alone). The localizer's own timeout is generous (60 s)
+//! shipped rules; 0: not, to see the localizer's share alone). `GOMEMLIMIT`,
+//! when set, is passed on to the Go servers (the stores, the shards,
+//! vmalert) and printed. The localizer's own timeout is generous (60 s)
 //! so a slow configuration shows its real cycle time instead of failing.
 
 use anyhow::{bail, Context, Result};
@@ -151,6 +154,9 @@ struct Figures {
     cycles_measured: usize,
     localizer_peak_mib: u64,
     found: String,
+    /// Mean seconds of each of the localizer's queries over the measured
+    /// cycles, slowest first: where a cycle's time goes.
+    queries: Vec<(String, f64)>,
 }
 
 /// The store of one configuration and every process behind it.
@@ -292,6 +298,12 @@ fn first_value(store: &Server, promql: &str) -> Option<f64> {
 fn main() -> Result<()> {
     let k = Knobs::from_env()?;
     let shape = shape_for_pairs(&base_fabric(), k.pairs);
+    // The Go servers (Prometheus, VictoriaMetrics, vmagent, vmalert) inherit
+    // the environment: a GOMEMLIMIT set for the bench bounds their heaps.
+    println!(
+        "GOMEMLIMIT for the stores: {}",
+        std::env::var("GOMEMLIMIT").unwrap_or_else(|_| "unset (Go default: no limit)".into())
+    );
     let mut rows = Vec::new();
     for &config in &k.configs {
         println!("== {} ({} pairs wanted)", config.name(), k.pairs);
@@ -356,13 +368,16 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
                 .then_some(())
         },
     )?;
+    let before = query_times(&loc.metrics());
     let (durations, ok) = measure_cycles(&loc, k)?;
+    let queries = query_means(&before, &query_times(&loc.metrics()));
     let mut f = Figures {
         pairs: fleet.fabric().pairs.len(),
         targets: fleet.nodes(),
         round_bytes: server.stats().round_bytes,
         cycles_ok: ok,
         cycles_measured: durations.len(),
+        queries,
         ..Figures::default()
     };
     f.cycle_median = median(&durations);
@@ -453,6 +468,52 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
     Ok((out, ok.min(k.cycles)))
 }
 
+/// (sum, count) of `skeletonhunter_localizer_query_duration_seconds` per
+/// `query` label.
+fn query_times(metrics: &str) -> std::collections::BTreeMap<String, (f64, f64)> {
+    let mut out = std::collections::BTreeMap::<String, (f64, f64)>::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("skeletonhunter_localizer_query_duration_seconds_")
+        else {
+            continue;
+        };
+        let (is_sum, rest) = match rest.split_once("{query=\"") {
+            Some(("sum", r)) => (true, r),
+            Some(("count", r)) => (false, r),
+            _ => continue,
+        };
+        let Some((query, value)) = rest.split_once("\"}") else {
+            continue;
+        };
+        let Ok(v) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let e = out.entry(query.to_string()).or_default();
+        if is_sum {
+            e.0 = v;
+        } else {
+            e.1 = v;
+        }
+    }
+    out
+}
+
+/// Mean seconds per query between two [`query_times`], slowest first.
+fn query_means(
+    before: &std::collections::BTreeMap<String, (f64, f64)>,
+    after: &std::collections::BTreeMap<String, (f64, f64)>,
+) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = after
+        .iter()
+        .filter_map(|(q, &(sum, count))| {
+            let (s0, c0) = before.get(q).copied().unwrap_or((0.0, 0.0));
+            (count > c0).then(|| (q.clone(), (sum - s0) / (count - c0)))
+        })
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -527,8 +588,13 @@ fn opt(v: Option<f64>, unit: &str) -> String {
 }
 
 fn summary(f: &Figures) -> String {
+    let queries: Vec<String> = f
+        .queries
+        .iter()
+        .map(|(q, s)| format!("{q} {s:.2} s"))
+        .collect();
     format!(
-        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), localizer peak {} MiB, faults {}",
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], localizer peak {} MiB, faults {}",
         opt(f.probe_series, ""),
         opt(f.head_series, ""),
         f.round_bytes as f64 / 1e6,
@@ -539,6 +605,7 @@ fn summary(f: &Figures) -> String {
         opt(f.cycle_max, " s"),
         f.cycles_ok,
         f.cycles_measured,
+        queries.join(", "),
         f.localizer_peak_mib,
         f.found
     )
@@ -546,7 +613,7 @@ fn summary(f: &Figures) -> String {
 
 fn print_table(rows: &[(Config, Option<Figures>)]) {
     type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 11] = [
+    let lines: [(&str, Cell); 12] = [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
@@ -561,6 +628,11 @@ fn print_table(rows: &[(Config, Option<Figures>)]) {
         ("rule groups, one round", |f| opt(f.rules_seconds, " s")),
         ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
         ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
+        ("slowest query, mean", |f| {
+            f.queries
+                .first()
+                .map_or_else(|| "?".to_string(), |(q, s)| format!("{q} {s:.2} s"))
+        }),
         ("cycles ok / measured", |f| {
             format!("{} / {}", f.cycles_ok, f.cycles_measured)
         }),
