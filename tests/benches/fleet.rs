@@ -35,22 +35,26 @@ use serde_json::Value;
 use skeletonhunter_common::duration;
 use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::sim::FabricSpec;
-use skeletonhunter_tests::exposition::metric_value;
+use skeletonhunter_tests::exposition::{metric_value, sum_count_by};
+use skeletonhunter_tests::fabric::shipped_rule_files;
 use skeletonhunter_tests::fleet::{
-    sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet, FleetFault, FleetServer,
-    FleetSpec,
+    blamed, injected, sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet,
+    FleetFault, FleetServer, FleetSpec,
 };
 use skeletonhunter_tests::localizer::Localizer;
 use skeletonhunter_tests::process::{http_get, status_kib, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{
-    free_loopback_addr, repo_root, start_prometheus, start_victoria_metrics, Server, ServerOpts,
-    TempDir, VMALERT_BIN,
+    free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
+    VMALERT_BIN,
 };
 use skeletonhunter_tests::vmagent::start_vmagent_shards;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The localizer's histogram of each query's duration, by `query`.
+const QUERY_DURATION: &str = "skeletonhunter_localizer_query_duration_seconds";
 
 /// One way of scraping and storing the fleet.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -179,17 +183,8 @@ impl Store {
 
 /// The shipped rule files, copied into a server's directory as `rules-*.yml`.
 fn rule_files() -> Result<Vec<(String, std::path::PathBuf)>> {
-    let dir = repo_root().join("rules");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "yml") {
-            let name = p.file_name().unwrap_or_default().to_string_lossy();
-            out.push((format!("rules-{name}"), p.clone()));
-        }
-    }
-    out.sort();
-    Ok(out)
+    let files = shipped_rule_files()?.into_iter();
+    Ok(files.map(|(name, p)| (name.replace('/', "-"), p)).collect())
 }
 
 fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<Store> {
@@ -368,9 +363,10 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
                 .then_some(())
         },
     )?;
-    let before = query_times(&loc.metrics());
+    let query_times = || sum_count_by(&loc.metrics(), QUERY_DURATION, "query");
+    let before = query_times();
     let (durations, ok) = measure_cycles(&loc, k)?;
-    let queries = query_means(&before, &query_times(&loc.metrics()));
+    let queries = query_means(&before, &query_times());
     let mut f = Figures {
         pairs: fleet.fabric().pairs.len(),
         targets: fleet.nodes(),
@@ -468,40 +464,11 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
     Ok((out, ok.min(k.cycles)))
 }
 
-/// (sum, count) of `skeletonhunter_localizer_query_duration_seconds` per
-/// `query` label.
-fn query_times(metrics: &str) -> std::collections::BTreeMap<String, (f64, f64)> {
-    let mut out = std::collections::BTreeMap::<String, (f64, f64)>::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("skeletonhunter_localizer_query_duration_seconds_")
-        else {
-            continue;
-        };
-        let (is_sum, rest) = match rest.split_once("{query=\"") {
-            Some(("sum", r)) => (true, r),
-            Some(("count", r)) => (false, r),
-            _ => continue,
-        };
-        let Some((query, value)) = rest.split_once("\"}") else {
-            continue;
-        };
-        let Ok(v) = value.trim().parse::<f64>() else {
-            continue;
-        };
-        let e = out.entry(query.to_string()).or_default();
-        if is_sum {
-            e.0 = v;
-        } else {
-            e.1 = v;
-        }
-    }
-    out
-}
-
-/// Mean seconds per query between two [`query_times`], slowest first.
+/// Mean seconds per query between two readings of the localizer's query
+/// duration histogram (`sum_count_by`), slowest first.
 fn query_means(
-    before: &std::collections::BTreeMap<String, (f64, f64)>,
-    after: &std::collections::BTreeMap<String, (f64, f64)>,
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
 ) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = after
         .iter()
@@ -522,40 +489,19 @@ fn median(v: &[f64]) -> Option<f64> {
 
 /// "exact" when the last report blames exactly the injected components,
 /// else what it blamed.
-fn found(loc: &Localizer, injected: &[FleetFault]) -> String {
-    let want: BTreeSet<String> = injected
-        .iter()
-        .map(|f| format!("{}={}", f.component.kind.as_str(), f.component.id))
-        .collect();
+fn found(loc: &Localizer, faults: &[FleetFault]) -> String {
     let report: Value = loc
         .request("GET", "/report")
         .ok()
         .and_then(|(_, b)| serde_json::from_str(&b).ok())
         .unwrap_or(Value::Null);
-    let got: BTreeSet<String> = report["faults"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|f| {
-                    format!(
-                        "{}={}",
-                        f["kind"].as_str().unwrap_or(""),
-                        f["id"].as_str().unwrap_or("")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (got, want) = (blamed(&report), injected(faults));
     if got == want {
-        format!("exact ({}/{})", got.len(), want.len())
-    } else {
-        format!(
-            "{}/{} ({})",
-            got.intersection(&want).count(),
-            want.len(),
-            got.into_iter().collect::<Vec<_>>().join(" ")
-        )
+        return format!("exact ({}/{})", got.len(), want.len());
     }
+    let shown: Vec<String> = got.iter().map(|(k, id)| format!("{k}={id}")).collect();
+    let hits = got.intersection(&want).count();
+    format!("{hits}/{} ({})", want.len(), shown.join(" "))
 }
 
 fn store_figures(f: &mut Figures, store: &Store) {

@@ -19,8 +19,8 @@ use skeletonhunter_common::duration;
 use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::fleet::{
-    node_path, sample_faults, scrape_config, write_file_sd, Fleet, FleetFault, FleetServer,
-    FleetSpec,
+    blamed, injected as injected_set, node_path, sample_faults, scrape_config, write_file_sd,
+    Fleet, FleetFault, FleetServer, FleetSpec,
 };
 use skeletonhunter_tests::localizer::{run_once, OnceRun};
 use skeletonhunter_tests::process::status_kib;
@@ -53,21 +53,6 @@ fn spec() -> FleetSpec {
         probe_rate: 20.0,
         seed: 15,
     }
-}
-
-/// The (kind, id) of every fault of a `run --once` report.
-fn blamed(report: &Value) -> BTreeSet<(String, String)> {
-    report["faults"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|f| {
-                    let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
-                    (s("kind"), s("id"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Run the localizer against `store` until `done` accepts a report (run
@@ -194,15 +179,7 @@ fn faults_are_found(
         control.report
     );
     server.fleet().set_faults(injected);
-    let want: BTreeSet<(String, String)> = injected
-        .iter()
-        .map(|f| {
-            (
-                f.component.kind.as_str().to_string(),
-                f.component.id.clone(),
-            )
-        })
-        .collect();
+    let want = injected_set(injected);
     let run = poll_localizer(
         store,
         "exactly the injected faults",

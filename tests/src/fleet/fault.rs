@@ -11,6 +11,7 @@
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{path, Component, Identity, Kind, UnknownKind};
 use skeletonhunter_localizer::sim::Fabric;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Longest latency a fault may add: beyond it probes would time out in a
@@ -223,6 +224,33 @@ pub fn sample_faults(f: &Fabric) -> Option<Vec<FleetFault>> {
             effect: Effect::Latency(Duration::from_micros(200)),
         },
     ])
+}
+
+/// The (kind, id) of every fault of a localizer report (`/report`, `run
+/// --once`): what to hold against [`injected`].
+pub fn blamed(report: &serde_json::Value) -> BTreeSet<(String, String)> {
+    report["faults"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| {
+                    let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
+                    (s("kind"), s("id"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The (kind, id) of every fault of `faults`.
+pub fn injected(faults: &[FleetFault]) -> BTreeSet<(String, String)> {
+    faults
+        .iter()
+        .map(|f| {
+            let c = &f.component;
+            (c.kind.as_str().to_string(), c.id.clone())
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ pub mod serve;
 pub mod sim;
 pub mod targets;
 
-pub use fault::{pair_effect, parse_fault, sample_faults, Effect, FaultError, FleetFault};
+pub use fault::{
+    blamed, injected, pair_effect, parse_fault, sample_faults, Effect, FaultError, FleetFault,
+};
 pub use serve::{node_path, FleetServer, StatsSnapshot};
 pub use sim::{shape_for_pairs, Fleet, FleetSpec};
 pub use targets::{file_sd, scrape_config, write_file_sd};
