@@ -13,8 +13,9 @@
 //!
 //! Printed per configuration: series, scrape bytes per round, the store's
 //! memory, rule evaluation time, the localizer's cycle time (median and
-//! worst of the measured cycles), the mean time of each of its queries,
-//! its peak memory, and whether it blamed
+//! worst of the measured cycles), the mean time of each of its queries
+//! in the cycles (sent at once) and then of each sent alone to the store
+//! (`table.rs` prints them), its peak memory, and whether it blamed
 //! exactly the injected faults. Run as root or not (no namespaces):
 //!
 //! ```text
@@ -34,6 +35,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use skeletonhunter_common::duration;
 use skeletonhunter_exporter::model::HistogramMode;
+use skeletonhunter_localizer::input::histograms::RttForm;
 use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::exposition::{metric_value, sum_count_by};
 use skeletonhunter_tests::fabric::shipped_rule_files;
@@ -41,17 +43,21 @@ use skeletonhunter_tests::fleet::{
     blamed, injected, sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet,
     FleetFault, FleetServer, FleetSpec,
 };
-use skeletonhunter_tests::localizer::Localizer;
+use skeletonhunter_tests::localizer::{time_queries_alone, Alone, Localizer};
 use skeletonhunter_tests::process::{http_get, status_kib, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{
     free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
     VMALERT_BIN,
 };
+use skeletonhunter_tests::sys::kill;
 use skeletonhunter_tests::vmagent::start_vmagent_shards;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use table::{print_table, summary, Figures};
+
+mod table;
 
 /// The localizer's histogram of each query's duration, by `query`.
 const QUERY_DURATION: &str = "skeletonhunter_localizer_query_duration_seconds";
@@ -139,28 +145,6 @@ impl Knobs {
             rules: env_num("FLEET_RULES", 1u8)? != 0,
         })
     }
-}
-
-/// What one configuration measured.
-#[derive(Default)]
-struct Figures {
-    pairs: usize,
-    targets: usize,
-    probe_series: Option<f64>,
-    head_series: Option<f64>,
-    round_bytes: u64,
-    store_rss_mib: u64,
-    store_peak_mib: u64,
-    rules_seconds: Option<f64>,
-    cycle_median: Option<f64>,
-    cycle_max: Option<f64>,
-    cycles_ok: usize,
-    cycles_measured: usize,
-    localizer_peak_mib: u64,
-    found: String,
-    /// Mean seconds of each of the localizer's queries over the measured
-    /// cycles, slowest first: where a cycle's time goes.
-    queries: Vec<(String, f64)>,
 }
 
 /// The store of one configuration and every process behind it.
@@ -380,6 +364,7 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     f.cycle_max = durations.iter().copied().reduce(f64::max);
     f.localizer_peak_mib = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0) / 1024;
     f.found = found(&loc, &injected);
+    f.alone = alone_times(&loc, &store, config, k);
     if f.cycles_ok < f.cycles_measured {
         let log = loc.child.log();
         let warnings: Vec<&str> = log
@@ -399,6 +384,38 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     store_figures(&mut f, &store);
     println!("{}: {}", config.name(), summary(&f));
     Ok(f)
+}
+
+/// The cycle's queries each sent alone, once the localizer is paused and
+/// the store has finished the queries it was answering (rule evaluation
+/// and ingestion go on); empty, with the reason printed, when that fails.
+fn alone_times(loc: &Localizer, store: &Store, config: Config, k: &Knobs) -> Vec<Alone> {
+    let form = match config {
+        Config::NativePrometheus => RttForm::NativeOrClassic,
+        _ => RttForm::Classic,
+    };
+    let pid = loc.child.pid() as i32;
+    let run = || -> Result<Vec<Alone>> {
+        kill(pid, libc::SIGSTOP)?;
+        if store.shards.is_empty() {
+            wait_until(
+                "Prometheus answering no query",
+                Duration::from_secs(300),
+                Duration::from_millis(200),
+                || {
+                    let m = store.query.get("/metrics").ok()?.1;
+                    (metric_value(&m, "prometheus_engine_queries")? <= 1.0).then_some(())
+                },
+            )?;
+        }
+        time_queries_alone(&store.query, k.window, form)
+    };
+    let out = run();
+    let _ = kill(pid, libc::SIGCONT);
+    out.unwrap_or_else(|e| {
+        println!("{}: queries alone: {e:#}", config.name());
+        Vec::new()
+    })
 }
 
 fn localizer_flags(k: &Knobs) -> Vec<String> {
@@ -526,75 +543,5 @@ fn store_figures(f: &mut Figures, store: &Store) {
     for pid in store.pids() {
         f.store_rss_mib += status_kib(pid, "VmRSS").unwrap_or(0) / 1024;
         f.store_peak_mib += status_kib(pid, "VmHWM").unwrap_or(0) / 1024;
-    }
-}
-
-fn opt(v: Option<f64>, unit: &str) -> String {
-    v.map_or_else(|| "?".to_string(), |v| format!("{v:.2}{unit}"))
-}
-
-fn summary(f: &Figures) -> String {
-    let queries: Vec<String> = f
-        .queries
-        .iter()
-        .map(|(q, s)| format!("{q} {s:.2} s"))
-        .collect();
-    format!(
-        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], localizer peak {} MiB, faults {}",
-        opt(f.probe_series, ""),
-        opt(f.head_series, ""),
-        f.round_bytes as f64 / 1e6,
-        f.store_rss_mib,
-        f.store_peak_mib,
-        opt(f.rules_seconds, " s"),
-        opt(f.cycle_median, " s"),
-        opt(f.cycle_max, " s"),
-        f.cycles_ok,
-        f.cycles_measured,
-        queries.join(", "),
-        f.localizer_peak_mib,
-        f.found
-    )
-}
-
-fn print_table(rows: &[(Config, Option<Figures>)]) {
-    type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 12] = [
-        ("pairs / targets", |f| {
-            format!("{} / {}", f.pairs, f.targets)
-        }),
-        ("probe series", |f| opt(f.probe_series, "")),
-        ("all series in the store", |f| opt(f.head_series, "")),
-        ("scrape round (before gzip)", |f| {
-            format!("{:.1} MB", f.round_bytes as f64 / 1e6)
-        }),
-        ("store RSS now / peak", |f| {
-            format!("{} / {} MiB", f.store_rss_mib, f.store_peak_mib)
-        }),
-        ("rule groups, one round", |f| opt(f.rules_seconds, " s")),
-        ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
-        ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
-        ("slowest query, mean", |f| {
-            f.queries
-                .first()
-                .map_or_else(|| "?".to_string(), |(q, s)| format!("{q} {s:.2} s"))
-        }),
-        ("cycles ok / measured", |f| {
-            format!("{} / {}", f.cycles_ok, f.cycles_measured)
-        }),
-        ("localizer peak RSS", |f| {
-            format!("{} MiB", f.localizer_peak_mib)
-        }),
-        ("faults found", |f| f.found.clone()),
-    ];
-    let head: Vec<String> = rows.iter().map(|(c, _)| c.name().to_string()).collect();
-    println!("\n| | {} |", head.join(" | "));
-    println!("|---|{}", "---|".repeat(rows.len()));
-    for (name, cell) in lines {
-        let cells: Vec<String> = rows
-            .iter()
-            .map(|(_, f)| f.as_ref().map_or_else(|| "failed".to_string(), cell))
-            .collect();
-        println!("| {name} | {} |", cells.join(" | "));
     }
 }

@@ -1,0 +1,129 @@
+//! The fleet benchmark's figures and how they are printed: one line per
+//! configuration as it is measured, then one table side by side.
+
+use super::Config;
+use skeletonhunter_tests::localizer::Alone;
+
+/// What one configuration measured.
+#[derive(Default)]
+pub struct Figures {
+    pub pairs: usize,
+    pub targets: usize,
+    pub probe_series: Option<f64>,
+    pub head_series: Option<f64>,
+    pub round_bytes: u64,
+    pub store_rss_mib: u64,
+    pub store_peak_mib: u64,
+    pub rules_seconds: Option<f64>,
+    pub cycle_median: Option<f64>,
+    pub cycle_max: Option<f64>,
+    pub cycles_ok: usize,
+    pub cycles_measured: usize,
+    pub localizer_peak_mib: u64,
+    pub found: String,
+    /// Mean seconds of each of the localizer's queries over the measured
+    /// cycles, slowest first: where a cycle's time goes.
+    pub queries: Vec<(String, f64)>,
+    /// Each query sent alone to the store after the cycles (see
+    /// `skeletonhunter_tests::localizer::time_queries_alone`).
+    pub alone: Vec<Alone>,
+}
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    v.map_or_else(|| "?".to_string(), |v| format!("{v:.2}{unit}"))
+}
+
+pub fn summary(f: &Figures) -> String {
+    let queries: Vec<String> = f
+        .queries
+        .iter()
+        .map(|(q, s)| format!("{q} {s:.2} s"))
+        .collect();
+    let alone: Vec<String> = f
+        .alone
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {:.2} s ({} series, {:.1} MB)",
+                a.name,
+                a.seconds,
+                a.series,
+                a.bytes as f64 / 1e6
+            )
+        })
+        .collect();
+    format!(
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], each alone [{}], localizer peak {} MiB, faults {}",
+        opt(f.probe_series, ""),
+        opt(f.head_series, ""),
+        f.round_bytes as f64 / 1e6,
+        f.store_rss_mib,
+        f.store_peak_mib,
+        opt(f.rules_seconds, " s"),
+        opt(f.cycle_median, " s"),
+        opt(f.cycle_max, " s"),
+        f.cycles_ok,
+        f.cycles_measured,
+        queries.join(", "),
+        alone.join(", "),
+        f.localizer_peak_mib,
+        f.found
+    )
+}
+
+pub fn print_table(rows: &[(Config, Option<Figures>)]) {
+    type Cell = fn(&Figures) -> String;
+    let lines: [(&str, Cell); 14] = [
+        ("pairs / targets", |f| {
+            format!("{} / {}", f.pairs, f.targets)
+        }),
+        ("probe series", |f| opt(f.probe_series, "")),
+        ("all series in the store", |f| opt(f.head_series, "")),
+        ("scrape round (before gzip)", |f| {
+            format!("{:.1} MB", f.round_bytes as f64 / 1e6)
+        }),
+        ("store RSS now / peak", |f| {
+            format!("{} / {} MiB", f.store_rss_mib, f.store_peak_mib)
+        }),
+        ("rule groups, one round", |f| opt(f.rules_seconds, " s")),
+        ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
+        ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
+        ("slowest query, mean", |f| {
+            f.queries
+                .first()
+                .map_or_else(|| "?".to_string(), |(q, s)| format!("{q} {s:.2} s"))
+        }),
+        ("slowest query alone", |f| {
+            let slowest = f
+                .alone
+                .iter()
+                .max_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            slowest.map_or_else(|| "?".into(), |a| format!("{} {:.2} s", a.name, a.seconds))
+        }),
+        ("queries alone, one after another", |f| {
+            let sum: f64 = f.alone.iter().map(|a| a.seconds).sum();
+            if f.alone.is_empty() {
+                "?".into()
+            } else {
+                format!("{sum:.2} s")
+            }
+        }),
+        ("cycles ok / measured", |f| {
+            format!("{} / {}", f.cycles_ok, f.cycles_measured)
+        }),
+        ("localizer peak RSS", |f| {
+            format!("{} MiB", f.localizer_peak_mib)
+        }),
+        ("faults found", |f| f.found.clone()),
+    ];
+    let head: Vec<String> = rows.iter().map(|(c, _)| c.name().to_string()).collect();
+    println!("\n| | {} |", head.join(" | "));
+    println!("|---|{}", "---|".repeat(rows.len()));
+    for (name, cell) in lines {
+        let cells: Vec<String> = rows
+            .iter()
+            .map(|(_, f)| f.as_ref().map_or_else(|| "failed".to_string(), cell))
+            .collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
