@@ -348,9 +348,12 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         },
     )?;
     let query_times = || sum_count_by(&loc.metrics(), QUERY_DURATION, "query");
-    let before = query_times();
+    let cpu = || metric_value(&loc.metrics(), "process_cpu_seconds_total");
+    let (before, cpu_before) = (query_times(), cpu());
     let (durations, ok) = measure_cycles(&loc, k)?;
     let queries = query_means(&before, &query_times());
+    let cycles = durations.len().max(1) as f64;
+    let cpu_per_cycle = cpu().zip(cpu_before).map(|(a, b)| (a - b) / cycles);
     let mut f = Figures {
         pairs: fleet.fabric().pairs.len(),
         targets: fleet.nodes(),
@@ -358,6 +361,7 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         cycles_ok: ok,
         cycles_measured: durations.len(),
         queries,
+        localizer_cpu_per_cycle: cpu_per_cycle,
         ..Figures::default()
     };
     f.cycle_median = median(&durations);
@@ -465,7 +469,9 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
                 per_cycle * k.cycles as u32
             );
         }
-        std::thread::sleep(Duration::from_millis(250));
+        // Once a second: each read renders the localizer's /metrics,
+        // whose CPU counts in the localizer's figure.
+        std::thread::sleep(Duration::from_secs(1));
         let m = loc.metrics();
         if let Some((s, c)) = read(&m) {
             if c > count {

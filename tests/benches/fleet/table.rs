@@ -20,6 +20,10 @@ pub struct Figures {
     pub cycles_ok: usize,
     pub cycles_measured: usize,
     pub localizer_peak_mib: u64,
+    /// The localizer's CPU seconds per measured cycle (its own
+    /// `process_cpu_seconds_total`, the bench's reads of its /metrics
+    /// included).
+    pub localizer_cpu_per_cycle: Option<f64>,
     pub found: String,
     /// Mean seconds of each of the localizer's queries over the measured
     /// cycles, slowest first: where a cycle's time goes.
@@ -53,7 +57,7 @@ pub fn summary(f: &Figures) -> String {
         })
         .collect();
     format!(
-        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], each alone [{}], localizer peak {} MiB, faults {}",
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], each alone [{}], localizer CPU {} per cycle, peak {} MiB, faults {}",
         opt(f.probe_series, ""),
         opt(f.head_series, ""),
         f.round_bytes as f64 / 1e6,
@@ -66,6 +70,7 @@ pub fn summary(f: &Figures) -> String {
         f.cycles_measured,
         queries.join(", "),
         alone.join(", "),
+        opt(f.localizer_cpu_per_cycle, " s"),
         f.localizer_peak_mib,
         f.found
     )
@@ -73,7 +78,7 @@ pub fn summary(f: &Figures) -> String {
 
 pub fn print_table(rows: &[(Config, Option<Figures>)]) {
     type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 14] = [
+    let lines: [(&str, Cell); 15] = [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
@@ -110,6 +115,9 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
         }),
         ("cycles ok / measured", |f| {
             format!("{} / {}", f.cycles_ok, f.cycles_measured)
+        }),
+        ("localizer CPU per cycle", |f| {
+            opt(f.localizer_cpu_per_cycle, " s")
         }),
         ("localizer peak RSS", |f| {
             format!("{} MiB", f.localizer_peak_mib)
