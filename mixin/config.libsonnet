@@ -37,6 +37,7 @@
     componentFaultyFor: '30s',
     exporterDownFor: '1m',
     exportersAbsentFor: '5m',
+    topologyEntryMissingFor: '15m',
     localizerDownFor: '2m',
     localizerStaleSeconds: 60,
     localizerStaleFor: '1m',

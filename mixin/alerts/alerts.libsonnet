@@ -212,6 +212,30 @@ local queried(query, args, render, none) =
             },
           },
           {
+            // A host the topology map lacks probes on, but its pairs have no
+            // ToR or spine: the localizer cannot place them.
+            alert: 'SkeletonHunterTopologyEntryMissing',
+            expr: |||
+              label_replace(
+                max by (job, instance) (skeletonhunter_identity_source{%(exporterSelector)s, source="missing"}) == 1,
+                "component", "$1", "instance", "(.*)"
+              )
+            ||| % c,
+            'for': c.topologyEntryMissingFor,
+            labels: { kind: 'exporter', severity: 'warning' },
+            annotations: {
+              runbook_url: runbook('SkeletonHunterTopologyEntryMissing'),
+              dashboard_url: dashboard('health', '?var-instance={{ $labels.instance | urlquery }}'),
+              summary: 'SkeletonHunter exporter {{ $labels.instance }} has no entry in the topology map',
+              description: fold(|||
+                The exporter at {{ $labels.instance }} runs with a topology file
+                (identity.topology_file) that has no entry for its host, so its
+                ToR, spine, pod or tenant is empty: the localizer cannot place its
+                pairs on the fabric. Add the host to the map and reload.
+              |||),
+            },
+          },
+          {
             alert: 'SkeletonHunterLocalizerDown',
             expr: |||
               label_replace(up{%(localizerSelector)s} == 0, "component", "$1", "instance", "(.*)")
