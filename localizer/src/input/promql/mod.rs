@@ -334,8 +334,10 @@ pub fn assemble(
 ) -> Assembled {
     let mut acc: BTreeMap<(&str, &str), Acc> = BTreeMap::new();
     let packet = |p: &str| p != "tcp" && protocols.iter().any(|x| x == p);
-    add_counts(&mut acc, r, &packet);
-    add_rtts(&mut acc, r, &packet);
+    // Read by both the counters and the derived answers: built once.
+    let lost = by_proto_key(&r.lost);
+    add_counts(&mut acc, r, &lost, &packet);
+    add_rtts(&mut acc, r, &lost, &packet);
     let mut out = Assembled::default();
     for ((src, dst), a) in acc {
         if a.incomplete {
@@ -359,18 +361,29 @@ fn proto_of(s: &Sample) -> &str {
     s.labels.get("protocol").unwrap_or_default()
 }
 
-/// Sent, lost and dial-failure counters into the per-pair accumulators.
+/// (source, destination, protocol) of a sample.
+type ProtoKey<'a> = (&'a str, &'a str, &'a str);
+
+fn proto_key(s: &Sample) -> Option<ProtoKey<'_>> {
+    pair_key(s).map(|(a, b)| (a, b, proto_of(s)))
+}
+
+/// Counts by (source, destination, protocol); of a repeated key the last
+/// sample counts.
+fn by_proto_key(v: &[Sample]) -> HashMap<ProtoKey<'_>, f64> {
+    v.iter()
+        .filter_map(|s| Some((proto_key(s)?, count(s.value))))
+        .collect()
+}
+
+/// Sent, lost (`lost_seen`, by [`by_proto_key`]) and dial-failure counters
+/// into the per-pair accumulators.
 fn add_counts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
+    lost_seen: &HashMap<ProtoKey<'a>, f64>,
     packet: &dyn Fn(&str) -> bool,
 ) {
-    let mut lost_seen: HashMap<(&str, &str, &str), f64> = HashMap::new();
-    for s in &r.lost {
-        if let Some((a, b)) = pair_key(s) {
-            lost_seen.insert((a, b, proto_of(s)), count(s.value));
-        }
-    }
     for s in &r.sent {
         let Some(key) = pair_key(s) else { continue };
         let proto = proto_of(s);
@@ -396,9 +409,6 @@ fn add_counts<'a>(
     }
 }
 
-/// (source, destination, protocol) of a sample.
-type ProtoKey<'a> = (&'a str, &'a str, &'a str);
-
 /// Answers per pair and protocol, in sample order: counted by the
 /// `rtt_count` query, or where the cycle did not ask (native histograms),
 /// derived. A median sample says the histogram exists; NaN means it got no
@@ -406,20 +416,17 @@ type ProtoKey<'a> = (&'a str, &'a str, &'a str);
 /// while its lost counter lags), a number means at least one: the probes
 /// not lost (the dials that did not fail), which counts in-flight probes as
 /// answered, at least 1.
-fn answer_counts<'a>(r: &'a QueryResults) -> Vec<(ProtoKey<'a>, f64)> {
-    let keyed = |s: &'a Sample| pair_key(s).map(|(a, b)| (a, b, proto_of(s)));
+fn answer_counts<'a>(
+    r: &'a QueryResults,
+    lost: &HashMap<ProtoKey<'a>, f64>,
+) -> Vec<(ProtoKey<'a>, f64)> {
     if let Some(counted) = &r.rtt_count {
         return counted
             .iter()
-            .filter_map(|s| Some((keyed(s)?, count(s.value))))
+            .filter_map(|s| Some((proto_key(s)?, count(s.value))))
             .collect();
     }
-    let by_key = |v: &'a [Sample]| -> HashMap<ProtoKey<'a>, f64> {
-        v.iter()
-            .filter_map(|s| Some((keyed(s)?, count(s.value))))
-            .collect()
-    };
-    let (sent, lost) = (by_key(&r.sent), by_key(&r.lost));
+    let sent = by_proto_key(&r.sent);
     let dial_failures: HashMap<(&str, &str), f64> = r
         .dial_failures
         .iter()
@@ -428,7 +435,7 @@ fn answer_counts<'a>(r: &'a QueryResults) -> Vec<(ProtoKey<'a>, f64)> {
     r.rtt_p50
         .iter()
         .filter_map(|s| {
-            let key = keyed(s)?;
+            let key = proto_key(s)?;
             if s.value.is_nan() {
                 return Some((key, 0.0));
             }
@@ -447,10 +454,11 @@ fn answer_counts<'a>(r: &'a QueryResults) -> Vec<(ProtoKey<'a>, f64)> {
 fn add_rtts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
+    lost: &HashMap<ProtoKey<'a>, f64>,
     packet: &dyn Fn(&str) -> bool,
 ) {
     let mut counts: HashMap<ProtoKey<'a>, f64> = HashMap::new();
-    for ((a, b, proto), n) in answer_counts(r) {
+    for ((a, b, proto), n) in answer_counts(r, lost) {
         let e = acc.entry((a, b)).or_default();
         if proto == "tcp" {
             *e.tcp_ok.get_or_insert(0.0) += n;
