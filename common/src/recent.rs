@@ -4,7 +4,7 @@
 //! exporters' `/metrics`, each with its own process collector) or many
 //! scrapers arrive at once, those reads are the same answer over and over,
 //! and listing `/proc/self/fd` under contention costs more than rendering
-//! the probe series. A figure up to [`Recent::max_age`] old is what a
+//! the probe series. A figure up to the `max_age` given to [`Recent::new`] old is what a
 //! scrape would have read a moment earlier.
 
 use std::sync::Mutex;
@@ -24,11 +24,6 @@ impl<T: Clone> Recent<T> {
             last: Mutex::new(None),
             max_age,
         }
-    }
-
-    /// How long a reading is reused.
-    pub fn max_age(&self) -> Duration {
-        self.max_age
     }
 
     /// The reading taken at most `max_age` before `now`, else `read()`

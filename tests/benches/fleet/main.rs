@@ -347,13 +347,12 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
                 .then_some(())
         },
     )?;
-    let query_times = || sum_count_by(&loc.metrics(), QUERY_DURATION, "query");
-    let cpu = || metric_value(&loc.metrics(), "process_cpu_seconds_total");
-    let (before, cpu_before) = (query_times(), cpu());
+    let (before, cpu_before) = query_times_and_cpu(&loc);
     let (durations, ok) = measure_cycles(&loc, k)?;
-    let queries = query_means(&before, &query_times());
+    let (after, cpu_after) = query_times_and_cpu(&loc);
+    let queries = query_means(&before, &after);
     let cycles = durations.len().max(1) as f64;
-    let cpu_per_cycle = cpu().zip(cpu_before).map(|(a, b)| (a - b) / cycles);
+    let cpu_per_cycle = cpu_after.zip(cpu_before).map(|(a, b)| (a - b) / cycles);
     let mut f = Figures {
         pairs: fleet.fabric().pairs.len(),
         targets: fleet.nodes(),
@@ -485,6 +484,14 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
     }
     let ok = (ok_cycles(&loc.metrics()) - ok0).max(0.0) as usize;
     Ok((out, ok.min(k.cycles)))
+}
+
+/// The localizer's query durations (sum, count by query) and its CPU
+/// seconds, from one read of its /metrics.
+fn query_times_and_cpu(loc: &Localizer) -> (BTreeMap<String, (f64, f64)>, Option<f64>) {
+    let m = loc.metrics();
+    let cpu = metric_value(&m, "process_cpu_seconds_total");
+    (sum_count_by(&m, QUERY_DURATION, "query"), cpu)
 }
 
 /// Mean seconds per query between two readings of the localizer's query
