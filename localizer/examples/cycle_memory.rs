@@ -89,9 +89,9 @@ fn main() {
         dial_failures: Vec::new(),
         rtt_p50: decode(answer(nodes, &udp_tcp, |s, _| 2e-5 + s as f64 * 1e-9)),
         rtt_count: Some(decode(answer(nodes, &udp_tcp, |_, _| 598.0))),
-        topology_now: decode(topology_answer(nodes)),
         ..Default::default()
     };
+    let topology_now = decode(topology_answer(nodes));
     let samples =
         r.sent.len() + r.lost.len() + r.rtt_p50.len() + r.rtt_count.as_ref().map_or(0, Vec::len);
     println!(
@@ -100,7 +100,7 @@ fn main() {
         mib()
     );
     let t = Instant::now();
-    let (topology, _) = topology_from(&r.topology_now, &r.topology_recent);
+    let (topology, _) = topology_from(&topology_now, &[]);
     let assembled = assemble(&r, &topology, &["udp".to_string()]);
     println!(
         "assembled {} pairs ({} with RTT) in {:.2?}: peak RSS {}",

@@ -12,6 +12,11 @@
 //! adds latency; `run --once` against each store must blame exactly those
 //! three components. Prints the series, scrape bytes, server memory and the
 //! localizer's run time, for orientation (no timed assertion).
+//!
+//! Against Prometheus the localizer also runs as a service with
+//! `--pair-shards 3`: its cycles read one shard of the pairs each, and a
+//! verdict made of shard reads must still see every pair and find the
+//! faults injected after its split.
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -22,7 +27,7 @@ use skeletonhunter_tests::fleet::{
     blamed, injected as injected_set, node_path, sample_faults, scrape_config, write_file_sd,
     Fleet, FleetFault, FleetServer, FleetSpec,
 };
-use skeletonhunter_tests::localizer::{run_once, OnceRun};
+use skeletonhunter_tests::localizer::{run_once, Localizer, OnceRun};
 use skeletonhunter_tests::process::status_kib;
 use skeletonhunter_tests::servers::{
     free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
@@ -197,6 +202,78 @@ fn faults_are_found(
     Ok(())
 }
 
+/// The localizer service with `--pair-shards 3` against `store` (scraping
+/// the healthy fleet): once it has split the pairs and reads one shard a
+/// cycle, its verdict covers every pair and blames nothing; after
+/// `injected`, and a full rotation of shard reads, it blames exactly them.
+fn sharded_cycles_find_the_faults(
+    server: &FleetServer,
+    store: &Server,
+    injected: &[FleetFault],
+) -> Result<()> {
+    let pairs = server.fleet().fabric().pairs.len();
+    let args = [
+        "--interval",
+        "1s",
+        "--window",
+        WINDOW,
+        "--scrape-interval",
+        "2s",
+        "--timeout",
+        "20s",
+        "--pair-shards",
+        "3",
+    ];
+    let loc = Localizer::start_args(&store.url(), &args.map(String::from))?;
+    let reads = |read: &str| {
+        let series = format!("skeletonhunter_localizer_pair_reads_total{{read=\"{read}\"}}");
+        loc.metric(&series).unwrap_or(0.0)
+    };
+    let report = || -> Option<Value> {
+        let (code, body) = loc.request("GET", "/report").ok()?;
+        (code == 200).then(|| serde_json::from_str(&body).ok())?
+    };
+    let seen = |r: &Value| r["pairs_observed"] == pairs;
+    wait_until(
+        "the sharded localizer in 3 shards, reading shards, every pair seen, nothing blamed",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let split = loc.metric("skeletonhunter_localizer_pair_shards")? == 3.0;
+            let r = report()?;
+            (split && reads("shard") >= 3.0 && seen(&r) && blamed(&r).is_empty()).then_some(())
+        },
+    )
+    .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    server.fleet().set_faults(injected);
+    let (from, all_from) = (reads("shard"), reads("all"));
+    let want = injected_set(injected);
+    wait_until(
+        "the injected faults, every pair seen, after a rotation of shard reads",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let rotated = reads("shard") >= from + 3.0;
+            let r = report()?;
+            (rotated && blamed(&r) == want && seen(&r)).then_some(())
+        },
+    )
+    .with_context(|| {
+        format!(
+            "last report: {:?}\nlocalizer log:\n{}",
+            report(),
+            loc.child.log()
+        )
+    })?;
+    println!(
+        "--pair-shards 3: faults found after {} shard reads and {} full reads",
+        reads("shard") - from,
+        reads("all") - all_from
+    );
+    server.fleet().set_faults(&[]);
+    Ok(())
+}
+
 #[test]
 fn fleet_faults_are_found_through_prometheus_and_vmagent_shards() -> Result<()> {
     let fleet = Arc::new(Fleet::new(spec()));
@@ -222,6 +299,7 @@ fn fleet_faults_are_found_through_prometheus_and_vmagent_shards() -> Result<()> 
     )
     .with_context(|| format!("Prometheus log:\n{}", prom.log()))?;
     faults_are_found(&server, &prom, Instant::now(), &injected, &[prom.pid()])?;
+    sharded_cycles_find_the_faults(&server, &prom, &injected)?;
     drop(prom);
 
     // (b) Two vmagent shards remote-writing into one VictoriaMetrics.

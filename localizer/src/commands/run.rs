@@ -72,10 +72,18 @@ pub struct RunArgs {
     #[arg(long, default_value = "1h", value_parser = positive_duration, value_name = "DURATION")]
     pub topology_window: Duration,
     /// How long node identities read from skeletonhunter_node_info are reused before they are
-    /// queried again (two queries over every node, a fifth of a cycle's cost at scale); a cycle
-    /// that finds a pair endpoint missing from them queries them again at once.
+    /// queried again (two queries over every node, a fifth of a cycle's cost at scale), between
+    /// cycles so no cycle waits for them; a cycle that finds a pair endpoint missing from them
+    /// has them queried again right after it.
     #[arg(long, default_value = "1m", value_parser = positive_duration, value_name = "DURATION")]
     pub topology_refresh: Duration,
+    /// Split the per-pair queries into up to N shards by source node and read one shard per
+    /// cycle, reusing the others' latest answers: the store reads each pair every N cycles
+    /// instead of every cycle. For fleets where those queries take most of --interval; set N to
+    /// about --scrape-interval / --interval, since a pair's series change once per scrape. Data
+    /// of a verdict is then up to N-1 cycles older, and --confirm-cycles counts N-1 more cycles.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    pub pair_shards: u16,
     /// Timeout of each HTTP request to Alertmanager and of connecting to Prometheus (at most 5s
     /// of it); Prometheus queries are bounded by --query.timeout.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
@@ -231,6 +239,7 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         window: args.window,
         topology_window: args.topology_window,
         topology_refresh: args.topology_refresh,
+        pair_shards: usize::from(args.pair_shards),
         timeout: args.timeout,
         query_timeout: args.query_timeout,
         histograms: args.histograms.run_form(),

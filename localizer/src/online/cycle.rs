@@ -13,12 +13,15 @@ use super::confirm::{Confirmer, Held, Kept};
 use super::coverage::{Coverage, CycleCoverage};
 use super::delivery::{unix_now, Delivery};
 use super::findings::{blame_map, findings};
-use super::metrics::{AlertLabels, CycleResult, Metrics, QueryLabels, ResultLabels};
+use super::metrics::{
+    AlertLabels, CycleResult, Metrics, PairReadLabels, QueryLabels, ResultLabels,
+};
 use super::queries::{CycleQueries, QueryErrors};
 use super::settings::{ServiceError, Settings};
+use super::shards::{PairAnswers, PairShards};
 use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
-use crate::clients::prometheus::QueryFailure;
+use crate::clients::prometheus::{QueryFailure, Sample};
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
@@ -86,6 +89,8 @@ pub(super) struct Localizer {
     /// Node identities and when they were read (`--topology-refresh`).
     topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
     topology_refresh: Duration,
+    /// The per-pair answers of `--pair-shards`.
+    shards: PairShards,
     /// The status page's state.
     board: Arc<Board>,
     /// Alerts fired and resolved in the cycle in progress (for the page).
@@ -110,14 +115,19 @@ impl Localizer {
             s.queue_capacity,
             metrics.clone(),
         )?;
+        // Sharded, a reading repeats for up to `pair_shards` cycles: count
+        // as many more cycles before a finding fires, and hold as long.
+        let repeats = s.pair_shards.max(1) - 1;
+        let confirm = s.confirm_cycles + u32::try_from(repeats).unwrap_or(u32::MAX);
+        let hold = s.window + s.scrape_interval + s.interval * repeats as u32;
+        metrics.pair_shards.set(1);
         Ok(Localizer {
             q: CycleQueries::new(s, prom, metrics.clone()),
             interval: s.interval,
             protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
-            confirmer: Confirmer::new(s.confirm_cycles, s.window + s.scrape_interval)
-                .resolve_after(s.resolve_cycles),
+            confirmer: Confirmer::new(confirm, hold).resolve_after(s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
             config: s.engine.clone(),
@@ -127,6 +137,7 @@ impl Localizer {
             paths_failing: false,
             topology: None,
             topology_refresh: s.topology_refresh,
+            shards: PairShards::new(s.pair_shards),
             board,
             events: Vec::new(),
         })
@@ -246,31 +257,14 @@ impl Localizer {
 
     /// Query, analyze and decide; returns the outcome and the alerts to post.
     async fn evaluate(&mut self) -> (Outcome, Vec<PostableAlert>) {
-        let time = unix_now();
         let now = SystemTime::now();
-        self.q.decide_form().await;
-        let read_topology = self.topology_due();
-        let results = match self.q.query_all(time, read_topology).await {
-            Ok(r) => r,
-            Err(errors) => {
-                self.count_query_errors(&errors);
-                let blind = self.coverage.blind(now);
-                self.record_coverage(&blind);
-                return (Outcome::QueryFailed, self.book.firing(now));
-            }
+        let Some((assembled, topology, no_probe_series)) = self.read(unix_now()).await else {
+            let blind = self.coverage.blind(now);
+            self.record_coverage(&blind);
+            return (Outcome::QueryFailed, self.book.firing(now));
         };
-        self.log_hops(&results);
-        let topology = match (&self.topology, read_topology) {
-            (Some((_, cached)), false) => cached.clone(),
-            _ => {
-                let read = Arc::new(self.topology(&results));
-                self.topology = Some((Instant::now(), read.clone()));
-                read
-            }
-        };
-        let assembled = self.assemble(&results, &topology);
         if assembled.pairs.is_empty() {
-            let why = if results.sent.is_empty() && results.dial_failures.is_empty() {
+            let why = if no_probe_series {
                 NoData::NoProbeSeries
             } else if topology.is_empty() {
                 NoData::NoTopology
@@ -300,6 +294,67 @@ impl Localizer {
         (Outcome::Ok(Box::new(report)), alerts)
     }
 
+    /// This cycle's pairs: the per-pair series (every pair, or one shard
+    /// and the others' answers kept from the cycles before) assembled over
+    /// the node identities, and whether there were no probe series at all;
+    /// `None` when a query failed (counted and logged).
+    async fn read(
+        &mut self,
+        time: f64,
+    ) -> Option<(Assembled, Arc<HashMap<String, Identity>>, bool)> {
+        self.q.decide_form().await;
+        // After the first cycle the identities are read between cycles
+        // (`refresh_topology`), so no cycle waits for them.
+        let read_topology = self.topology.is_none();
+        let read = self.shards.plan();
+        let shard = self.shards.matcher(read);
+        let q = &self.q;
+        let (results, identities) = tokio::join!(q.query_all(time, shard.as_deref()), async {
+            match read_topology {
+                true => Some(q.topology(time).await),
+                false => None,
+            }
+        });
+        let answered = match (results, identities.transpose()) {
+            (Ok(r), Ok(ids)) => Ok((r, ids)),
+            (r, ids) => Err([r.err(), ids.err()]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect()),
+        };
+        let (mut results, identities) = match answered {
+            Ok(r) => r,
+            Err(errors) => {
+                self.count_query_errors(&errors);
+                if self.shards.shards() > 1 {
+                    tracing::info!("--pair-shards: the next answered cycle reads every pair");
+                }
+                self.shards.failed();
+                return None;
+            }
+        };
+        self.log_hops(&results);
+        self.metrics
+            .pair_reads
+            .get_or_create(&PairReadLabels {
+                read: read.as_str(),
+            })
+            .inc();
+        self.shards
+            .received(read, PairAnswers::take_from(&mut results));
+        let topology = match (&self.topology, identities) {
+            (_, Some((now, recent))) => self.set_topology(&now, &recent),
+            (Some((_, cached)), None) => cached.clone(),
+            (None, None) => Arc::default(),
+        };
+        self.shards.lend().put_into(&mut results);
+        let assembled = self.assemble(&results, &topology);
+        let no_probe_series = results.sent.is_empty() && results.dial_failures.is_empty();
+        self.shards.give_back(PairAnswers::take_from(&mut results));
+        Some((assembled, topology, no_probe_series))
+    }
+
     /// Export a cycle's coverage.
     fn record_coverage(&self, c: &CycleCoverage) {
         self.metrics.pairs_covered.set(c.pairs_covered as i64);
@@ -310,15 +365,9 @@ impl Localizer {
     /// Count failed queries; one log line per distinct problem (all queries
     /// usually fail alike).
     fn count_query_errors(&self, errors: &QueryErrors) {
+        self.count_errors(errors);
         let mut seen = BTreeSet::new();
         for (name, e) in errors {
-            self.metrics
-                .query_errors
-                .get_or_create(&QueryLabels {
-                    query: *name,
-                    reason: e.reason(),
-                })
-                .inc();
             let mut msg = e.to_string();
             if e.reason() == QueryFailure::Timeout {
                 msg.push_str("; raise --query.timeout or narrow the queries with --matchers");
@@ -329,6 +378,17 @@ impl Localizer {
                     name.as_str()
                 );
             }
+        }
+    }
+
+    /// Count failed queries in `skeletonhunter_localizer_query_errors_total`.
+    fn count_errors(&self, errors: &QueryErrors) {
+        for (name, e) in errors {
+            let labels = QueryLabels {
+                query: *name,
+                reason: e.reason(),
+            };
+            self.metrics.query_errors.get_or_create(&labels).inc();
         }
     }
 
@@ -354,19 +414,46 @@ impl Localizer {
         self.paths_failing = results.paths_error.is_some();
     }
 
-    /// Whether this cycle reads the node identities again: none yet, older
-    /// than `--topology-refresh`, or the last cycle left out a pair for an
-    /// endpoint missing from them (a new node, most likely).
-    fn topology_due(&self) -> bool {
-        match &self.topology {
-            None => true,
+    /// Between cycles: read the node identities again when older than
+    /// `--topology-refresh` or when the last cycle left out a pair for an
+    /// endpoint missing from them (a new node, most likely), so that no
+    /// cycle waits for them (at 100,000 pairs they cost as much as a shard
+    /// of the per-pair queries). On failure the ones in use stay, and the
+    /// next gap between cycles tries again.
+    pub(super) async fn refresh_topology(&mut self) {
+        let due = match &self.topology {
+            // The next cycle reads them itself.
+            None => false,
             Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
+        };
+        if !due {
+            return;
+        }
+        match self.q.topology(unix_now()).await {
+            Ok((now, recent)) => {
+                self.set_topology(&now, &recent);
+            }
+            Err(errors) => {
+                self.count_errors(&errors);
+                if let Some((name, e)) = errors.first() {
+                    tracing::warn!(
+                        "query {} failed: {e}; the node identities read before stay in use",
+                        name.as_str()
+                    );
+                }
+            }
         }
     }
 
-    /// Node id -> identity, with conflicts logged and the node count set.
-    fn topology(&self, results: &QueryResults) -> HashMap<String, Identity> {
-        let (topology, conflicts) = topology_from(&results.topology_now, &results.topology_recent);
+    /// The node identities of these answers in use from now on (conflicts
+    /// logged, nodes counted), and the pairs split by them
+    /// (`--pair-shards`).
+    fn set_topology(
+        &mut self,
+        now: &[Sample],
+        recent: &[Sample],
+    ) -> Arc<HashMap<String, Identity>> {
+        let (read, conflicts) = topology_from(now, recent);
         if !conflicts.is_empty() {
             tracing::warn!(
                 "{} node(s) report several identities in skeletonhunter_node_info (e.g. {}); using one deterministically",
@@ -374,8 +461,17 @@ impl Localizer {
                 conflicts[0]
             );
         }
-        self.metrics.nodes_known.set(topology.len() as i64);
-        topology
+        self.metrics.nodes_known.set(read.len() as i64);
+        let read = Arc::new(read);
+        self.topology = Some((Instant::now(), read.clone()));
+        let before = self.shards.shards();
+        self.shards.repartition(read.keys().map(String::as_str));
+        let after = self.shards.shards();
+        if after != before {
+            tracing::info!("--pair-shards: per-pair queries split into {after} shard(s) by source node, one read per cycle");
+        }
+        self.metrics.pair_shards.set(after as i64);
+        read
     }
 
     /// The engine's pairs; what was left out is counted, and logged when it

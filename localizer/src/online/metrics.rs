@@ -122,6 +122,13 @@ pub struct ResultLabels {
     pub result: CycleResult,
 }
 
+/// Labels of `skeletonhunter_localizer_pair_reads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PairReadLabels {
+    /// `all` (every pair) or `shard` (one of `--pair-shards`).
+    pub read: &'static str,
+}
+
 /// Labels of the per-Alertmanager series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AlertmanagerLabels {
@@ -177,6 +184,10 @@ pub struct Metrics {
     pub pairs_dropped: Gauge,
     /// `skeletonhunter_localizer_nodes`.
     pub nodes_known: Gauge,
+    /// `skeletonhunter_localizer_pair_shards`.
+    pub pair_shards: Gauge,
+    /// `skeletonhunter_localizer_pair_reads_total`.
+    pub pair_reads: Family<PairReadLabels, Counter>,
     /// `skeletonhunter_localizer_pairs_covered`.
     pub pairs_covered: Gauge,
     /// `skeletonhunter_localizer_pairs_expected`.
@@ -235,6 +246,8 @@ impl Metrics {
             pairs_anomalous: Gauge::default(),
             pairs_dropped: Gauge::default(),
             nodes_known: Gauge::default(),
+            pair_shards: Gauge::default(),
+            pair_reads: Family::default(),
             pairs_covered: Gauge::default(),
             pairs_expected: Gauge::default(),
             components_unknown: Gauge::default(),
@@ -444,6 +457,16 @@ fn register_pairs(r: &mut Registry, m: &Metrics) {
         "skeletonhunter_localizer_nodes",
         "Nodes with a known topology identity (skeletonhunter_node_info)",
         m.nodes_known.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pair_shards",
+        "Shards the per-pair queries are split into (--pair-shards; fewer while node names allow no more)",
+        m.pair_shards.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pair_reads",
+        "Reads of the per-pair series by cycles that answered: all pairs, or one shard",
+        m.pair_reads.clone(),
     );
     r.register(
         "skeletonhunter_localizer_analysis_duration_seconds",

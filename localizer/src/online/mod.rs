@@ -23,6 +23,7 @@ mod queries;
 pub mod routes;
 pub mod service;
 pub mod settings;
+mod shards;
 pub mod status;
 
 pub use service::run;

@@ -148,36 +148,65 @@ impl CycleQueries {
         }
     }
 
-    /// Every query of a cycle at `time`, concurrently; the node identities
-    /// only `with_topology` (else both topology results are empty). The hop
-    /// and per-path queries are optional: their failure is kept in the
-    /// results.
+    /// The node identities alone at `time` (now, recent), both timed.
+    pub(super) async fn topology(
+        &self,
+        time: f64,
+    ) -> Result<(Vec<Sample>, Vec<Sample>), QueryErrors> {
+        let (q, p, t) = (&self.queries, &self.prom, Some(time));
+        let (now, recent) = tokio::join!(
+            self.timed(QueryKind::TopologyNow, p.instant(&q.topology_now, t)),
+            self.timed(QueryKind::TopologyRecent, p.instant(&q.topology_recent, t)),
+        );
+        match (now, recent) {
+            (Ok(now), Ok(recent)) => Ok((now, recent)),
+            (now, recent) => Err([
+                (QueryKind::TopologyNow, now.err()),
+                (QueryKind::TopologyRecent, recent.err()),
+            ]
+            .into_iter()
+            .filter_map(|(k, e)| Some((k, e?)))
+            .collect()),
+        }
+    }
+
+    /// The per-pair queries narrowed by `shard`'s matcher as well.
+    fn for_shard(&self, shard: &str) -> Queries {
+        let matchers = match self.matchers.as_deref().map(str::trim) {
+            Some(m) if !m.is_empty() => format!("{m}, {shard}"),
+            _ => shard.to_string(),
+        };
+        Queries::new(
+            self.window,
+            self.topology_window,
+            Some(&matchers),
+            self.form.unwrap_or(RttForm::Classic),
+        )
+    }
+
+    /// Every query of a cycle at `time` but the node identities
+    /// ([`CycleQueries::topology`]), concurrently; the per-pair series only
+    /// of `shard` when given (a label matcher). The hop and per-path
+    /// queries are optional: their failure is kept in the results.
     pub(super) async fn query_all(
         &self,
         time: f64,
-        with_topology: bool,
+        shard: Option<&str>,
     ) -> Result<QueryResults, QueryErrors> {
         *self
             .slowest
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        let sharded = shard.map(|m| self.for_shard(m));
+        let pq = sharded.as_ref().unwrap_or(&self.queries);
         let (q, p, t) = (&self.queries, &self.prom, Some(time));
         let one = |kind, query| self.timed(kind, p.instant(query, t));
-        let (topology_now, topology_recent) = match with_topology {
-            true => (
-                Some(q.topology_now.as_str()),
-                Some(q.topology_recent.as_str()),
-            ),
-            false => (None, None),
-        };
-        let (sent, lost, dial, p50, cnt, tnow, trecent, hops, paths) = tokio::join!(
-            one(QueryKind::Sent, &q.sent),
-            one(QueryKind::Lost, &q.lost),
-            one(QueryKind::DialFailures, &q.dial_failures),
-            one(QueryKind::RttP50, &q.rtt_p50),
-            self.optional(QueryKind::RttCount, q.rtt_count.as_deref(), t),
-            self.optional(QueryKind::TopologyNow, topology_now, t),
-            self.optional(QueryKind::TopologyRecent, topology_recent, t),
+        let (sent, lost, dial, p50, cnt, hops, paths) = tokio::join!(
+            one(QueryKind::Sent, &pq.sent),
+            one(QueryKind::Lost, &pq.lost),
+            one(QueryKind::DialFailures, &pq.dial_failures),
+            one(QueryKind::RttP50, &pq.rtt_p50),
+            self.optional(QueryKind::RttCount, pq.rtt_count.as_deref(), t),
             one(QueryKind::Hops, &q.hops),
             self.timed(QueryKind::Paths, async {
                 let (h, l, n) = tokio::join!(
@@ -187,10 +216,6 @@ impl CycleQueries {
                 );
                 Ok::<_, QueryError>((h?, l?, n?))
             }),
-        );
-        let (tnow, trecent) = (
-            tnow.unwrap_or(Ok(Vec::new())),
-            trecent.unwrap_or(Ok(Vec::new())),
         );
         // Hops are optional: without them paths come from labels alone.
         let (hops, hops_error) = match hops {
@@ -216,8 +241,6 @@ impl CycleQueries {
             dial_failures: take(QueryKind::DialFailures, dial),
             rtt_p50: take(QueryKind::RttP50, p50),
             rtt_count: cnt.map(|r| take(QueryKind::RttCount, r)),
-            topology_now: take(QueryKind::TopologyNow, tnow),
-            topology_recent: take(QueryKind::TopologyRecent, trecent),
             hops,
             hops_error,
             paths,

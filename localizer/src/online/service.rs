@@ -78,6 +78,10 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
                     _ = &mut shutdown => break,
                     _ = loc.cycle() => {}
                 }
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = loc.refresh_topology() => {}
+                }
                 if started.elapsed() > s.interval {
                     ticker.reset();
                 }

@@ -38,6 +38,8 @@ pub struct Settings {
     pub topology_window: Duration,
     /// How long node identities are reused before they are queried again.
     pub topology_refresh: Duration,
+    /// `--pair-shards`: the per-pair queries read in this many parts.
+    pub pair_shards: usize,
     /// Timeout of each Alertmanager request and of connecting to the store.
     pub timeout: Duration,
     /// Bound of each query (`--query.timeout`); `None`: the larger of

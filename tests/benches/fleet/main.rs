@@ -26,7 +26,8 @@
 //! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
 //! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
 //! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
-//! shipped rules; 0: not, to see the localizer's share alone). `GOMEMLIMIT`,
+//! shipped rules; 0: not, to see the localizer's share alone),
+//! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, 1). `GOMEMLIMIT`,
 //! when set, is passed on to the Go servers (the stores, the shards,
 //! vmalert) and printed. The localizer's own timeout is generous (60 s)
 //! so a slow configuration shows its real cycle time instead of failing.
@@ -104,6 +105,8 @@ struct Knobs {
     probe_rate: f64,
     /// Whether the store evaluates the shipped rules (`FLEET_RULES=0`: no).
     rules: bool,
+    /// The localizer's `--pair-shards`.
+    pair_shards: u16,
 }
 
 fn env_duration(name: &str, default: &str) -> Result<Duration> {
@@ -143,6 +146,7 @@ impl Knobs {
             cycles: env_num("FLEET_CYCLES", 5usize)?.max(1),
             probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
             rules: env_num("FLEET_RULES", 1u8)? != 0,
+            pair_shards: env_num("FLEET_PAIR_SHARDS", 1u16)?,
         })
     }
 }
@@ -283,6 +287,7 @@ fn main() -> Result<()> {
         "GOMEMLIMIT for the stores: {}",
         std::env::var("GOMEMLIMIT").unwrap_or_else(|_| "unset (Go default: no limit)".into())
     );
+    println!("localizer --pair-shards {}", k.pair_shards);
     let mut rows = Vec::new();
     for &config in &k.configs {
         println!("== {} ({} pairs wanted)", config.name(), k.pairs);
@@ -348,8 +353,10 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         },
     )?;
     let (before, cpu_before) = query_times_and_cpu(&loc);
+    let reads_before = pair_reads(&loc);
     let (durations, ok) = measure_cycles(&loc, k)?;
     let (after, cpu_after) = query_times_and_cpu(&loc);
+    let reads_after = pair_reads(&loc);
     let queries = query_means(&before, &after);
     let cycles = durations.len().max(1) as f64;
     let cpu_per_cycle = cpu_after.zip(cpu_before).map(|(a, b)| (a - b) / cycles);
@@ -361,32 +368,43 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         cycles_measured: durations.len(),
         queries,
         localizer_cpu_per_cycle: cpu_per_cycle,
+        pair_reads: (
+            reads_after.0 - reads_before.0,
+            reads_after.1 - reads_before.1,
+        ),
         ..Figures::default()
     };
+    let each: Vec<String> = durations.iter().map(|d| format!("{d:.2}")).collect();
+    println!("{}: cycles (s): {}", config.name(), each.join(" "));
     f.cycle_median = median(&durations);
     f.cycle_max = durations.iter().copied().reduce(f64::max);
     f.localizer_peak_mib = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0) / 1024;
     f.found = found(&loc, &injected);
     f.alone = alone_times(&loc, &store, config, k);
     if f.cycles_ok < f.cycles_measured {
-        let log = loc.child.log();
-        let warnings: Vec<&str> = log
-            .lines()
-            .filter(|l| {
-                l.contains("WARN")
-                    || l.contains("ERROR")
-                    || l.contains("level=warn")
-                    || l.contains("level=error")
-            })
-            .collect();
-        println!("{}: localizer warnings (last 5):", config.name());
-        for l in warnings.iter().rev().take(5).rev() {
-            println!("  {l}");
-        }
+        print_warnings(&loc, config);
     }
     store_figures(&mut f, &store);
     println!("{}: {}", config.name(), summary(&f));
     Ok(f)
+}
+
+/// The localizer's last five warnings and errors.
+fn print_warnings(loc: &Localizer, config: Config) {
+    let log = loc.child.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("WARN")
+                || l.contains("ERROR")
+                || l.contains("level=warn")
+                || l.contains("level=error")
+        })
+        .collect();
+    println!("{}: localizer warnings (last 5):", config.name());
+    for l in warnings.iter().rev().take(5).rev() {
+        println!("  {l}");
+    }
 }
 
 /// The cycle's queries each sent alone, once the localizer is paused and
@@ -421,6 +439,17 @@ fn alone_times(loc: &Localizer, store: &Store, config: Config, k: &Knobs) -> Vec
     })
 }
 
+/// The localizer's reads of the per-pair series so far: (all pairs, one
+/// shard).
+fn pair_reads(loc: &Localizer) -> (f64, f64) {
+    let m = loc.metrics();
+    let n = |read: &str| {
+        let series = format!("skeletonhunter_localizer_pair_reads_total{{read=\"{read}\"}}");
+        metric_value(&m, &series).unwrap_or(0.0)
+    };
+    (n("all"), n("shard"))
+}
+
 fn localizer_flags(k: &Knobs) -> Vec<String> {
     let d = |d: Duration| format!("{}ms", d.as_millis());
     [
@@ -429,6 +458,7 @@ fn localizer_flags(k: &Knobs) -> Vec<String> {
         ("--scrape-interval", d(k.scrape)),
         ("--query.timeout", "60s".to_string()),
         ("--max-response-size", "1GiB".to_string()),
+        ("--pair-shards", k.pair_shards.to_string()),
     ]
     .into_iter()
     .flat_map(|(f, v)| [f.to_string(), v])

@@ -19,6 +19,9 @@ pub struct Figures {
     pub cycle_max: Option<f64>,
     pub cycles_ok: usize,
     pub cycles_measured: usize,
+    /// Reads of the per-pair series in the measured cycles: (every pair,
+    /// one shard of `--pair-shards`).
+    pub pair_reads: (f64, f64),
     pub localizer_peak_mib: u64,
     /// The localizer's CPU seconds per measured cycle (its own
     /// `process_cpu_seconds_total`, the bench's reads of its /metrics
@@ -57,7 +60,7 @@ pub fn summary(f: &Figures) -> String {
         })
         .collect();
     format!(
-        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok), queries (mean) [{}], each alone [{}], localizer CPU {} per cycle, peak {} MiB, faults {}",
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok; per-pair reads: {} all, {} shard), queries (mean) [{}], each alone [{}], localizer CPU {} per cycle, peak {} MiB, faults {}",
         opt(f.probe_series, ""),
         opt(f.head_series, ""),
         f.round_bytes as f64 / 1e6,
@@ -68,6 +71,8 @@ pub fn summary(f: &Figures) -> String {
         opt(f.cycle_max, " s"),
         f.cycles_ok,
         f.cycles_measured,
+        f.pair_reads.0,
+        f.pair_reads.1,
         queries.join(", "),
         alone.join(", "),
         opt(f.localizer_cpu_per_cycle, " s"),
@@ -78,7 +83,7 @@ pub fn summary(f: &Figures) -> String {
 
 pub fn print_table(rows: &[(Config, Option<Figures>)]) {
     type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 15] = [
+    let lines: [(&str, Cell); 16] = [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
@@ -115,6 +120,9 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
         }),
         ("cycles ok / measured", |f| {
             format!("{} / {}", f.cycles_ok, f.cycles_measured)
+        }),
+        ("per-pair reads: all / one shard", |f| {
+            format!("{} / {}", f.pair_reads.0, f.pair_reads.1)
         }),
         ("localizer CPU per cycle", |f| {
             opt(f.localizer_cpu_per_cycle, " s")

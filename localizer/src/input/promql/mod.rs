@@ -8,6 +8,8 @@
 //! series with `skeletonhunter_path_loss_ratio` and `_probes`
 //! ([`crate::input::paths`]).
 
+pub mod shards;
+
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
 use crate::input::histograms::{rtt_queries, RttForm};
@@ -178,10 +180,6 @@ pub struct QueryResults {
     pub rtt_p50: Vec<Sample>,
     /// See [`Queries::rtt_count`]; `None` when not queried.
     pub rtt_count: Option<Vec<Sample>>,
-    /// See [`Queries::topology_now`].
-    pub topology_now: Vec<Sample>,
-    /// See [`Queries::topology_recent`].
-    pub topology_recent: Vec<Sample>,
     /// See [`Queries::hops`].
     pub hops: Vec<Sample>,
     /// Why the hop query failed, if it did (the cycle goes on without hops).
