@@ -112,6 +112,14 @@ fn log_start(s: &Settings, loc: &Localizer) {
     if loc.alertmanagers() == 0 {
         tracing::warn!("no --alertmanager given: faults are only exported as metrics");
     }
+    if s.pair_shards > 1 {
+        tracing::info!(
+            "--pair-shards {}: each cycle reads one shard of the pairs once the node names are known, so a pair is read every {} cycles, and a finding fires once reported in {} consecutive cycles",
+            s.pair_shards,
+            s.pair_shards,
+            s.confirm_cycles as usize + s.pair_shards - 1
+        );
+    }
 }
 
 /// `url` without a user name or password, for the status page.
