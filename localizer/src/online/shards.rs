@@ -19,7 +19,10 @@ pub(super) struct PairAnswers {
     lost: Vec<Sample>,
     dial_failures: Vec<Sample>,
     rtt_p50: Vec<Sample>,
-    rtt_count: Option<Vec<Sample>>,
+    rtt_count: Vec<Sample>,
+    /// Whether the cycle asked for `rtt_count` (one RTT form for all
+    /// shards, so all or none did).
+    counted: bool,
 }
 
 impl PairAnswers {
@@ -30,7 +33,8 @@ impl PairAnswers {
             lost: std::mem::take(&mut r.lost),
             dial_failures: std::mem::take(&mut r.dial_failures),
             rtt_p50: std::mem::take(&mut r.rtt_p50),
-            rtt_count: r.rtt_count.take(),
+            counted: r.rtt_count.is_some(),
+            rtt_count: r.rtt_count.take().unwrap_or_default(),
         }
     }
 
@@ -40,28 +44,25 @@ impl PairAnswers {
         r.lost = self.lost;
         r.dial_failures = self.dial_failures;
         r.rtt_p50 = self.rtt_p50;
-        r.rtt_count = self.rtt_count;
+        r.rtt_count = self.counted.then_some(self.rtt_count);
     }
 
-    /// Every field's samples, in a fixed order, with the `rtt_count`
-    /// presence (it is present for every shard or none: one RTT form).
+    /// Every field's samples, in a fixed order.
     fn fields(&mut self) -> [&mut Vec<Sample>; 5] {
-        let count = self.rtt_count.get_or_insert_with(Vec::new);
         [
             &mut self.sent,
             &mut self.lost,
             &mut self.dial_failures,
             &mut self.rtt_p50,
-            count,
+            &mut self.rtt_count,
         ]
     }
 
     /// `self` split by `partition` into its shards.
     fn split(mut self, partition: &Partition) -> Vec<PairAnswers> {
-        let counted = self.rtt_count.is_some();
         let mut out: Vec<PairAnswers> = (0..partition.shards())
             .map(|_| PairAnswers {
-                rtt_count: counted.then(Vec::new),
+                counted: self.counted,
                 ..PairAnswers::default()
             })
             .collect();
@@ -69,11 +70,6 @@ impl PairAnswers {
             for s in std::mem::take(self.fields()[field]) {
                 let shard = partition.shard_of(s.labels.get("src_node"));
                 out[shard].fields()[field].push(s);
-            }
-        }
-        if !counted {
-            for a in &mut out {
-                a.rtt_count = None;
             }
         }
         out
@@ -197,18 +193,14 @@ impl PairShards {
     /// With one shard nothing is kept between cycles.
     pub(super) fn lend(&mut self) -> PairAnswers {
         let mut all = PairAnswers::default();
-        let mut counted = false;
         self.lent.clear();
         for k in &mut self.kept {
             let mut a = k.take().unwrap_or_default();
-            counted |= a.rtt_count.is_some();
+            all.counted |= a.counted;
             self.lent.push(a.lens());
             for (to, from) in all.fields().into_iter().zip(a.fields()) {
                 to.append(from);
             }
-        }
-        if !counted {
-            all.rtt_count = None;
         }
         all
     }
@@ -219,15 +211,14 @@ impl PairShards {
             self.kept.iter_mut().for_each(|k| *k = None);
             return;
         }
-        let counted = all.rtt_count.is_some();
         // Split from the back so each `split_off` leaves the earlier shards.
         for (i, lens) in self.lent.iter().enumerate().rev() {
-            let mut part = PairAnswers::default();
+            let mut part = PairAnswers {
+                counted: all.counted,
+                ..PairAnswers::default()
+            };
             for ((to, from), n) in part.fields().into_iter().zip(all.fields()).zip(lens) {
                 *to = from.split_off(from.len().saturating_sub(*n));
-            }
-            if !counted {
-                part.rtt_count = None;
             }
             self.kept[i] = Some(part);
         }
@@ -317,6 +308,26 @@ mod tests {
         // Lent and never given back (a cycle that returned early).
         let _ = s.lend();
         assert_eq!(s.plan(), PairRead::All);
+    }
+
+    #[test]
+    fn whether_the_cycle_counted_answers_survives_the_shards() {
+        for counted in [false, true] {
+            let mut s = PairShards::new(3);
+            let mut r = QueryResults {
+                sent: NODES.iter().map(|n| sample(n, 1.0)).collect(),
+                rtt_count: counted.then(|| NODES.iter().map(|n| sample(n, 9.0)).collect()),
+                ..QueryResults::default()
+            };
+            s.received(PairRead::All, PairAnswers::take_from(&mut r));
+            s.repartition(NODES);
+            s.lend().put_into(&mut r);
+            let n = r.rtt_count.as_ref().map(Vec::len);
+            assert_eq!(n, counted.then_some(NODES.len()), "counted {counted}");
+            s.give_back(PairAnswers::take_from(&mut r));
+            s.lend().put_into(&mut r);
+            assert_eq!(r.rtt_count.is_some(), counted, "after a give-back");
+        }
     }
 
     #[test]
