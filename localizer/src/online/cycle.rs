@@ -115,11 +115,6 @@ impl Localizer {
             s.queue_capacity,
             metrics.clone(),
         )?;
-        // Sharded, a reading repeats for up to `pair_shards` cycles: count
-        // as many more cycles before a finding fires, and hold as long.
-        let repeats = s.pair_shards.max(1) - 1;
-        let confirm = s.confirm_cycles + u32::try_from(repeats).unwrap_or(u32::MAX);
-        let hold = s.window + s.scrape_interval + s.interval * repeats as u32;
         metrics.pair_shards.set(1);
         Ok(Localizer {
             q: CycleQueries::new(s, prom, metrics.clone()),
@@ -127,7 +122,8 @@ impl Localizer {
             protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
-            confirmer: Confirmer::new(confirm, hold).resolve_after(s.resolve_cycles),
+            confirmer: Confirmer::new(s.confirm_after(), s.clear_hold())
+                .resolve_after(s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
             config: s.engine.clone(),

@@ -117,7 +117,7 @@ fn log_start(s: &Settings, loc: &Localizer) {
             "--pair-shards {}: each cycle reads one shard of the pairs once the node names are known, so a pair is read every {} cycles, and a finding fires once reported in {} consecutive cycles",
             s.pair_shards,
             s.pair_shards,
-            s.confirm_cycles as usize + s.pair_shards - 1
+            s.confirm_after()
         );
     }
 }

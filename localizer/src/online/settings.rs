@@ -93,6 +93,21 @@ impl Settings {
             .unwrap_or_else(|| self.interval.max(self.timeout))
     }
 
+    /// Consecutive cycles a finding needs to fire: `--confirm-cycles`, and
+    /// as many more as a sharded reading repeats (`--pair-shards` − 1).
+    pub fn confirm_after(&self) -> u32 {
+        let repeats = u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX);
+        self.confirm_cycles.saturating_add(repeats)
+    }
+
+    /// How long a cleared component is held before it may fire again: the
+    /// window plus a scrape interval, and the intervals a sharded reading
+    /// repeats.
+    pub fn clear_hold(&self) -> Duration {
+        let repeats = u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX);
+        self.window + self.scrape_interval + self.interval.saturating_mul(repeats)
+    }
+
     /// The links every alert carries.
     pub fn alert_links(&self) -> AlertLinks {
         AlertLinks {
