@@ -225,14 +225,7 @@ fn sharded_cycles_find_the_faults(
         "3",
     ];
     let loc = Localizer::start_args(&store.url(), &args.map(String::from))?;
-    let reads = |read: &str| {
-        let series = format!("skeletonhunter_localizer_pair_reads_total{{read=\"{read}\"}}");
-        loc.metric(&series).unwrap_or(0.0)
-    };
-    let report = || -> Option<Value> {
-        let (code, body) = loc.request("GET", "/report").ok()?;
-        (code == 200).then(|| serde_json::from_str(&body).ok())?
-    };
+    let shard_reads = || loc.pair_reads().1;
     let seen = |r: &Value| r["pairs_observed"] == pairs;
     wait_until(
         "the sharded localizer in 3 shards, reading shards, every pair seen, nothing blamed",
@@ -240,35 +233,36 @@ fn sharded_cycles_find_the_faults(
         Duration::from_secs(1),
         || {
             let split = loc.metric("skeletonhunter_localizer_pair_shards")? == 3.0;
-            let r = report()?;
-            (split && reads("shard") >= 3.0 && seen(&r) && blamed(&r).is_empty()).then_some(())
+            let r = loc.report()?;
+            (split && shard_reads() >= 3.0 && seen(&r) && blamed(&r).is_empty()).then_some(())
         },
     )
     .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
     server.fleet().set_faults(injected);
-    let (from, all_from) = (reads("shard"), reads("all"));
+    let (all_from, from) = loc.pair_reads();
     let want = injected_set(injected);
     wait_until(
         "the injected faults, every pair seen, after a rotation of shard reads",
         Duration::from_secs(120),
         Duration::from_secs(1),
         || {
-            let rotated = reads("shard") >= from + 3.0;
-            let r = report()?;
+            let rotated = shard_reads() >= from + 3.0;
+            let r = loc.report()?;
             (rotated && blamed(&r) == want && seen(&r)).then_some(())
         },
     )
     .with_context(|| {
         format!(
             "last report: {:?}\nlocalizer log:\n{}",
-            report(),
+            loc.report(),
             loc.child.log()
         )
     })?;
+    let (all, shard) = loc.pair_reads();
     println!(
         "--pair-shards 3: faults found after {} shard reads and {} full reads",
-        reads("shard") - from,
-        reads("all") - all_from
+        shard - from,
+        all - all_from
     );
     server.fleet().set_faults(&[]);
     Ok(())

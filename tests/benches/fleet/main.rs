@@ -353,10 +353,10 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         },
     )?;
     let (before, cpu_before) = query_times_and_cpu(&loc);
-    let reads_before = pair_reads(&loc);
+    let reads_before = loc.pair_reads();
     let (durations, ok) = measure_cycles(&loc, k)?;
     let (after, cpu_after) = query_times_and_cpu(&loc);
-    let reads_after = pair_reads(&loc);
+    let reads_after = loc.pair_reads();
     let queries = query_means(&before, &after);
     let cycles = durations.len().max(1) as f64;
     let cpu_per_cycle = cpu_after.zip(cpu_before).map(|(a, b)| (a - b) / cycles);
@@ -437,17 +437,6 @@ fn alone_times(loc: &Localizer, store: &Store, config: Config, k: &Knobs) -> Vec
         println!("{}: queries alone: {e:#}", config.name());
         Vec::new()
     })
-}
-
-/// The localizer's reads of the per-pair series so far: (all pairs, one
-/// shard).
-fn pair_reads(loc: &Localizer) -> (f64, f64) {
-    let m = loc.metrics();
-    let n = |read: &str| {
-        let series = format!("skeletonhunter_localizer_pair_reads_total{{read=\"{read}\"}}");
-        metric_value(&m, &series).unwrap_or(0.0)
-    };
-    (n("all"), n("shard"))
 }
 
 fn localizer_flags(k: &Knobs) -> Vec<String> {
@@ -550,11 +539,7 @@ fn median(v: &[f64]) -> Option<f64> {
 /// "exact" when the last report blames exactly the injected components,
 /// else what it blamed.
 fn found(loc: &Localizer, faults: &[FleetFault]) -> String {
-    let report: Value = loc
-        .request("GET", "/report")
-        .ok()
-        .and_then(|(_, b)| serde_json::from_str(&b).ok())
-        .unwrap_or(Value::Null);
+    let report = loc.report().unwrap_or(Value::Null);
     let (got, want) = (blamed(&report), injected(faults));
     if got == want {
         return format!("exact ({}/{})", got.len(), want.len());

@@ -165,6 +165,23 @@ impl Localizer {
     pub fn metric(&self, series: &str) -> Option<f64> {
         metric_value(&self.metrics(), series)
     }
+
+    /// Its reads of the per-pair series so far, from one `/metrics`:
+    /// (every pair, one shard of `--pair-shards`).
+    pub fn pair_reads(&self) -> (f64, f64) {
+        let m = self.metrics();
+        let n = |read: &str| {
+            let series = format!("skeletonhunter_localizer_pair_reads_total{{read=\"{read}\"}}");
+            metric_value(&m, &series).unwrap_or(0.0)
+        };
+        (n("all"), n("shard"))
+    }
+
+    /// Its last report (`/report`), once a cycle has made one.
+    pub fn report(&self) -> Option<serde_json::Value> {
+        let (code, body) = self.request("GET", "/report").ok()?;
+        (code == 200).then(|| serde_json::from_str(&body).ok())?
+    }
 }
 
 /// What one `run --once` gave.
