@@ -51,6 +51,18 @@
     // the topology join and in alerts.
     identityRetention: '1h',
 
+    // The rule set for large fleets. The recording rules (per pair, the
+    // topology join, per ToR/spine/tenant) read every pair's series every
+    // evaluation, and the node location of the exporter-down and node
+    // alerts reads every node's identity: at ~100,000 pairs a round takes
+    // minutes on a store shared with ingestion (docs/scaling.md). true
+    // renders only the alerting rules, none reading a probe series or a
+    // series per node but `up`: no pair alerts, no recorded series (the
+    // dashboard panels drawn from them stay empty), and exporter-down and
+    // node alerts from Prometheus without host/ToR labels. The localizer
+    // reads every pair itself either way, and its own alerts keep them.
+    largeFleet: false,
+
     // Per-pair RTT series: the quantiles recorded as
     // pair:skeletonhunter_probe_rtt_seconds:pNN_rate1m (0.99 feeds the
     // topology join and the dashboards; add 0.5 and 0.9 for the old set),

@@ -56,8 +56,15 @@ local queried(query, args, render, none) =
       "src_%(kind)s", "$1", "id", "(.*)"), "dst_%(kind)s", "$1", "id", "(.*)")
   ||| % { kind: kind, label: label },
 
+  // Without the recording rules (`largeFleet`) the pair alerts would read
+  // series nobody records: left out with them.
+  local wanted(g) = !c.largeFleet || g.name != 'skeletonhunter-pairs',
+  // A node's location joined from every node's identity: left out for
+  // large fleets, where that join alone reads every node each round.
+  local located(text) = if c.largeFleet then '' else text,
+
   prometheusAlerts+:: {
-    groups+: [
+    groups+: std.filter(wanted, [
       {
         name: 'skeletonhunter-pairs',
         rules: [
@@ -135,12 +142,12 @@ local queried(query, args, render, none) =
             // active (see alertmanager/alertmanager.yml).
             alert: 'SkeletonHunterComponentFaulty',
             expr: componentOf('tor', l.tor) + 'or\n' + componentOf('spine', l.spine) + 'or\n'
-                  + componentOf('node', l.node) + |||
+                  + componentOf('node', l.node) + located(|||
                     * on (%(node)s) group_left (%(host)s, %(tor)s, %(spine)s, %(tenant)s)
                       max by (%(node)s, %(host)s, %(tor)s, %(spine)s, %(tenant)s) (
                         %(info)s
                       )
-                  ||| % (l { info: topology.nodeInfo(c) })
+                  ||| % (l { info: topology.nodeInfo(c) }))
                   + 'or\n' + componentOf('host', l.host) + |||
                     or on (kind, id, severity)
                     label_replace(
@@ -176,7 +183,9 @@ local queried(query, args, render, none) =
           {
             alert: 'SkeletonHunterExporterDown',
             // Location labels come from the identity the exporter last reported.
-            expr: |||
+            expr: if c.largeFleet then |||
+              label_replace(up{%(exporterSelector)s} == 0, "component", "$1", "instance", "(.*)")
+            ||| % c else |||
               label_replace(
                 (up{%(exporterSelector)s} == 0)
                 * on (job, instance) group_left (%(node)s, %(host)s, %(tor)s, %(spine)s, %(pod)s, %(tenant)s)
@@ -375,6 +384,6 @@ local queried(query, args, render, none) =
           },
         ],
       },
-    ],
+    ]),
   },
 }

@@ -25,9 +25,10 @@ function(mixin)
   local recording = mixin.prometheusRules.groups;
   local named(names) = [g for g in recording if std.member(names, g.name)];
   local placed = ['skeletonhunter-pairs', 'skeletonhunter-topology', 'skeletonhunter-aggregates'];
-  assert std.sort([g.name for g in recording]) == std.sort(placed) :
+  local pairRules = !mixin._config.largeFleet;
+  assert std.sort([g.name for g in recording]) == (if pairRules then std.sort(placed) else []) :
          'every recording group goes to one rules file; got ' + std.toString([g.name for g in recording]);
-  {
+  (if pairRules then {
     'rules/skeletonhunter.rules.yml': ruleFile(|||
       SkeletonHunter recording rules: per-pair series and the topology join.
 
@@ -63,9 +64,9 @@ function(mixin)
       labels, same pair sets) with static matchers instead of a join. Load this
       file OR the generated one, not both: both would record the same series.
     |||, named(['skeletonhunter-aggregates'])),
-
+  } else {}) + {
     'rules/skeletonhunter.alerts.yml': ruleFile(|||
-      SkeletonHunter alerting rules. Needs skeletonhunter.rules.yml loaded too.
+      SkeletonHunter alerting rules. %s
 
       Scrape jobs this file expects: %s for the exporters and
       %s for the localizer (the mixin's exporterSelector and
@@ -86,6 +87,8 @@ function(mixin)
                    can match pair alerts at either end.
       Every alert links to its runbook (runbook_url) and a dashboard (dashboard_url).
     ||| % [
+      if pairRules then 'Needs skeletonhunter.rules.yml loaded too.'
+      else 'Rendered with largeFleet: true: no pair alerts, no node location\n  from skeletonhunter_node_info; needs no recording rules.',
       mixin._config.exporterSelector,
       mixin._config.localizerSelector,
       mixin._config.labels.host,

@@ -16,10 +16,12 @@ local topology = import 'topology.libsonnet';
 
 {
   prometheusRules+:: {
-    groups+: [
+    // Every one of these groups reads every pair's series each evaluation;
+    // `largeFleet: true` records none of them.
+    groups+: if !$._config.largeFleet then [
       pairs.group($._config),
       topology.group($._config),
       aggregates.group($._config),
-    ],
+    ] else [],
   },
 }

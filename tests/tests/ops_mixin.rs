@@ -298,3 +298,92 @@ fn config_overrides_reach_rules_and_dashboards() -> Result<()> {
     run_tool("promtool", &args, None)?.ok()?;
     Ok(())
 }
+
+/// `largeFleet: true`, the rule set for large fleets: only the alerting
+/// file, whose rules read no probe series, no recorded series and no
+/// node identities, so a round costs the same at any number of pairs (only
+/// `up` grows, with the exporters); it keeps every shipped alert but the
+/// pair alerts, and Prometheus loads it.
+#[test]
+fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
+    if !require_tool(
+        "large_fleet_rules_read_no_pair_or_node_series",
+        "jsonnet",
+        INSTALL,
+    ) {
+        return Ok(());
+    }
+    let files = render_with("{ largeFleet: true }")?;
+    let rule_files: Vec<&String> = files.keys().filter(|p| p.starts_with("rules/")).collect();
+    assert_eq!(rule_files, ["rules/skeletonhunter.alerts.yml"]);
+    let text = &files["rules/skeletonhunter.alerts.yml"];
+    let first = |text: &str, what: &str| -> Result<Value> {
+        yaml_docs(text, what)?
+            .into_iter()
+            .next()
+            .context("empty YAML")
+    };
+    let large = first(text, "large-fleet alerts")?;
+    let shipped_path = repo_root().join("rules/skeletonhunter.alerts.yml");
+    let shipped = first(&std::fs::read_to_string(shipped_path)?, "shipped alerts")?;
+
+    // (group, alert, expr) of every rule of a rule file.
+    let rules = |doc: &Value| -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for g in doc["groups"].as_array().into_iter().flatten() {
+            for r in g["rules"].as_array().into_iter().flatten() {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                out.push((s(&g["name"]), s(&r["alert"]), s(&r["expr"])));
+            }
+        }
+        out
+    };
+    let names = |rules: &[(String, String, String)]| -> Vec<(String, String)> {
+        rules
+            .iter()
+            .map(|(g, a, _)| (g.clone(), a.clone()))
+            .collect()
+    };
+    let kept = rules(&large);
+    let wanted: Vec<_> = rules(&shipped)
+        .into_iter()
+        .filter(|(group, _, _)| group != "skeletonhunter-pairs")
+        .collect();
+    assert!(
+        wanted.len() > 2,
+        "the shipped alerts are more than the pair alerts"
+    );
+    assert_eq!(
+        names(&kept),
+        names(&wanted),
+        "every shipped alert but the pair group"
+    );
+    let read_everywhere = [
+        "skeletonhunter_probe_",
+        "skeletonhunter_node_info",
+        "pair:",
+        "topology:",
+        "torpair",
+        "protocol:",
+        "fabric:",
+        "tor:",
+        "spine:",
+        "tenant:",
+    ];
+    for (_, name, expr) in &kept {
+        for series in read_everywhere {
+            assert!(!expr.contains(series), "{name} reads {series}: {expr}");
+        }
+    }
+
+    let dir = TempDir::new("mixin-large-fleet")?;
+    let path = dir.path().join("alerts.yml");
+    std::fs::write(&path, text)?;
+    run_tool(
+        "promtool",
+        &["check", "rules", &path.display().to_string()],
+        None,
+    )?
+    .ok()?;
+    Ok(())
+}
