@@ -26,38 +26,39 @@
 //! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
 //! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
 //! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
-//! shipped rules; 0: not, to see the localizer's share alone),
+//! shipped rules; 0: not, to see the localizer's share alone;
+//! `large-fleet`: the mixin rendered with `largeFleet: true`, the rule set
+//! for large fleets, which needs `jsonnet`),
 //! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, 1). `GOMEMLIMIT`,
 //! when set, is passed on to the Go servers (the stores, the shards,
 //! vmalert) and printed. The localizer's own timeout is generous (60 s)
 //! so a slow configuration shows its real cycle time instead of failing.
 
 use anyhow::{bail, Context, Result};
+use rules::{start_vmalert, time_rules_alone, vmalert_round, RuleRounds, RuleSet};
 use serde_json::Value;
 use skeletonhunter_common::duration;
 use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::input::histograms::RttForm;
 use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::exposition::{metric_value, sum_count_by};
-use skeletonhunter_tests::fabric::shipped_rule_files;
 use skeletonhunter_tests::fleet::{
     blamed, injected, sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet,
     FleetFault, FleetServer, FleetSpec,
 };
 use skeletonhunter_tests::localizer::{time_queries_alone, Alone, Localizer};
-use skeletonhunter_tests::process::{http_get, status_kib, wait_http_ok, wait_until, ChildGuard};
+use skeletonhunter_tests::process::{status_kib, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{
     free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
-    VMALERT_BIN,
 };
 use skeletonhunter_tests::sys::kill;
 use skeletonhunter_tests::vmagent::start_vmagent_shards;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use table::{print_table, summary, Figures};
 
+mod rules;
 mod table;
 
 /// The localizer's histogram of each query's duration, by `query`.
@@ -103,8 +104,8 @@ struct Knobs {
     window: Duration,
     cycles: usize,
     probe_rate: f64,
-    /// Whether the store evaluates the shipped rules (`FLEET_RULES=0`: no).
-    rules: bool,
+    /// The rule files the store evaluates (`FLEET_RULES`).
+    rules: RuleSet,
     /// The localizer's `--pair-shards`.
     pair_shards: u16,
 }
@@ -145,7 +146,7 @@ impl Knobs {
             window: env_duration("FLEET_WINDOW", "1m")?,
             cycles: env_num("FLEET_CYCLES", 5usize)?.max(1),
             probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
-            rules: env_num("FLEET_RULES", 1u8)? != 0,
+            rules: RuleSet::from_env()?,
             pair_shards: env_num("FLEET_PAIR_SHARDS", 1u16)?,
         })
     }
@@ -161,6 +162,14 @@ struct Store {
 }
 
 impl Store {
+    /// Record the rule groups' last evaluations (Prometheus only: vmalert
+    /// keeps quantiles of its own, and the vmagent shards run no rules).
+    fn sample_rules(&self, rounds: &mut RuleRounds) {
+        if self.vmalert.is_none() && self.shards.is_empty() {
+            rounds.sample(&self.query);
+        }
+    }
+
     fn pids(&self) -> Vec<u32> {
         let mut p = vec![self.query.pid()];
         p.extend(self.shards.iter().map(Server::pid));
@@ -169,14 +178,8 @@ impl Store {
     }
 }
 
-/// The shipped rule files, copied into a server's directory as `rules-*.yml`.
-fn rule_files() -> Result<Vec<(String, std::path::PathBuf)>> {
-    let files = shipped_rule_files()?.into_iter();
-    Ok(files.map(|(name, p)| (name.replace('/', "-"), p)).collect())
-}
-
 fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<Store> {
-    let scrape = scrape_config("skeletonhunter", targets, k.scrape);
+    let scrape = scrape_config("skeletonhunter-exporter", targets, k.scrape);
     let secs = k.scrape.as_secs().max(1);
     match config {
         Config::ClassicPrometheus | Config::NativePrometheus => {
@@ -186,8 +189,8 @@ fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<S
             );
             let mut opts = ServerOpts::new(free_loopback_addr()?, &yml)
                 .ready_timeout(Duration::from_secs(300));
-            for (name, from) in rule_files()?.into_iter().filter(|_| k.rules) {
-                opts = opts.copy_file(&name, &from)?;
+            for (name, from) in &k.rules.files {
+                opts = opts.copy_file(name, from)?;
             }
             if config == Config::NativePrometheus {
                 opts = opts.arg("--enable-feature=native-histograms");
@@ -207,7 +210,9 @@ fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<S
                     .arg("-search.maxUniqueTimeseries=50000000"),
             )?;
             let shards = start_vmagent_shards(&scrape, &format!("{}/api/v1/write", vm.url()), 2)?;
-            let vmalert = k.rules.then(|| start_vmalert(&vm, k.scrape)).transpose()?;
+            let vmalert = (!k.rules.files.is_empty())
+                .then(|| start_vmalert(&vm, &k.rules, k.scrape))
+                .transpose()?;
             Ok(Store {
                 query: vm,
                 shards,
@@ -215,62 +220,6 @@ fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<S
             })
         }
     }
-}
-
-/// vmalert evaluating the shipped rules against `vm`, writing back into it.
-fn start_vmalert(vm: &Server, every: Duration) -> Result<(ChildGuard, std::net::SocketAddr)> {
-    let listen = free_loopback_addr()?;
-    let mut cmd = Command::new(VMALERT_BIN);
-    for (_, from) in rule_files()? {
-        cmd.arg(format!("-rule={}", from.display()));
-    }
-    cmd.args([
-        format!("-datasource.url={}", vm.url()),
-        format!("-remoteWrite.url={}", vm.url()),
-        format!("-evaluationInterval={}s", every.as_secs().max(1)),
-        format!("-httpListenAddr={listen}"),
-        // vmalert needs a notifier for the alerting rules; nothing listens
-        // there (the alerts are not what is measured).
-        format!("-notifier.url=http://{}", free_loopback_addr()?),
-    ]);
-    let child = ChildGuard::spawn("vmalert", cmd)?;
-    wait_http_ok(
-        "vmalert /metrics",
-        listen,
-        "/metrics",
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-    )?;
-    Ok((child, listen))
-}
-
-/// The last evaluation time of every rule group, summed (seconds): what one
-/// round of all the shipped rules costs.
-fn rules_seconds(store: &Store) -> Option<f64> {
-    let (text, name, pick): (String, &str, &str) = match &store.vmalert {
-        Some((_, addr)) => (
-            http_get(*addr, "/metrics", Duration::from_secs(5)).ok()?.1,
-            "vmalert_iteration_duration_seconds{",
-            "quantile=\"0.5\"",
-        ),
-        None => (
-            store.query.get("/metrics").ok()?.1,
-            "prometheus_rule_group_last_duration_seconds{",
-            "",
-        ),
-    };
-    let groups: Vec<(&str, f64)> = text
-        .lines()
-        .filter(|l| l.starts_with(name) && l.contains(pick))
-        .filter_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            Some((series, v.parse().ok()?))
-        })
-        .collect();
-    for (series, v) in &groups {
-        println!("  rule group {series}: {v:.3} s");
-    }
-    (!groups.is_empty()).then(|| groups.iter().map(|g| g.1).sum())
 }
 
 fn first_value(store: &Server, promql: &str) -> Option<f64> {
@@ -288,6 +237,7 @@ fn main() -> Result<()> {
         std::env::var("GOMEMLIMIT").unwrap_or_else(|_| "unset (Go default: no limit)".into())
     );
     println!("localizer --pair-shards {}", k.pair_shards);
+    println!("rule files: {}", k.rules.describe());
     let mut rows = Vec::new();
     for &config in &k.configs {
         println!("== {} ({} pairs wanted)", config.name(), k.pairs);
@@ -354,7 +304,13 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     )?;
     let (before, cpu_before) = query_times_and_cpu(&loc);
     let reads_before = loc.pair_reads();
-    let (durations, ok) = measure_cycles(&loc, k)?;
+    let mut rule_rounds = RuleRounds::default();
+    // Every 10 s: the rule groups keep only their last evaluation.
+    let (durations, ok) = measure_cycles(&loc, k, |tick| {
+        if tick % 10 == 0 {
+            store.sample_rules(&mut rule_rounds);
+        }
+    })?;
     let (after, cpu_after) = query_times_and_cpu(&loc);
     let reads_after = loc.pair_reads();
     let queries = query_means(&before, &after);
@@ -380,11 +336,11 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     f.cycle_max = durations.iter().copied().reduce(f64::max);
     f.localizer_peak_mib = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0) / 1024;
     f.found = found(&loc, &injected);
-    f.alone = alone_times(&loc, &store, config, k);
+    (f.alone, f.rules_alone) = alone_times(&loc, &store, config, k);
     if f.cycles_ok < f.cycles_measured {
         print_warnings(&loc, config);
     }
-    store_figures(&mut f, &store);
+    store_figures(&mut f, &store, &rule_rounds);
     println!("{}: {}", config.name(), summary(&f));
     Ok(f)
 }
@@ -410,13 +366,20 @@ fn print_warnings(loc: &Localizer, config: Config) {
 /// The cycle's queries each sent alone, once the localizer is paused and
 /// the store has finished the queries it was answering (rule evaluation
 /// and ingestion go on); empty, with the reason printed, when that fails.
-fn alone_times(loc: &Localizer, store: &Store, config: Config, k: &Knobs) -> Vec<Alone> {
+/// With the localizer paused: each of its queries sent alone to the store,
+/// and (Prometheus) one round of the rules' expressions sent alone.
+fn alone_times(
+    loc: &Localizer,
+    store: &Store,
+    config: Config,
+    k: &Knobs,
+) -> (Vec<Alone>, Option<f64>) {
     let form = match config {
         Config::NativePrometheus => RttForm::NativeOrClassic,
         _ => RttForm::Classic,
     };
     let pid = loc.child.pid() as i32;
-    let run = || -> Result<Vec<Alone>> {
+    let run = || -> Result<(Vec<Alone>, Option<f64>)> {
         kill(pid, libc::SIGSTOP)?;
         if store.shards.is_empty() {
             wait_until(
@@ -429,13 +392,16 @@ fn alone_times(loc: &Localizer, store: &Store, config: Config, k: &Knobs) -> Vec
                 },
             )?;
         }
-        time_queries_alone(&store.query, k.window, form)
+        let alone = time_queries_alone(&store.query, k.window, form)?;
+        let prometheus = store.shards.is_empty() && !k.rules.files.is_empty();
+        let rules = prometheus.then(|| time_rules_alone(&store.query, &k.rules));
+        Ok((alone, rules.transpose()?))
     };
     let out = run();
     let _ = kill(pid, libc::SIGCONT);
     out.unwrap_or_else(|e| {
         println!("{}: queries alone: {e:#}", config.name());
-        Vec::new()
+        (Vec::new(), None)
     })
 }
 
@@ -456,8 +422,12 @@ fn localizer_flags(k: &Knobs) -> Vec<String> {
 
 /// Wait for `k.cycles` cycles after now; each one's duration (from the
 /// localizer's cycle histogram: sum and count before and after) and how
-/// many ended `ok`.
-fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
+/// many ended `ok`. `each_second` runs once a second with a count.
+fn measure_cycles(
+    loc: &Localizer,
+    k: &Knobs,
+    mut each_second: impl FnMut(u64),
+) -> Result<(Vec<f64>, usize)> {
     let read = |m: &str| {
         let sum = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_sum")?;
         let count = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_count")?;
@@ -478,6 +448,7 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
     let mut out = Vec::new();
     let per_cycle = k.interval.max(Duration::from_secs(1)) + Duration::from_secs(120);
     let deadline = Instant::now() + per_cycle * k.cycles as u32;
+    let mut tick = 0;
     while out.len() < k.cycles {
         if Instant::now() > deadline {
             bail!(
@@ -490,6 +461,8 @@ fn measure_cycles(loc: &Localizer, k: &Knobs) -> Result<(Vec<f64>, usize)> {
         // Once a second: each read renders the localizer's /metrics,
         // whose CPU counts in the localizer's figure.
         std::thread::sleep(Duration::from_secs(1));
+        each_second(tick);
+        tick += 1;
         let m = loc.metrics();
         if let Some((s, c)) = read(&m) {
             if c > count {
@@ -549,7 +522,7 @@ fn found(loc: &Localizer, faults: &[FleetFault]) -> String {
     format!("{hits}/{} ({})", want.len(), shown.join(" "))
 }
 
-fn store_figures(f: &mut Figures, store: &Store) {
+fn store_figures(f: &mut Figures, store: &Store, rules: &RuleRounds) {
     f.probe_series = first_value(
         &store.query,
         "count({__name__=~\"skeletonhunter_probe_.+\"})",
@@ -563,11 +536,15 @@ fn store_figures(f: &mut Figures, store: &Store) {
     } else {
         first_value(&store.query, "count({__name__=~\".+\"})")
     };
-    f.rules_seconds = if store.shards.is_empty() || store.vmalert.is_some() {
-        rules_seconds(store)
-    } else {
-        None
-    };
+    if let Some((_, addr)) = &store.vmalert {
+        f.rules_seconds = vmalert_round(*addr);
+    } else if store.shards.is_empty() {
+        rules.print();
+        let rounds = rules.rounds();
+        f.rules_seconds = median(&rounds);
+        f.rules_worst = rounds.iter().copied().reduce(f64::max);
+        f.rule_rounds = rounds.len();
+    }
     for pid in store.pids() {
         f.store_rss_mib += status_kib(pid, "VmRSS").unwrap_or(0) / 1024;
         f.store_peak_mib += status_kib(pid, "VmHWM").unwrap_or(0) / 1024;

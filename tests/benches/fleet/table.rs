@@ -14,7 +14,14 @@ pub struct Figures {
     pub round_bytes: u64,
     pub store_rss_mib: u64,
     pub store_peak_mib: u64,
+    /// One round of every rule group: the median of the rounds seen in
+    /// the measured cycles (Prometheus) or of vmalert's iterations.
     pub rules_seconds: Option<f64>,
+    /// The worst round seen (Prometheus only), and how many were seen.
+    pub rules_worst: Option<f64>,
+    pub rule_rounds: usize,
+    /// Every rule's expression sent alone to the store, summed.
+    pub rules_alone: Option<f64>,
     pub cycle_median: Option<f64>,
     pub cycle_max: Option<f64>,
     pub cycles_ok: usize,
@@ -83,7 +90,7 @@ pub fn summary(f: &Figures) -> String {
 
 pub fn print_table(rows: &[(Config, Option<Figures>)]) {
     type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 16] = [
+    let lines: [(&str, Cell); 17] = [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
@@ -95,7 +102,17 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
         ("store RSS now / peak", |f| {
             format!("{} / {} MiB", f.store_rss_mib, f.store_peak_mib)
         }),
-        ("rule groups, one round", |f| opt(f.rules_seconds, " s")),
+        ("rule groups, one round: median (worst, rounds)", |f| {
+            format!(
+                "{} ({}, {})",
+                opt(f.rules_seconds, " s"),
+                opt(f.rules_worst, " s"),
+                f.rule_rounds
+            )
+        }),
+        ("rule expressions alone, summed", |f| {
+            opt(f.rules_alone, " s")
+        }),
         ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
         ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
         ("slowest query, mean", |f| {
