@@ -34,6 +34,49 @@ pub enum FlagError {
         "invalid size {0:?}: expected a positive number of bytes with an optional unit B, KB, KiB, MB, MiB, GB or GiB (e.g. 64MiB)"
     )]
     Size(String),
+    /// Neither `auto` nor a shard count in range.
+    #[error("invalid shard count {0:?}: expected auto or a whole number from 1 to 64")]
+    Shards(String),
+}
+
+/// `--pair-shards`: a count, or `auto` (the scrape interval over the
+/// cycle interval, so each pair is read about once per scrape).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairShards {
+    /// `--scrape-interval` / `--interval`, rounded down, 1 to 64.
+    Auto,
+    /// This many (1 to 64).
+    Fixed(u16),
+}
+
+/// Most shards `--pair-shards` takes: each is a regex alternation of node
+/// name endings, and a pair read every 64 cycles is stale long before.
+pub const MAX_PAIR_SHARDS: u16 = 64;
+
+impl PairShards {
+    /// The shard count for a cycle `interval` and the exporters' `scrape`
+    /// interval.
+    pub fn count(self, interval: Duration, scrape: Duration) -> usize {
+        match self {
+            PairShards::Fixed(n) => usize::from(n),
+            PairShards::Auto => {
+                let per_scrape = scrape.as_secs_f64() / interval.as_secs_f64().max(1e-3);
+                (per_scrape.floor() as usize).clamp(1, usize::from(MAX_PAIR_SHARDS))
+            }
+        }
+    }
+}
+
+/// `auto` or a whole number from 1 to 64.
+pub fn parse_pair_shards(s: &str) -> Result<PairShards, FlagError> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(PairShards::Auto);
+    }
+    match t.parse::<u16>() {
+        Ok(n) if (1..=MAX_PAIR_SHARDS).contains(&n) => Ok(PairShards::Fixed(n)),
+        _ => Err(FlagError::Shards(s.to_string())),
+    }
 }
 
 /// Engine flags shared by `analyze` and `run`.

@@ -1,8 +1,8 @@
 //! `skeletonhunter-localizer run`: the online localizer's flags.
 
 use super::flags::{
-    endpoint_config, parse_ratio, parse_size, positive_duration, BadInput, EngineArgs,
-    HistogramsArg,
+    endpoint_config, parse_pair_shards, parse_ratio, parse_size, positive_duration, BadInput,
+    EngineArgs, HistogramsArg, PairShards,
 };
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
@@ -80,10 +80,11 @@ pub struct RunArgs {
     /// Split the per-pair queries into up to N shards by source node and read one shard per
     /// cycle, reusing the others' latest answers: the store reads each pair every N cycles
     /// instead of every cycle. For fleets where those queries take most of --interval; set N to
-    /// about --scrape-interval / --interval, since a pair's series change once per scrape. Data
-    /// of a verdict is then up to N-1 cycles older, and --confirm-cycles counts N-1 more cycles.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
-    pub pair_shards: u16,
+    /// about --scrape-interval / --interval, since a pair's series change once per scrape, or
+    /// `auto` for exactly that (rounded down, at least 1). Data of a verdict is then up to N-1
+    /// cycles older, and --confirm-cycles counts N-1 more cycles. At most 64.
+    #[arg(long, default_value = "1", value_parser = parse_pair_shards, value_name = "N|auto")]
+    pub pair_shards: PairShards,
     /// Timeout of each HTTP request to Alertmanager and of connecting to Prometheus (at most 5s
     /// of it); Prometheus queries are bounded by --query.timeout.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
@@ -239,7 +240,7 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         window: args.window,
         topology_window: args.topology_window,
         topology_refresh: args.topology_refresh,
-        pair_shards: usize::from(args.pair_shards),
+        pair_shards: args.pair_shards.count(args.interval, args.scrape_interval),
         timeout: args.timeout,
         query_timeout: args.query_timeout,
         histograms: args.histograms.run_form(),
@@ -403,6 +404,35 @@ mod tests {
         assert!(e.to_string().contains("--histograms"), "{e}");
         let e = parse(&["--query.timeout=0s"]).err().unwrap();
         assert!(e.to_string().contains("--query.timeout"), "{e}");
+    }
+
+    #[test]
+    fn pair_shards_fixed_or_auto() {
+        let shards = |extra: &[&str]| settings(parse(extra).unwrap()).unwrap().pair_shards;
+        assert_eq!(shards(&[]), 1, "unsharded by default");
+        assert_eq!(shards(&["--pair-shards=3"]), 3);
+        // auto: the scrape interval over the cycle interval, rounded down.
+        let auto = ["--pair-shards=auto", "--interval=10s"];
+        assert_eq!(shards(&[&auto[..], &["--scrape-interval=30s"]].concat()), 3);
+        assert_eq!(shards(&[&auto[..], &["--scrape-interval=15s"]].concat()), 1);
+        assert_eq!(shards(&[&auto[..], &["--scrape-interval=5s"]].concat()), 1);
+        assert_eq!(
+            shards(&[
+                "--pair-shards=AUTO",
+                "--interval=1s",
+                "--scrape-interval=1h"
+            ]),
+            64
+        );
+        for bad in ["0", "65", "-1", "two", ""] {
+            let e = parse(&[&format!("--pair-shards={bad}")]).err().unwrap();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let text = e.to_string();
+            assert!(
+                text.contains("--pair-shards") && text.contains("auto"),
+                "{bad}: {text}"
+            );
+        }
     }
 
     #[test]

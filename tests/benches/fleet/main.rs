@@ -29,7 +29,7 @@
 //! shipped rules; 0: not, to see the localizer's share alone;
 //! `large-fleet`: the mixin rendered with `largeFleet: true`, the rule set
 //! for large fleets, which needs `jsonnet`),
-//! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, 1). `GOMEMLIMIT`,
+//! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, a count or `auto`, 1). `GOMEMLIMIT`,
 //! when set, is passed on to the Go servers (the stores, the shards,
 //! vmalert) and printed. The localizer's own timeout is generous (60 s)
 //! so a slow configuration shows its real cycle time instead of failing.
@@ -107,7 +107,7 @@ struct Knobs {
     /// The rule files the store evaluates (`FLEET_RULES`).
     rules: RuleSet,
     /// The localizer's `--pair-shards`.
-    pair_shards: u16,
+    pair_shards: String,
 }
 
 fn env_duration(name: &str, default: &str) -> Result<Duration> {
@@ -147,7 +147,7 @@ impl Knobs {
             cycles: env_num("FLEET_CYCLES", 5usize)?.max(1),
             probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
             rules: RuleSet::from_env()?,
-            pair_shards: env_num("FLEET_PAIR_SHARDS", 1u16)?,
+            pair_shards: std::env::var("FLEET_PAIR_SHARDS").unwrap_or_else(|_| "1".into()),
         })
     }
 }
@@ -413,7 +413,7 @@ fn localizer_flags(k: &Knobs) -> Vec<String> {
         ("--scrape-interval", d(k.scrape)),
         ("--query.timeout", "60s".to_string()),
         ("--max-response-size", "1GiB".to_string()),
-        ("--pair-shards", k.pair_shards.to_string()),
+        ("--pair-shards", k.pair_shards.clone()),
     ]
     .into_iter()
     .flat_map(|(f, v)| [f.to_string(), v])
