@@ -62,6 +62,8 @@ local queried(query, args, render, none) =
   // A node's location joined from every node's identity: left out for
   // large fleets, where that join alone reads every node each round.
   local located(text) = if c.largeFleet then '' else text,
+  // Text that quotes a recorded series: none is recorded for large fleets.
+  local fromRecorded(text) = if c.largeFleet then '' else text,
 
   prometheusAlerts+:: {
     groups+: std.filter(wanted, [
@@ -169,9 +171,9 @@ local queried(query, args, render, none) =
                 + queried(blame, '$labels.kind $labels.component', ' | humanizePercentage', 'n/a') + ').'
               ),
               evidence: fold(
-                'blame ' + queried(blame, '$labels.kind $labels.component', ' | printf "%.3f"', 'n/a') + ';\n'
-                + 'unreachable pairs under it '
-                + queried('max(%s:skeletonhunter_probe_unreachable_pairs:count{%s=%q})', '$labels.kind $labels.kind $labels.component', '', '0')
+                'blame ' + queried(blame, '$labels.kind $labels.component', ' | printf "%.3f"', 'n/a')
+                + fromRecorded(';\nunreachable pairs under it '
+                  + queried('max(%s:skeletonhunter_probe_unreachable_pairs:count{%s=%q})', '$labels.kind $labels.kind $labels.component', '', '0'))
               ),
             },
           },
@@ -201,11 +203,19 @@ local queried(query, args, render, none) =
               runbook_url: runbook('SkeletonHunterExporterDown'),
               dashboard_url: dashboard('health', '?var-instance={{ $labels.instance | urlquery }}'),
               summary: 'SkeletonHunter exporter {{ $labels.instance }} is down',
+              // Large fleets: the identity is looked up for this alert
+              // alone when its text is rendered (one series), not joined
+              // from every node's each round.
+              local where = if c.largeFleet then
+                '{{ with printf "topk(1, last_over_time(skeletonhunter_node_info{job=%%q,instance=%%q}[%(identityRetention)s]))" $labels.job $labels.instance | query }}'
+                % c + '{{ with first . }}host {{ .Labels.%(host)s }}, ToR {{ .Labels.%(tor)s }}{{ end }}' % l
+                + '{{ else }}no identity reported in the last %(identityRetention)s{{ end }}' % c
+              else 'host {{ $labels.%(host)s }}, ToR {{ $labels.%(tor)s }}' % l,
               description: fold(|||
                 Prometheus cannot scrape the exporter at {{ $labels.instance }}
-                (host {{ $labels.%(host)s }}, ToR {{ $labels.%(tor)s }}). Its skeleton pairs
+                (%s). Its skeleton pairs
                 are not probed and the localizer cannot see them.
-              ||| % l),
+              ||| % where),
             },
           },
           {

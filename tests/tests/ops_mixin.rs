@@ -387,3 +387,103 @@ fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
     .ok()?;
     Ok(())
 }
+
+/// The large-fleet alerts fire as the shipped ones do, by `promtool test
+/// rules`: an exporter down names its last identity in its description
+/// (looked up for that alert alone) or says none was reported, and a node
+/// alert of the localizer is mirrored with the node's labels but no
+/// location.
+#[test]
+fn large_fleet_alerts_fire_with_their_identity() -> Result<()> {
+    if !require_tool(
+        "large_fleet_alerts_fire_with_their_identity",
+        "jsonnet",
+        INSTALL,
+    ) {
+        return Ok(());
+    }
+    let files = render_with("{ largeFleet: true }")?;
+    let dir = TempDir::new("mixin-large-fleet-fire")?;
+    std::fs::write(
+        dir.path().join("alerts.yml"),
+        &files["rules/skeletonhunter.alerts.yml"],
+    )?;
+    let runbooks = "https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md";
+    let test = format!(
+        r#"rule_files: [alerts.yml]
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+      - series: 'up{{job="skeletonhunter-exporter",instance="h1:9100"}}'
+        values: '1 1 1 1 0x16'
+      - series: 'up{{job="skeletonhunter-exporter",instance="h9:9100"}}'
+        values: '0x20'
+      - series: 'skeletonhunter_node_info{{job="skeletonhunter-exporter",instance="h1:9100",node_id="a",nic="10.0.0.1",host="h1",tor="t1",spine="s1",network_pod="p1",tenant="j1"}}'
+        values: '1 1 1 1'
+      - series: 'skeletonhunter_component_alerting{{job="skeletonhunter-localizer",instance="loc:9200",kind="node",id="a",symptom="loss",severity="warning"}}'
+        values: '1x20'
+    alert_rule_test:
+      - alertname: SkeletonHunterExporterDown
+        eval_time: 3m
+        exp_alerts:
+          - exp_labels:
+              alertname: SkeletonHunterExporterDown
+              kind: exporter
+              severity: warning
+              job: skeletonhunter-exporter
+              instance: h1:9100
+              component: h1:9100
+            exp_annotations:
+              runbook_url: "{runbooks}#skeletonhunterexporterdown"
+              dashboard_url: "/d/skeletonhunter-health?var-instance=h1%3A9100"
+              summary: "SkeletonHunter exporter h1:9100 is down"
+              description: "Prometheus cannot scrape the exporter at h1:9100 (host h1, ToR t1). Its skeleton pairs are not probed and the localizer cannot see them."
+          - exp_labels:
+              alertname: SkeletonHunterExporterDown
+              kind: exporter
+              severity: warning
+              job: skeletonhunter-exporter
+              instance: h9:9100
+              component: h9:9100
+            exp_annotations:
+              runbook_url: "{runbooks}#skeletonhunterexporterdown"
+              dashboard_url: "/d/skeletonhunter-health?var-instance=h9%3A9100"
+              summary: "SkeletonHunter exporter h9:9100 is down"
+              description: "Prometheus cannot scrape the exporter at h9:9100 (no identity reported in the last 1h). Its skeleton pairs are not probed and the localizer cannot see them."
+      - alertname: SkeletonHunterComponentFaulty
+        eval_time: 1m
+        exp_alerts:
+          - exp_labels:
+              alertname: SkeletonHunterComponentFaulty
+              origin: prometheus
+              kind: node
+              id: a
+              symptom: loss
+              severity: warning
+              component: a
+              node_id: a
+              src_node: a
+              dst_node: a
+            exp_annotations:
+              runbook_url: "{runbooks}#skeletonhuntercomponentfaulty-node"
+              dashboard_url: "/d/skeletonhunter-fabric"
+              summary: "SkeletonHunter blames node a (loss)"
+              description: "The SkeletonHunter localizer's tomography marks node a faulty (estimated failure probability n/a)."
+              evidence: "blame n/a"
+"#
+    );
+    let path = dir.path().join("alerts_test.yml");
+    std::fs::write(&path, test)?;
+    let out = run_tool(
+        "promtool",
+        &["test", "rules", &path.display().to_string()],
+        None,
+    )?;
+    assert!(
+        out.success,
+        "promtool test rules:\n{}{}",
+        out.stdout, out.stderr
+    );
+    Ok(())
+}
