@@ -19,6 +19,7 @@
 //! exactly the injected faults. Run as root or not (no namespaces):
 //!
 //! ```text
+//! cargo build --release --workspace   # the localizer binary the bench runs
 //! FLEET_PAIRS=100000 cargo bench -p skeletonhunter-tests --bench fleet
 //! ```
 //!

@@ -133,14 +133,17 @@ impl Localizer {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let name = format!("localizer-{}", N.fetch_add(1, Ordering::Relaxed));
         let mut child = ChildGuard::spawn(&name, cmd)?;
-        wait_http_ok(
+        let up = wait_http_ok(
             "localizer /healthz",
             listen,
             "/healthz",
             Duration::from_secs(10),
             Duration::from_millis(100),
-        )?;
+        );
+        // A localizer that refused its flags has exited: say so, with its
+        // log, rather than only that /healthz never answered.
         child.check_running()?;
+        up?;
         Ok(Localizer { child, listen })
     }
 
