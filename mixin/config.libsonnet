@@ -56,11 +56,12 @@
     // evaluation, and the node location of the exporter-down and node
     // alerts reads every node's identity: at ~100,000 pairs a round takes
     // minutes on a store shared with ingestion (docs/scaling.md). true
-    // renders only the alerting rules, none reading a probe series or a
-    // series per node but `up`: no pair alerts, no recorded series (the
-    // dashboard panels drawn from them stay empty), and exporter-down and
-    // node alerts from Prometheus without host/ToR labels. The localizer
-    // reads every pair itself either way, and its own alerts keep them.
+    // renders only the alerting rules, none reading a probe series or every
+    // node's identity: no pair alerts, no recorded series (the dashboard
+    // panels drawn from them stay empty), and exporter-down and node alerts
+    // from Prometheus without host/ToR labels (so Alertmanager's inhibition
+    // by location misses them). The localizer reads every pair itself
+    // either way, and its own alerts keep those labels.
     largeFleet: false,
 
     // Per-pair RTT series: the quantiles recorded as

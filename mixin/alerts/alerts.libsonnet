@@ -59,11 +59,10 @@ local queried(query, args, render, none) =
   // Without the recording rules (`largeFleet`) the pair alerts would read
   // series nobody records: left out with them.
   local wanted(g) = !c.largeFleet || g.name != 'skeletonhunter-pairs',
-  // A node's location joined from every node's identity: left out for
-  // large fleets, where that join alone reads every node each round.
-  local located(text) = if c.largeFleet then '' else text,
-  // Text that quotes a recorded series: none is recorded for large fleets.
-  local fromRecorded(text) = if c.largeFleet then '' else text,
+  // Left out for large fleets: a node's location joined from every node's
+  // identity (that join alone reads every node each round), and text that
+  // quotes a recorded series (none is recorded).
+  local unlessLarge(text) = if c.largeFleet then '' else text,
 
   prometheusAlerts+:: {
     groups+: std.filter(wanted, [
@@ -144,7 +143,7 @@ local queried(query, args, render, none) =
             // active (see alertmanager/alertmanager.yml).
             alert: 'SkeletonHunterComponentFaulty',
             expr: componentOf('tor', l.tor) + 'or\n' + componentOf('spine', l.spine) + 'or\n'
-                  + componentOf('node', l.node) + located(|||
+                  + componentOf('node', l.node) + unlessLarge(|||
                     * on (%(node)s) group_left (%(host)s, %(tor)s, %(spine)s, %(tenant)s)
                       max by (%(node)s, %(host)s, %(tor)s, %(spine)s, %(tenant)s) (
                         %(info)s
@@ -172,7 +171,7 @@ local queried(query, args, render, none) =
               ),
               evidence: fold(
                 'blame ' + queried(blame, '$labels.kind $labels.component', ' | printf "%.3f"', 'n/a')
-                + fromRecorded(';\nunreachable pairs under it '
+                + unlessLarge(';\nunreachable pairs under it '
                   + queried('max(%s:skeletonhunter_probe_unreachable_pairs:count{%s=%q})', '$labels.kind $labels.kind $labels.component', '', '0'))
               ),
             },

@@ -8,6 +8,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use skeletonhunter_tests::deploy::{self, require_tool, yaml_docs};
+use skeletonhunter_tests::fabric::shipped_rule_files;
 use skeletonhunter_tests::process::run_tool;
 use skeletonhunter_tests::repo::repo_root;
 use skeletonhunter_tests::servers::TempDir;
@@ -358,21 +359,30 @@ fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
         names(&wanted),
         "every shipped alert but the pair group"
     );
-    let read_everywhere = [
-        "skeletonhunter_probe_",
-        "skeletonhunter_node_info",
-        "pair:",
-        "topology:",
-        "torpair",
-        "protocol:",
-        "fabric:",
-        "tor:",
-        "spine:",
-        "tenant:",
+    // Every series the shipped recording rules record, and the raw series
+    // read per pair or per node.
+    let mut forbidden = vec![
+        "skeletonhunter_probe_".to_string(),
+        "skeletonhunter_node_info".to_string(),
     ];
+    for (name, path) in shipped_rule_files()? {
+        let doc = first(&std::fs::read_to_string(&path)?, &name)?;
+        for g in doc["groups"].as_array().into_iter().flatten() {
+            for r in g["rules"].as_array().into_iter().flatten() {
+                forbidden.extend(r["record"].as_str().map(String::from));
+            }
+        }
+    }
+    assert!(
+        forbidden.iter().any(|f| f.starts_with("src:")) && forbidden.len() > 30,
+        "the shipped recorded series were read: {forbidden:?}"
+    );
     for (_, name, expr) in &kept {
-        for series in read_everywhere {
-            assert!(!expr.contains(series), "{name} reads {series}: {expr}");
+        for series in &forbidden {
+            assert!(
+                !expr.contains(series.as_str()),
+                "{name} reads {series}: {expr}"
+            );
         }
     }
 
