@@ -60,8 +60,11 @@ impl PairShards {
         match self {
             PairShards::Fixed(n) => usize::from(n),
             PairShards::Auto => {
-                let per_scrape = scrape.as_secs_f64() / interval.as_secs_f64().max(1e-3);
-                (per_scrape.floor() as usize).clamp(1, usize::from(MAX_PAIR_SHARDS))
+                // Whole nanoseconds: exact for sub-second intervals too.
+                let per_scrape = scrape.as_nanos() / interval.as_nanos().max(1);
+                usize::try_from(per_scrape)
+                    .unwrap_or(usize::MAX)
+                    .clamp(1, usize::from(MAX_PAIR_SHARDS))
             }
         }
     }

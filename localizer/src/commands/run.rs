@@ -416,6 +416,12 @@ mod tests {
         assert_eq!(shards(&[&auto[..], &["--scrape-interval=30s"]].concat()), 3);
         assert_eq!(shards(&[&auto[..], &["--scrape-interval=15s"]].concat()), 1);
         assert_eq!(shards(&[&auto[..], &["--scrape-interval=5s"]].concat()), 1);
+        let sub_second = [
+            "--pair-shards=auto",
+            "--interval=100ms",
+            "--scrape-interval=300ms",
+        ];
+        assert_eq!(shards(&sub_second), 3);
         assert_eq!(
             shards(&[
                 "--pair-shards=AUTO",
