@@ -151,9 +151,9 @@ impl RuleRounds {
     /// Each group's median evaluation, for the log.
     pub fn print(&self) {
         for (group, evals) in &self.groups {
-            let mut v: Vec<f64> = evals.values().copied().collect();
-            v.sort_by(f64::total_cmp);
-            let (median, worst) = (v[v.len() / 2], v[v.len() - 1]);
+            let v: Vec<f64> = evals.values().copied().collect();
+            let median = crate::median(&v).unwrap_or(f64::NAN);
+            let worst = v.iter().copied().fold(f64::NAN, f64::max);
             let group = group.rsplit('/').next().unwrap_or(group);
             println!(
                 "  rule group {group}: median {median:.3} s, worst {worst:.3} s ({} evaluations)",

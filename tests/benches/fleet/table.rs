@@ -103,6 +103,10 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
             format!("{} / {} MiB", f.store_rss_mib, f.store_peak_mib)
         }),
         ("rule groups, one round: median (worst, rounds)", |f| {
+            if f.rule_rounds == 0 {
+                // vmalert: its own median iteration, no rounds sampled.
+                return opt(f.rules_seconds, " s");
+            }
             format!(
                 "{} ({}, {})",
                 opt(f.rules_seconds, " s"),
