@@ -3,7 +3,7 @@
 
 use super::synthetic::FakeFabric;
 use crate::exposition::metric_value;
-use crate::process::{bin_path, http_get, wait_http_ok, ChildGuard};
+use crate::process::{bin_path, http_get, wait_until, ChildGuard};
 use crate::repo::repo_root;
 use crate::servers::{self, free_loopback_addr, Server, ServerOpts};
 use crate::sink::Sink;
@@ -133,15 +133,19 @@ impl Localizer {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let name = format!("localizer-{}", N.fetch_add(1, Ordering::Relaxed));
         let mut child = ChildGuard::spawn(&name, cmd)?;
-        let up = wait_http_ok(
+        // A localizer that refused its flags exits at once: stop waiting
+        // then, and say so with its log, rather than that /healthz never
+        // answered.
+        let up = wait_until(
             "localizer /healthz",
-            listen,
-            "/healthz",
             Duration::from_secs(10),
             Duration::from_millis(100),
+            || {
+                let exited = child.check_running().is_err();
+                let ok = || http_get(listen, "/healthz", Duration::from_secs(2)).ok();
+                (exited || ok().is_some_and(|(s, _)| s == 200)).then_some(())
+            },
         );
-        // A localizer that refused its flags has exited: say so, with its
-        // log, rather than only that /healthz never answered.
         child.check_running()?;
         up?;
         Ok(Localizer { child, listen })
