@@ -93,19 +93,23 @@ impl Settings {
             .unwrap_or_else(|| self.interval.max(self.timeout))
     }
 
+    /// Cycles a sharded reading repeats for after the one that read it
+    /// (`--pair-shards` − 1).
+    fn shard_repeats(&self) -> u32 {
+        u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX)
+    }
+
     /// Consecutive cycles a finding needs to fire: `--confirm-cycles`, and
-    /// as many more as a sharded reading repeats (`--pair-shards` − 1).
+    /// as many more as a sharded reading repeats.
     pub fn confirm_after(&self) -> u32 {
-        let repeats = u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX);
-        self.confirm_cycles.saturating_add(repeats)
+        self.confirm_cycles.saturating_add(self.shard_repeats())
     }
 
     /// How long a cleared component is held before it may fire again: the
     /// window plus a scrape interval, and the intervals a sharded reading
     /// repeats.
     pub fn clear_hold(&self) -> Duration {
-        let repeats = u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX);
-        self.window + self.scrape_interval + self.interval.saturating_mul(repeats)
+        self.window + self.scrape_interval + self.interval.saturating_mul(self.shard_repeats())
     }
 
     /// The links every alert carries.
