@@ -38,6 +38,19 @@ pub fn yaml_docs(text: &str, what: &str) -> Result<Vec<Value>> {
     Ok(out)
 }
 
+/// Every rule of a Prometheus rule file read as JSON (`groups:`, each with
+/// `name` and `rules`), as (group name, rule), in file order.
+pub fn group_rules(doc: &Value) -> Vec<(&str, &Value)> {
+    let groups = doc["groups"].as_array().into_iter().flatten();
+    groups
+        .flat_map(|g| {
+            let name = g["name"].as_str().unwrap_or_default();
+            let rules = g["rules"].as_array().into_iter().flatten();
+            rules.map(move |r| (name, r))
+        })
+        .collect()
+}
+
 /// Every object of the manifests that `kustomization.yaml` lists, in order.
 pub fn manifests() -> Result<Vec<Value>> {
     let mut out = Vec::new();

@@ -7,7 +7,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::Kind;
-use skeletonhunter_tests::deploy::{read, yaml_docs};
+use skeletonhunter_tests::deploy::{group_rules, read, yaml_docs};
 use skeletonhunter_tests::repo::{repo_root, yaml_files};
 use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,11 +18,9 @@ fn rule_alerts() -> Result<Vec<(String, Value)>> {
     for f in yaml_files("rules") {
         let text = std::fs::read_to_string(&f)?;
         for doc in yaml_docs(&text, &f)? {
-            for group in doc["groups"].as_array().into_iter().flatten() {
-                for rule in group["rules"].as_array().into_iter().flatten() {
-                    if let Some(name) = rule["alert"].as_str() {
-                        out.push((name.to_string(), rule["annotations"].clone()));
-                    }
+            for (_, rule) in group_rules(&doc) {
+                if let Some(name) = rule["alert"].as_str() {
+                    out.push((name.to_string(), rule["annotations"].clone()));
                 }
             }
         }

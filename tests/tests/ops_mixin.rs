@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, require_tool, yaml_docs};
+use skeletonhunter_tests::deploy::{self, group_rules, require_tool, yaml_docs};
 use skeletonhunter_tests::fabric::shipped_rule_files;
 use skeletonhunter_tests::process::run_tool;
 use skeletonhunter_tests::repo::repo_root;
@@ -165,11 +165,9 @@ fn render_with(overrides: &str) -> Result<BTreeMap<String, String>> {
 
 /// The rule with `key` = `name` among the groups of a rendered rule file.
 fn rule<'a>(groups: &'a Value, key: &str, name: &str) -> &'a Value {
-    groups["groups"]
-        .as_array()
+    group_rules(groups)
         .into_iter()
-        .flatten()
-        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .map(|(_, r)| r)
         .find(|r| r[key] == name)
         .unwrap_or_else(|| panic!("no rule {key}: {name}"))
 }
@@ -330,14 +328,11 @@ fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
 
     // (group, alert, expr) of every rule of a rule file.
     let rules = |doc: &Value| -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        for g in doc["groups"].as_array().into_iter().flatten() {
-            for r in g["rules"].as_array().into_iter().flatten() {
-                let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-                out.push((s(&g["name"]), s(&r["alert"]), s(&r["expr"])));
-            }
-        }
-        out
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let rules = group_rules(doc).into_iter();
+        rules
+            .map(|(g, r)| (g.to_string(), s(&r["alert"]), s(&r["expr"])))
+            .collect()
     };
     let names = |rules: &[(String, String, String)]| -> Vec<(String, String)> {
         rules
@@ -367,10 +362,8 @@ fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
     ];
     for (name, path) in shipped_rule_files()? {
         let doc = first(&std::fs::read_to_string(&path)?, &name)?;
-        for g in doc["groups"].as_array().into_iter().flatten() {
-            for r in g["rules"].as_array().into_iter().flatten() {
-                forbidden.extend(r["record"].as_str().map(String::from));
-            }
+        for (_, r) in group_rules(&doc) {
+            forbidden.extend(r["record"].as_str().map(String::from));
         }
     }
     assert!(

@@ -163,10 +163,16 @@ struct Store {
 }
 
 impl Store {
+    /// Whether one Prometheus stores and evaluates everything (no vmagent
+    /// shards, no vmalert).
+    fn is_prometheus(&self) -> bool {
+        self.shards.is_empty()
+    }
+
     /// Record the rule groups' last evaluations (Prometheus only: vmalert
-    /// keeps quantiles of its own, and the vmagent shards run no rules).
+    /// keeps quantiles of its own).
     fn sample_rules(&self, rounds: &mut RuleRounds) {
-        if self.vmalert.is_none() && self.shards.is_empty() {
+        if self.is_prometheus() {
             rounds.sample(&self.query);
         }
     }
@@ -366,9 +372,8 @@ fn print_warnings(loc: &Localizer, config: Config) {
 
 /// The cycle's queries each sent alone, once the localizer is paused and
 /// the store has finished the queries it was answering (rule evaluation
-/// and ingestion go on); empty, with the reason printed, when that fails.
-/// With the localizer paused: each of its queries sent alone to the store,
-/// and (Prometheus) one round of the rules' expressions sent alone.
+/// and ingestion go on), and (Prometheus) the rules' expressions sent
+/// alone; empty and `None`, with the reason printed, when that fails.
 fn alone_times(
     loc: &Localizer,
     store: &Store,
@@ -382,7 +387,7 @@ fn alone_times(
     let pid = loc.child.pid() as i32;
     let run = || -> Result<(Vec<Alone>, Option<f64>)> {
         kill(pid, libc::SIGSTOP)?;
-        if store.shards.is_empty() {
+        if store.is_prometheus() {
             wait_until(
                 "Prometheus answering no query",
                 Duration::from_secs(300),
@@ -394,7 +399,7 @@ fn alone_times(
             )?;
         }
         let alone = time_queries_alone(&store.query, k.window, form)?;
-        let prometheus = store.shards.is_empty() && !k.rules.files.is_empty();
+        let prometheus = store.is_prometheus() && !k.rules.files.is_empty();
         // A rule past the client's timeout (the shipped per-pair rules at
         // scale) loses that figure only, not the queries' above.
         let rules = prometheus
@@ -535,7 +540,7 @@ fn store_figures(f: &mut Figures, store: &Store, rules: &RuleRounds) {
         &store.query,
         "count({__name__=~\"skeletonhunter_probe_.+\"})",
     );
-    f.head_series = if store.shards.is_empty() {
+    f.head_series = if store.is_prometheus() {
         store
             .query
             .get("/metrics")
@@ -546,7 +551,7 @@ fn store_figures(f: &mut Figures, store: &Store, rules: &RuleRounds) {
     };
     if let Some((_, addr)) = &store.vmalert {
         f.rules_seconds = vmalert_round(*addr);
-    } else if store.shards.is_empty() {
+    } else if store.is_prometheus() {
         rules.print();
         let rounds = rules.rounds();
         f.rules_seconds = median(&rounds);

@@ -8,7 +8,7 @@
 //! the end (when the bench's own count queries load the store).
 
 use anyhow::{bail, Context, Result};
-use skeletonhunter_tests::deploy::yaml_docs;
+use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
 use skeletonhunter_tests::fabric::shipped_rule_files;
 use skeletonhunter_tests::process::{http_get, run_tool, wait_http_ok, ChildGuard};
 use skeletonhunter_tests::repo::repo_root;
@@ -183,21 +183,19 @@ pub fn time_rules_alone(store: &Server, rules: &RuleSet) -> Result<f64> {
     for (name, path) in &rules.files {
         let text = std::fs::read_to_string(path)?;
         for doc in yaml_docs(&text, name)? {
-            for group in doc["groups"].as_array().into_iter().flatten() {
-                for rule in group["rules"].as_array().into_iter().flatten() {
-                    let expr = rule["expr"].as_str().unwrap_or_default();
-                    let mut best = f64::INFINITY;
-                    for _ in 0..2 {
-                        let started = Instant::now();
-                        store
-                            .query(expr)
-                            .with_context(|| format!("{name}: {expr}"))?;
-                        best = best.min(started.elapsed().as_secs_f64());
-                    }
-                    let what = rule["alert"].as_str().or(rule["record"].as_str());
-                    println!("  rule alone {}: {best:.3} s", what.unwrap_or("?"));
-                    total += best;
+            for (_, rule) in group_rules(&doc) {
+                let expr = rule["expr"].as_str().unwrap_or_default();
+                let mut best = f64::INFINITY;
+                for _ in 0..2 {
+                    let started = Instant::now();
+                    store
+                        .query(expr)
+                        .with_context(|| format!("{name}: {expr}"))?;
+                    best = best.min(started.elapsed().as_secs_f64());
                 }
+                let what = rule["alert"].as_str().or(rule["record"].as_str());
+                println!("  rule alone {}: {best:.3} s", what.unwrap_or("?"));
+                total += best;
             }
         }
     }

@@ -141,9 +141,11 @@ impl Localizer {
             Duration::from_secs(10),
             Duration::from_millis(100),
             || {
-                let exited = child.check_running().is_err();
-                let ok = || http_get(listen, "/healthz", Duration::from_secs(2)).ok();
-                (exited || ok().is_some_and(|(s, _)| s == 200)).then_some(())
+                let healthy = || {
+                    http_get(listen, "/healthz", Duration::from_secs(2))
+                        .is_ok_and(|(s, _)| s == 200)
+                };
+                (child.check_running().is_err() || healthy()).then_some(())
             },
         );
         child.check_running()?;
