@@ -6,7 +6,7 @@
 //! (`PairStats::hops`) join its row as `hop` components.
 
 use crate::engine::model::PairStats;
-use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass};
+use skeletonhunter_common::topology::{path_class, path_ids, Component, Kind, PathClass};
 use std::collections::HashMap;
 
 /// Sparse 0/1 matrix: rows are pairs, columns are (merged) components.
@@ -53,7 +53,9 @@ fn report_rank(kind: Kind) -> u8 {
 /// Every component on the observed paths, interned, with the (sorted)
 /// pairs crossing it, and each pair's path class.
 fn intern(pairs: &[&PairStats]) -> (Vec<Component>, Vec<Vec<u32>>, Vec<PathClass>) {
-    let mut ids: HashMap<Component, u32> = HashMap::new();
+    // Keyed by borrowed names, owned once per component: at 100,000 pairs
+    // an owned key per crossing was a million string copies a cycle.
+    let mut ids: HashMap<(Kind, &str), u32> = HashMap::new();
     let mut raw: Vec<Component> = Vec::new();
     let mut raw_rows: Vec<Vec<u32>> = Vec::new();
     let mut class = Vec::with_capacity(pairs.len());
@@ -63,11 +65,11 @@ fn intern(pairs: &[&PairStats]) -> (Vec<Component>, Vec<Vec<u32>>, Vec<PathClass
             .hops
             .iter()
             .filter(|h| !h.is_empty())
-            .map(|h| Component::new(Kind::Hop, h.as_str()));
-        for c in path(&p.src, &p.dst).into_iter().chain(hops) {
+            .map(|h| (Kind::Hop, h.as_str()));
+        for c in path_ids(&p.src, &p.dst).into_iter().chain(hops) {
             let next = raw.len() as u32;
-            let id = *ids.entry(c).or_insert_with_key(|c| {
-                raw.push(c.clone());
+            let id = *ids.entry(c).or_insert_with(|| {
+                raw.push(Component::new(c.0, c.1));
                 raw_rows.push(Vec::new());
                 next
             });
