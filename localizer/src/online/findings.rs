@@ -3,7 +3,7 @@
 
 use super::alerts::{context_labels, Finding};
 use crate::engine::model::{PairStats, Report, Symptom};
-use skeletonhunter_common::topology::{path, Component, Identity, Kind};
+use skeletonhunter_common::topology::{path_ids, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
 /// Up to five paths through link `link` that lose the most, as lines for
@@ -37,46 +37,65 @@ pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<Str
     if c.kind == Kind::Link {
         return link_evidence(&c.id, pairs);
     }
-    let mut scored: Vec<(f64, String)> = pairs
+    let wanted = (c.kind, c.id.as_str());
+    let mut scored: Vec<(f64, &PairStats)> = pairs
         .iter()
         .filter(|p| {
             if c.kind == Kind::Hop {
                 p.hops.contains(&c.id)
             } else {
-                path(&p.src, &p.dst).contains(c)
+                path_ids(&p.src, &p.dst).contains(&wanted)
             }
         })
-        .filter_map(|p| {
-            let name = format!("{} -> {}", p.src.node, p.dst.node);
-            match symptom {
-                Symptom::Loss if p.sent > 0.0 && p.lost > 0.0 => {
-                    let r = p.lost / p.sent;
-                    Some((
-                        r,
-                        format!(
-                            "{name}: {:.1}% loss ({:.0} of {:.0} probes)",
-                            100.0 * r,
-                            p.lost,
-                            p.sent
-                        ),
-                    ))
-                }
-                Symptom::Unreachable if p.failed_dials > 0.0 => Some((
-                    p.failed_dials / p.rounds,
-                    format!(
-                        "{name}: {:.0} of {:.0} probe rounds got no answer",
-                        p.failed_dials, p.rounds
-                    ),
-                )),
-                Symptom::Latency => p
-                    .rtt_seconds
-                    .map(|r| (r, format!("{name}: median RTT {:.1} us", r * 1e6))),
-                _ => None,
-            }
-        })
+        .filter_map(|p| Some((symptom_score(symptom, p)?, p)))
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    scored.into_iter().take(5).map(|(_, s)| s).collect()
+    // Lines only for the pairs that can make the five (ties with the
+    // fifth included, ordered by their line below): at 100,000 pairs a
+    // line for every crossing pair of a spine was most of this.
+    if scored.len() > 5 {
+        let mut scores: Vec<f64> = scored.iter().map(|s| s.0).collect();
+        let (_, fifth, _) = scores.select_nth_unstable_by(4, |a, b| b.total_cmp(a));
+        let fifth = *fifth;
+        scored.retain(|s| s.0.total_cmp(&fifth).is_ge());
+    }
+    let mut lines: Vec<(f64, String)> = scored
+        .into_iter()
+        .map(|(r, p)| (r, evidence_line(symptom, p)))
+        .collect();
+    lines.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    lines.into_iter().take(5).map(|(_, s)| s).collect()
+}
+
+/// How strongly `p` shows `symptom` (loss ratio, unanswered share, median
+/// RTT); `None` when it does not show it at all.
+fn symptom_score(symptom: Symptom, p: &PairStats) -> Option<f64> {
+    match symptom {
+        Symptom::Loss if p.sent > 0.0 && p.lost > 0.0 => Some(p.lost / p.sent),
+        Symptom::Unreachable if p.failed_dials > 0.0 => Some(p.failed_dials / p.rounds),
+        Symptom::Latency => p.rtt_seconds,
+        _ => None,
+    }
+}
+
+/// The alert's line for a pair that shows `symptom` ([`symptom_score`]).
+fn evidence_line(symptom: Symptom, p: &PairStats) -> String {
+    let name = format!("{} -> {}", p.src.node, p.dst.node);
+    match symptom {
+        Symptom::Loss => format!(
+            "{name}: {:.1}% loss ({:.0} of {:.0} probes)",
+            100.0 * p.lost / p.sent,
+            p.lost,
+            p.sent
+        ),
+        Symptom::Unreachable => format!(
+            "{name}: {:.0} of {:.0} probe rounds got no answer",
+            p.failed_dials, p.rounds
+        ),
+        Symptom::Latency => format!(
+            "{name}: median RTT {:.1} us",
+            p.rtt_seconds.unwrap_or(0.0) * 1e6
+        ),
+    }
 }
 
 /// Turn a report into alert findings.
@@ -206,6 +225,48 @@ mod tests {
                 "a -> c: 10.0% loss (10 of 100 probes)".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn evidence_keeps_the_five_worst_with_ties_at_the_fifth_ordered_by_line() {
+        // Twelve pairs out of ToR t1 (and one not crossing it, the worst):
+        // losses 5..=60 % with ties, so the fifth place is shared.
+        let ids: Vec<Identity> = (0..13).map(|i| ident(&format!("n{i:02}"), "t1")).collect();
+        let far = ident("far", "t9");
+        let lost = [
+            30.0, 60.0, 10.0, 45.0, 45.0, 5.0, 45.0, 60.0, 20.0, 45.0, 15.0, 45.0,
+        ];
+        let mut pairs: Vec<PairStats> = lost
+            .iter()
+            .zip(&ids)
+            .map(|(&lost, src)| PairStats {
+                src: src.clone(),
+                dst: far.clone(),
+                rounds: 100.0,
+                sent: 100.0,
+                lost,
+                ..Default::default()
+            })
+            .collect();
+        pairs.push(PairStats {
+            src: far.clone(),
+            dst: ident("far2", "t9"),
+            lost: 90.0,
+            ..pairs[0].clone()
+        });
+        let ev = evidence(&Component::new(Kind::Tor, "t1"), Symptom::Loss, &pairs);
+        assert_eq!(
+            ev,
+            [
+                "n01 -> far: 60.0% loss (60 of 100 probes)",
+                "n07 -> far: 60.0% loss (60 of 100 probes)",
+                "n03 -> far: 45.0% loss (45 of 100 probes)",
+                "n04 -> far: 45.0% loss (45 of 100 probes)",
+                "n06 -> far: 45.0% loss (45 of 100 probes)",
+            ]
+        );
+        let ev = evidence(&Component::new(Kind::Tor, "t1"), Symptom::Latency, &pairs);
+        assert!(ev.is_empty(), "no RTT, no latency line: {ev:?}");
     }
 
     /// The engine's hit pairs (indices into the analyzed pairs) reach the
