@@ -19,6 +19,7 @@
 use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{path_ids, Component, Identity, Kind};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Most pairs remembered as expected; beyond it the oldest are forgotten.
@@ -27,8 +28,8 @@ pub const MAX_EXPECTED_PAIRS: usize = 2_000_000;
 /// A pair the localizer has seen, and where it runs.
 #[derive(Debug, Clone)]
 struct Expected {
-    src: Identity,
-    dst: Identity,
+    src: Arc<Identity>,
+    dst: Arc<Identity>,
     hops: Vec<String>,
     /// Addresses on the pair's ECMP paths: each a `link` component.
     links: Vec<String>,
@@ -44,7 +45,13 @@ struct Expected {
 pub struct Coverage {
     min_ratio: f64,
     memory: Duration,
-    expected: HashMap<(String, String), Expected>,
+    /// Source node -> destination node -> pair: two levels, so a cycle
+    /// looks its pairs up by borrowed names (at 100,000 pairs an owned key
+    /// per lookup was 200,000 string copies a cycle).
+    expected: HashMap<String, HashMap<String, Expected>>,
+    /// Each node's identity as last seen, shared by the expected pairs it
+    /// is an end of: a copy per pair end was ~80 MB at 100,000 pairs.
+    identities: HashMap<String, Arc<Identity>>,
 }
 
 /// One cycle's coverage: per component, (covered, expected) pairs.
@@ -94,29 +101,47 @@ impl Coverage {
             min_ratio,
             memory,
             expected: HashMap::new(),
+            identities: HashMap::new(),
         }
     }
 
     /// A cycle that assembled `pairs` at `now`: they become (or stay)
     /// expected and are the covered ones.
     pub fn observe(&mut self, pairs: &[PairStats], now: SystemTime) -> CycleCoverage {
+        let Coverage {
+            expected,
+            identities,
+            ..
+        } = self;
         for p in pairs {
-            let key = (p.src.node.clone(), p.dst.node.clone());
+            let src = p.src.node.as_str();
+            if !expected.contains_key(src) {
+                expected.insert(src.to_string(), HashMap::new());
+            }
+            let Some(by_dst) = expected.get_mut(src) else {
+                continue;
+            };
+            if !by_dst.contains_key(p.dst.node.as_str()) {
+                let e = Expected {
+                    src: shared(identities, &p.src),
+                    dst: shared(identities, &p.dst),
+                    hops: p.hops.clone(),
+                    links: Vec::new(),
+                    links_seen: now,
+                    last_seen: now,
+                };
+                by_dst.insert(p.dst.node.clone(), e);
+            }
             // Updated in place: at 100,000 pairs a fresh copy of both
             // identities every cycle is over a million allocations.
-            let e = self.expected.entry(key).or_insert_with(|| Expected {
-                src: p.src.clone(),
-                dst: p.dst.clone(),
-                hops: p.hops.clone(),
-                links: Vec::new(),
-                links_seen: now,
-                last_seen: now,
-            });
-            if e.src != p.src {
-                e.src = p.src.clone();
+            let Some(e) = by_dst.get_mut(p.dst.node.as_str()) else {
+                continue;
+            };
+            if *e.src != p.src {
+                e.src = shared(identities, &p.src);
             }
-            if e.dst != p.dst {
-                e.dst = p.dst.clone();
+            if *e.dst != p.dst {
+                e.dst = shared(identities, &p.dst);
             }
             if e.hops != p.hops {
                 e.hops = p.hops.clone();
@@ -147,22 +172,43 @@ impl Coverage {
     /// Drop pairs older than the memory, then the oldest beyond the bound.
     fn forget(&mut self, now: SystemTime) {
         let memory = self.memory;
-        self.expected.retain(|_, e| {
+        self.retain(|e| {
             now.duration_since(e.last_seen)
                 .map_or(true, |age| age <= memory)
         });
-        if self.expected.len() > MAX_EXPECTED_PAIRS {
-            let mut ages: Vec<SystemTime> = self.expected.values().map(|e| e.last_seen).collect();
+        let len = self.len();
+        if len > MAX_EXPECTED_PAIRS {
+            let mut ages: Vec<SystemTime> = self.pairs().map(|e| e.last_seen).collect();
             ages.sort_unstable();
-            let cut = ages[self.expected.len() - MAX_EXPECTED_PAIRS];
-            self.expected.retain(|_, e| e.last_seen >= cut);
+            let cut = ages[len - MAX_EXPECTED_PAIRS];
+            self.retain(|e| e.last_seen >= cut);
         }
+    }
+
+    /// Keep the expected pairs for which `keep` holds, and the identities
+    /// they share.
+    fn retain(&mut self, keep: impl Fn(&Expected) -> bool) {
+        for by_dst in self.expected.values_mut() {
+            by_dst.retain(|_, e| keep(e));
+        }
+        self.expected.retain(|_, by_dst| !by_dst.is_empty());
+        self.identities.retain(|_, id| Arc::strong_count(id) > 1);
+    }
+
+    /// Every expected pair.
+    fn pairs(&self) -> impl Iterator<Item = &Expected> {
+        self.expected.values().flat_map(HashMap::values)
+    }
+
+    /// How many pairs are expected.
+    fn len(&self) -> usize {
+        self.expected.values().map(HashMap::len).sum()
     }
 
     fn tally(&self, fresh: impl Fn(&Expected) -> bool) -> CycleCoverage {
         let mut out = CycleCoverage {
             min_ratio: self.min_ratio,
-            pairs_expected: self.expected.len(),
+            pairs_expected: self.len(),
             ..CycleCoverage::default()
         };
         // Counted under borrowed names, owned once per component at the end.
@@ -172,7 +218,7 @@ impl Coverage {
             n.0 += u32::from(fresh);
             n.1 += 1;
         };
-        for e in self.expected.values() {
+        for e in self.pairs() {
             let f = fresh(e);
             out.pairs_covered += usize::from(f);
             for c in path_ids(&e.src, &e.dst) {
@@ -191,6 +237,20 @@ impl Coverage {
             .map(|((kind, id), n)| (Component::new(kind, id), n))
             .collect();
         out
+    }
+}
+
+/// `id` as shared in `identities`: the one kept for its node when equal,
+/// else a new one kept from now on (pairs holding the old one take the
+/// new one when next observed).
+fn shared(identities: &mut HashMap<String, Arc<Identity>>, id: &Identity) -> Arc<Identity> {
+    match identities.get(id.node.as_str()) {
+        Some(kept) if **kept == *id => kept.clone(),
+        _ => {
+            let new = Arc::new(id.clone());
+            identities.insert(id.node.clone(), new.clone());
+            new
+        }
     }
 }
 
@@ -290,6 +350,45 @@ mod tests {
         let c = cov.blind(at(100));
         assert_eq!(c.pairs_expected, 0);
         assert!(c.is_covered(&Component::new(Kind::Tor, "t1")));
+    }
+
+    #[test]
+    fn a_node_that_moves_is_expected_where_it_is_now() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(60));
+        cov.observe(&full(), at(0));
+        assert_eq!(cov.identities.len(), 4, "one identity a node");
+        // a moves from t1 to t3: every pair of a follows it.
+        let moved: Vec<PairStats> = full()
+            .into_iter()
+            .map(|mut p| {
+                for end in [&mut p.src, &mut p.dst] {
+                    if end.node == "a" {
+                        end.tor = "t3".into();
+                    }
+                }
+                p
+            })
+            .collect();
+        cov.observe(&moved, at(10));
+        // Only pairs without a: a's pairs are missing, under t3 now.
+        let rest: Vec<PairStats> = moved
+            .iter()
+            .filter(|p| p.src.node != "a" && p.dst.node != "a")
+            .cloned()
+            .collect();
+        let c = cov.observe(&rest, at(20));
+        assert!(
+            !c.is_covered(&Component::new(Kind::Tor, "t3")),
+            "a's pairs are t3's"
+        );
+        assert!(
+            c.is_covered(&Component::new(Kind::Tor, "t1")),
+            "b's are fresh"
+        );
+        assert_eq!(cov.identities.len(), 4, "the old identity of a is let go");
+        // Once a's pairs are forgotten, so is its identity.
+        cov.observe(&rest, at(75));
+        assert_eq!(cov.identities.len(), 3);
     }
 
     #[test]
