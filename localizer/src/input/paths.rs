@@ -1,4 +1,6 @@
-//! Per-path rows from the multi-flow series of the exporters: the hop list
+//! What the exporters' traces say about a pair's route: its traced router
+//! hops ([`attach_hops`], from `skeletonhunter_path_hop_info`), and
+//! per-path rows from the multi-flow series: the hop list
 //! of each ECMP path of a pair (`skeletonhunter_path_hop_info` with a
 //! `path` label, one sample per TTL) joined with the loss of the pair's
 //! flows that take it (`skeletonhunter_path_loss_ratio`) and how many
@@ -10,7 +12,7 @@
 
 use crate::clients::prometheus::Sample;
 use crate::engine::model::{PairStats, PathObs};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Highest TTL accepted from the `hop` label (IPv4 TTLs end at 255).
 const MAX_TTL: u32 = 255;
@@ -62,10 +64,13 @@ fn values(samples: &[Sample]) -> HashMap<PathKey<'_>, f64> {
         .collect()
 }
 
-/// Fill each pair's `paths` from the three path series (see the module
-/// docs). Paths are ordered by id, so a cycle's input is deterministic.
+/// Set each pair's `paths` from the three path series (see the module
+/// docs); none for a pair without any, so pairs kept from an earlier cycle
+/// lose the paths they had. Paths are ordered by id, so a cycle's input is
+/// deterministic.
 pub fn attach_paths(pairs: &mut [PairStats], hops: &[Sample], loss: &[Sample], probes: &[Sample]) {
     if hops.is_empty() {
+        pairs.iter_mut().for_each(|p| p.paths.clear());
         return;
     }
     let lists = hop_lists(hops);
@@ -86,10 +91,49 @@ pub fn attach_paths(pairs: &mut [PairStats], hops: &[Sample], loss: &[Sample], p
         });
     }
     for p in pairs {
-        if let Some(mut paths) = by_pair.remove(&(p.src.node.as_str(), p.dst.node.as_str())) {
-            paths.sort_by(|a, b| a.id.cmp(&b.id));
-            p.paths = paths;
+        match by_pair.remove(&(p.src.node.as_str(), p.dst.node.as_str())) {
+            Some(mut paths) => {
+                paths.sort_by(|a, b| a.id.cmp(&b.id));
+                p.paths = paths;
+            }
+            None => p.paths.clear(),
         }
+    }
+}
+
+/// Set each pair's traced hops from `skeletonhunter_path_hop_info` samples
+/// (none for a pair without any: pairs kept from an earlier cycle lose
+/// the hops they had). Silent hops (empty address) and the destination
+/// itself (the trace's last hop, its nic or node address) are not routers
+/// and are left out.
+pub fn attach_hops(pairs: &mut [PairStats], hops: &[Sample]) {
+    if hops.is_empty() {
+        pairs.iter_mut().for_each(|p| p.hops.clear());
+        return;
+    }
+    let mut by_pair: HashMap<(&str, &str), BTreeSet<&str>> = HashMap::new();
+    for s in hops {
+        let (Some(src), Some(dst), Some(addr)) = (
+            s.labels.get("src_node"),
+            s.labels.get("dst_node"),
+            s.labels.get("address"),
+        ) else {
+            continue;
+        };
+        if !addr.is_empty() && s.value.is_finite() && s.value > 0.0 {
+            by_pair.entry((src, dst)).or_default().insert(addr);
+        }
+    }
+    for p in pairs {
+        let Some(set) = by_pair.get(&(p.src.node.as_str(), p.dst.node.as_str())) else {
+            p.hops.clear();
+            continue;
+        };
+        p.hops = set
+            .iter()
+            .filter(|a| **a != p.dst.nic && **a != p.dst.node)
+            .map(std::string::ToString::to_string)
+            .collect();
     }
 }
 
@@ -150,6 +194,13 @@ mod tests {
         assert!((ab[1].lost - 5.0).abs() < 1e-9);
         // No loss series for b -> a's path; nothing for c -> a.
         assert!(pairs[1].paths.is_empty() && pairs[2].paths.is_empty());
+        // Pairs kept from an earlier cycle (`--pair-shards`) lose the
+        // paths an answer no longer has, with or without other rows.
+        attach_paths(&mut pairs, &decode(HOPS), &[], &decode(PROBES));
+        assert!(pairs[0].paths.is_empty(), "no loss rows now");
+        pairs[0].paths.push(PathObs::default());
+        attach_paths(&mut pairs, &[], &[], &[]);
+        assert!(pairs[0].paths.is_empty(), "no path rows at all");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! trusted cycle knows which pairs it has fresh data for (`coverage.rs`):
 //! an alerting component without enough of them keeps its alert.
 
+mod node_identities;
+
 use super::alerts::{AlertBook, AlertKey, Finding};
 use super::confirm::{Confirmer, Held, Kept};
 use super::coverage::{Coverage, CycleCoverage};
@@ -21,11 +23,12 @@ use super::settings::{ServiceError, Settings};
 use super::shards::{PairAnswers, PairShards};
 use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
-use crate::clients::prometheus::{QueryFailure, Sample};
+use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
-use crate::input::promql::{assemble, topology_from, Assembled, QueryResults};
+use crate::input::paths::{attach_hops, attach_paths};
+use crate::input::promql::{assemble_pairs, Assembled, QueryResults};
 use skeletonhunter_common::topology::{Component, Identity};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -284,6 +287,7 @@ impl Localizer {
         let found = findings(&report, &pairs, &topology);
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
+        self.shards.give_back(pairs);
         let alerts = self.decide(found, &coverage, now);
         status::mark_states(&mut verdicts, self.book.active_alerts());
         self.board.publish(now, verdicts, matrix);
@@ -344,11 +348,28 @@ impl Localizer {
             (Some((_, cached)), None) => cached.clone(),
             (None, None) => Arc::default(),
         };
-        self.shards.lend().put_into(&mut results);
-        let assembled = self.assemble(&results, &topology);
-        let no_probe_series = results.sent.is_empty() && results.dial_failures.is_empty();
-        self.shards.give_back(PairAnswers::take_from(&mut results));
-        Some((assembled, topology, no_probe_series))
+        let protocols = &self.protocols;
+        let cycle = self
+            .shards
+            .pairs(|r| assemble_pairs(r, &topology, protocols));
+        let mut assembled = cycle.assembled;
+        // The hop and path queries are not sharded: every pair's are set
+        // anew, kept pairs included.
+        attach_hops(&mut assembled.pairs, &results.hops);
+        attach_paths(
+            &mut assembled.pairs,
+            &results.paths,
+            &results.path_loss,
+            &results.path_probes,
+        );
+        tracing::debug!(
+            "assembled {} pair(s), {} of {} shard(s) anew",
+            assembled.pairs.len(),
+            cycle.assembled_shards,
+            self.shards.shards()
+        );
+        self.count_dropped(&assembled);
+        Some((assembled, topology, cycle.no_probe_series))
     }
 
     /// Export a cycle's coverage.
@@ -410,74 +431,9 @@ impl Localizer {
         self.paths_failing = results.paths_error.is_some();
     }
 
-    /// Between cycles: read the node identities again when older than
-    /// `--topology-refresh` or when the last cycle left out a pair for an
-    /// endpoint missing from them (a new node, most likely), so that no
-    /// cycle waits for them (at 100,000 pairs they cost as much as a shard
-    /// of the per-pair queries). On failure the ones in use stay, and the
-    /// next gap between cycles tries again.
-    pub(super) async fn refresh_topology(&mut self) {
-        let due = match &self.topology {
-            // The next cycle reads them itself.
-            None => false,
-            Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
-        };
-        if !due {
-            return;
-        }
-        match self.q.topology(unix_now()).await {
-            Ok((now, recent)) => {
-                self.set_topology(&now, &recent);
-            }
-            Err(errors) => {
-                self.count_errors(&errors);
-                if let Some((name, e)) = errors.first() {
-                    tracing::warn!(
-                        "query {} failed: {e}; the node identities read before stay in use",
-                        name.as_str()
-                    );
-                }
-            }
-        }
-    }
-
-    /// The node identities of these answers in use from now on (conflicts
-    /// logged, nodes counted), and the pairs split by them
-    /// (`--pair-shards`).
-    fn set_topology(
-        &mut self,
-        now: &[Sample],
-        recent: &[Sample],
-    ) -> Arc<HashMap<String, Identity>> {
-        let (read, conflicts) = topology_from(now, recent);
-        if !conflicts.is_empty() {
-            tracing::warn!(
-                "{} node(s) report several identities in skeletonhunter_node_info (e.g. {}); using one deterministically",
-                conflicts.len(),
-                conflicts[0]
-            );
-        }
-        self.metrics.nodes_known.set(read.len() as i64);
-        let read = Arc::new(read);
-        self.topology = Some((Instant::now(), read.clone()));
-        let before = self.shards.shards();
-        self.shards.repartition(read.keys().map(String::as_str));
-        let after = self.shards.shards();
-        if after != before {
-            tracing::info!("--pair-shards: per-pair queries split into {after} shard(s) by source node, one read per cycle");
-        }
-        self.metrics.pair_shards.set(after as i64);
-        read
-    }
-
-    /// The engine's pairs; what was left out is counted, and logged when it
-    /// changes.
-    fn assemble(
-        &mut self,
-        results: &QueryResults,
-        topology: &HashMap<String, Identity>,
-    ) -> Assembled {
-        let assembled = assemble(results, topology, &self.protocols);
+    /// Count what assembling the engine's pairs left out, and log it when
+    /// it changes.
+    fn count_dropped(&mut self, assembled: &Assembled) {
         self.metrics
             .pairs_dropped
             .set((assembled.no_topology + assembled.incomplete) as i64);
@@ -490,7 +446,6 @@ impl Localizer {
             );
         }
         self.last_dropped = dropped;
-        assembled
     }
 
     /// Run the engine off the async threads; `None` if the task died.

@@ -3,14 +3,24 @@
 //! still covers every pair, with data at most `shards - 1` cycles older
 //! than the cycle's own.
 //!
+//! The engine's pairs are kept too, in one vector shard after shard: a
+//! pair's series all fall in its source node's shard, so a cycle
+//! assembles only the shard it read and splices its pairs over that
+//! shard's old ones. At 100,000 pairs assembling every pair was a third
+//! of the localizer's CPU per cycle; with N shards a cycle pays for 1/N
+//! of it, and no pair is copied to lend them all to the engine. Kept
+//! pairs are assembled again when the node identities change, since a
+//! pair carries both ends' identities.
+//!
 //! Whatever might make the kept answers wrong starts a full read instead:
 //! the first cycle, a failed query (the store may have been away for
 //! longer than the answers are worth), or a change of partition the kept
 //! answers cannot follow.
 
 use crate::clients::prometheus::Sample;
+use crate::engine::model::PairStats;
 use crate::input::promql::shards::Partition;
-use crate::input::promql::QueryResults;
+use crate::input::promql::{Assembled, QueryResults};
 
 /// The per-pair queries' answers, for some or all pairs.
 #[derive(Debug, Default)]
@@ -39,7 +49,7 @@ impl PairAnswers {
     }
 
     /// Moved into `r`'s per-pair part.
-    pub(super) fn put_into(self, r: &mut QueryResults) {
+    fn put_into(self, r: &mut QueryResults) {
         r.sent = self.sent;
         r.lost = self.lost;
         r.dial_failures = self.dial_failures;
@@ -75,9 +85,19 @@ impl PairAnswers {
         out
     }
 
-    /// Field lengths, to split a concatenation back.
-    fn lens(&mut self) -> [usize; 5] {
-        self.fields().map(|f| f.len())
+    /// Whether no pair sent a probe or dialled (no probe series at all).
+    fn no_probe_series(&self) -> bool {
+        self.sent.is_empty() && self.dial_failures.is_empty()
+    }
+
+    /// The pairs `build` assembles from these answers (lent to it as a
+    /// [`QueryResults`] and taken back).
+    fn assemble(&mut self, build: &mut impl FnMut(&QueryResults) -> Assembled) -> Assembled {
+        let mut r = QueryResults::default();
+        std::mem::take(self).put_into(&mut r);
+        let built = build(&r);
+        *self = PairAnswers::take_from(&mut r);
+        built
     }
 }
 
@@ -100,17 +120,45 @@ impl PairRead {
     }
 }
 
-/// Per-shard answers kept between cycles.
+/// A cycle's pairs over every shard, lent by [`PairShards::pairs`].
+#[derive(Debug)]
+pub(super) struct CyclePairs {
+    /// Every shard's pairs, shard after shard.
+    pub(super) assembled: Assembled,
+    /// Whether no shard has any probe series.
+    pub(super) no_probe_series: bool,
+    /// Shards assembled anew this cycle (the others' pairs were kept).
+    pub(super) assembled_shards: usize,
+}
+
+/// Where a shard's pairs are in the kept vector, and what assembling them
+/// left out.
+#[derive(Debug, Clone, Copy, Default)]
+struct Part {
+    /// Its pairs, after the earlier shards' in the vector.
+    len: usize,
+    /// Whether they are to be assembled again from the shard's answers
+    /// (read this cycle, or the identities changed); their old pairs
+    /// hold the place until then.
+    stale: bool,
+    no_topology: usize,
+    incomplete: usize,
+}
+
+/// Per-shard answers and pairs kept between cycles.
 pub(super) struct PairShards {
     /// `--pair-shards`.
     requested: usize,
     partition: Partition,
     /// One per shard; `None` until read.
     kept: Vec<Option<PairAnswers>>,
+    /// Every shard's pairs, shard after shard (`parts` says where);
+    /// moved out while lent.
+    pairs: Vec<PairStats>,
+    /// One per shard.
+    parts: Vec<Part>,
     /// The shard the next cycle reads.
     next: usize,
-    /// Each shard's field lengths while its answers are lent out.
-    lent: Vec<[usize; 5]>,
 }
 
 impl PairShards {
@@ -120,8 +168,9 @@ impl PairShards {
             requested: requested.max(1),
             partition: Partition::new([], 1),
             kept: vec![None],
+            pairs: Vec::new(),
+            parts: vec![Part::default()],
             next: 0,
-            lent: Vec::new(),
         }
     }
 
@@ -150,6 +199,25 @@ impl PairShards {
     /// A cycle's query failed: nothing kept is trusted any more.
     pub(super) fn failed(&mut self) {
         self.kept.iter_mut().for_each(|k| *k = None);
+        self.drop_pairs();
+    }
+
+    /// The node identities changed: every kept pair is assembled again
+    /// from its shard's answers.
+    pub(super) fn forget_pairs(&mut self) {
+        self.parts.iter_mut().for_each(|p| p.stale = true);
+    }
+
+    /// No pair kept: every shard to be assembled from its answers.
+    fn drop_pairs(&mut self) {
+        self.pairs = Vec::new();
+        self.parts = vec![
+            Part {
+                stale: true,
+                ..Part::default()
+            };
+            self.shards()
+        ];
     }
 
     /// Keep what `read` answered.
@@ -158,11 +226,15 @@ impl PairShards {
             PairRead::All => {
                 let split = answers.split(&self.partition);
                 self.kept = split.into_iter().map(Some).collect();
+                self.drop_pairs();
                 self.next = 0;
             }
             PairRead::Shard(i) => {
                 if let Some(k) = self.kept.get_mut(i) {
                     *k = Some(answers);
+                }
+                if let Some(p) = self.parts.get_mut(i) {
+                    p.stale = true;
                 }
                 self.next = (i + 1) % self.shards();
             }
@@ -170,7 +242,8 @@ impl PairShards {
     }
 
     /// Split by the names now known, when that changes the partition; the
-    /// kept answers are split again (or dropped if incomplete).
+    /// kept answers are split again (or dropped if incomplete), and their
+    /// pairs assembled again.
     pub(super) fn repartition<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         if self.requested == 1 {
             return;
@@ -180,24 +253,22 @@ impl PairShards {
             return;
         }
         let complete = self.kept.iter().all(Option::is_some);
-        let all = complete.then(|| self.lend());
+        let all = complete.then(|| self.take_all());
         self.partition = partition;
         self.next = 0;
         self.kept = match all {
             Some(all) => all.split(&self.partition).into_iter().map(Some).collect(),
             None => (0..self.shards()).map(|_| None).collect(),
         };
+        self.drop_pairs();
     }
 
-    /// Every kept answer, concatenated, lent until [`PairShards::give_back`].
-    /// With one shard nothing is kept between cycles.
-    pub(super) fn lend(&mut self) -> PairAnswers {
+    /// Every kept answer, concatenated and taken out.
+    fn take_all(&mut self) -> PairAnswers {
         let mut all = PairAnswers::default();
-        self.lent.clear();
         for k in &mut self.kept {
             let mut a = k.take().unwrap_or_default();
             all.counted |= a.counted;
-            self.lent.push(a.lens());
             for (to, from) in all.fields().into_iter().zip(a.fields()) {
                 to.append(from);
             }
@@ -205,22 +276,64 @@ impl PairShards {
         all
     }
 
-    /// The answers lent by [`PairShards::lend`] back, split as they came.
-    pub(super) fn give_back(&mut self, mut all: PairAnswers) {
-        if self.shards() == 1 || self.lent.len() != self.kept.len() {
-            self.kept.iter_mut().for_each(|k| *k = None);
-            return;
+    /// This cycle's pairs, shard after shard, lent until
+    /// [`PairShards::give_back`]: the kept pairs, with every stale
+    /// shard's replaced by the pairs `build` assembles from its answers.
+    /// With one shard nothing is kept between cycles: the answers are
+    /// dropped once assembled.
+    pub(super) fn pairs(
+        &mut self,
+        mut build: impl FnMut(&QueryResults) -> Assembled,
+    ) -> CyclePairs {
+        // Pairs lent and never given back (a cycle that died): none kept.
+        let whole: usize = self.parts.iter().map(|p| p.len).sum();
+        if whole != self.pairs.len() {
+            self.drop_pairs();
         }
-        // Split from the back so each `split_off` leaves the earlier shards.
-        for (i, lens) in self.lent.iter().enumerate().rev() {
-            let mut part = PairAnswers {
-                counted: all.counted,
-                ..PairAnswers::default()
-            };
-            for ((to, from), n) in part.fields().into_iter().zip(all.fields()).zip(lens) {
-                *to = from.split_off(from.len().saturating_sub(*n));
+        let mut out = CyclePairs {
+            assembled: Assembled::default(),
+            no_probe_series: true,
+            assembled_shards: 0,
+        };
+        let mut start = 0;
+        for (kept, part) in self.kept.iter_mut().zip(&mut self.parts) {
+            if let Some(answers) = kept {
+                out.no_probe_series &= answers.no_probe_series();
+                if part.stale {
+                    let built = answers.assemble(&mut build);
+                    let old = start..start + part.len;
+                    *part = Part {
+                        len: built.pairs.len(),
+                        stale: false,
+                        no_topology: built.no_topology,
+                        incomplete: built.incomplete,
+                    };
+                    self.pairs.splice(old, built.pairs);
+                    out.assembled_shards += 1;
+                }
+            } else if part.len > 0 {
+                // A shard without answers has no pairs.
+                self.pairs.drain(start..start + part.len);
+                *part = Part::default();
             }
-            self.kept[i] = Some(part);
+            out.assembled.no_topology += part.no_topology;
+            out.assembled.incomplete += part.incomplete;
+            start += part.len;
+        }
+        out.assembled.pairs = std::mem::take(&mut self.pairs);
+        if self.shards() == 1 {
+            self.kept.iter_mut().for_each(|k| *k = None);
+        }
+        out
+    }
+
+    /// The pairs lent by [`PairShards::pairs`] back, as lent. Pairs not
+    /// given back, or given back in another number, are assembled again
+    /// next cycle; with one shard they are not kept.
+    pub(super) fn give_back(&mut self, pairs: Vec<PairStats>) {
+        let whole: usize = self.parts.iter().map(|p| p.len).sum();
+        if self.shards() > 1 && pairs.len() == whole {
+            self.pairs = pairs;
         }
     }
 }
@@ -229,6 +342,7 @@ impl PairShards {
 mod tests {
     use super::*;
     use crate::clients::prometheus::Labels;
+    use skeletonhunter_common::topology::Identity;
 
     fn sample(src: &str, value: f64) -> Sample {
         Sample {
@@ -248,25 +362,57 @@ mod tests {
         }
     }
 
-    fn sent_by_src(a: &PairAnswers) -> Vec<(String, f64)> {
-        let mut v: Vec<(String, f64)> = a
-            .sent
-            .iter()
-            .map(|s| (s.labels.get("src_node").unwrap_or("").to_string(), s.value))
-            .collect();
+    /// A stand-in for `assemble_pairs`: a pair per sent sample, its source
+    /// the sample's, its `sent` the sample's value; counts the calls.
+    fn build(calls: &mut usize) -> impl FnMut(&QueryResults) -> Assembled + '_ {
+        move |r| {
+            *calls += 1;
+            Assembled {
+                pairs: r
+                    .sent
+                    .iter()
+                    .map(|s| PairStats {
+                        src: Identity {
+                            node: s.labels.get("src_node").unwrap_or("").to_string(),
+                            ..Identity::default()
+                        },
+                        sent: s.value,
+                        ..PairStats::default()
+                    })
+                    .collect(),
+                no_topology: 1,
+                incomplete: 0,
+            }
+        }
+    }
+
+    fn sent_by_src(pairs: &[PairStats]) -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> =
+            pairs.iter().map(|p| (p.src.node.clone(), p.sent)).collect();
         v.sort_by(|x, y| x.0.cmp(&y.0));
         v
     }
 
     const NODES: [&str; 6] = ["n1", "n2", "n3", "n4", "n5", "n6"];
 
-    #[test]
-    fn a_shard_read_replaces_only_its_shard_and_the_lent_answers_cover_every_pair() {
+    /// Three shards over `NODES`, every pair read and assembled once.
+    fn three_shards() -> PairShards {
         let mut s = PairShards::new(3);
         assert_eq!(s.plan(), PairRead::All);
         s.received(PairRead::All, answers(&NODES, 1.0));
         s.repartition(NODES);
         assert_eq!(s.shards(), 3);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!((calls, cycle.assembled_shards), (3, 3));
+        assert_eq!(cycle.assembled.no_topology, 3, "summed over the shards");
+        s.give_back(cycle.assembled.pairs);
+        s
+    }
+
+    #[test]
+    fn a_shard_read_assembles_only_its_shard_and_the_pairs_cover_every_pair() {
+        let mut s = three_shards();
         let read = s.plan();
         assert_eq!(read, PairRead::Shard(0));
         let m = s.matcher(read).unwrap();
@@ -278,8 +424,11 @@ mod tests {
             .collect();
         assert!(!mine.is_empty());
         s.received(read, answers(&mine, 2.0));
-        let all = s.lend();
-        let got = sent_by_src(&all);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!((calls, cycle.assembled_shards), (1, 1), "one shard anew");
+        assert!(!cycle.no_probe_series);
+        let got = sent_by_src(&cycle.assembled.pairs);
         assert_eq!(got.len(), NODES.len());
         for (node, v) in &got {
             let want = if mine.contains(&node.as_str()) {
@@ -289,25 +438,80 @@ mod tests {
             };
             assert_eq!(*v, want, "{node}");
         }
-        assert_eq!(all.lost.len(), NODES.len());
-        s.give_back(all);
+        s.give_back(cycle.assembled.pairs);
         assert_eq!(s.plan(), PairRead::Shard(1));
-        assert_eq!(sent_by_src(&s.lend()), got, "given back as lent");
+        let mut calls = 0;
+        let again = s.pairs(build(&mut calls));
+        assert_eq!(calls, 0, "nothing read, nothing assembled");
+        assert_eq!(
+            sent_by_src(&again.assembled.pairs),
+            got,
+            "given back as lent"
+        );
+        s.give_back(again.assembled.pairs);
+        // Shard 1 answers again without one of its nodes and with a 3:
+        // its pairs shrink, the other shards' stay as they were.
+        let read = s.plan();
+        let theirs: Vec<&str> = NODES
+            .into_iter()
+            .filter(|n| s.partition.shard_of(Some(n)) == 1)
+            .collect();
+        assert!(!theirs.is_empty());
+        s.received(read, answers(&theirs[1..], 3.0));
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(calls, 1);
+        let want: Vec<(String, f64)> = got
+            .iter()
+            .filter(|(n, _)| n != theirs[0])
+            .map(|(n, v)| {
+                (
+                    n.clone(),
+                    if theirs.contains(&n.as_str()) {
+                        3.0
+                    } else {
+                        *v
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(sent_by_src(&cycle.assembled.pairs), want);
     }
 
     #[test]
-    fn a_failed_query_or_a_lost_answer_makes_the_next_read_a_full_one() {
-        let mut s = PairShards::new(2);
-        s.received(PairRead::All, answers(&NODES, 1.0));
-        s.repartition(NODES);
+    fn new_identities_or_pairs_not_given_back_are_assembled_again() {
+        let mut s = three_shards();
+        s.forget_pairs();
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(cycle.assembled_shards, 3, "identities changed");
+        // Lent and dropped (a cycle whose analysis died).
+        drop(cycle);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(cycle.assembled_shards, 3, "not given back");
+        // Given back short: not trusted.
+        let mut pairs = cycle.assembled.pairs;
+        pairs.pop();
+        s.give_back(pairs);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(cycle.assembled_shards, 3, "given back short");
+        assert_eq!(cycle.assembled.pairs.len(), NODES.len());
+    }
+
+    #[test]
+    fn a_failed_query_makes_the_next_read_a_full_one() {
+        let mut s = three_shards();
         assert!(matches!(s.plan(), PairRead::Shard(_)));
         s.failed();
         assert_eq!(s.plan(), PairRead::All);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert!(cycle.assembled.pairs.is_empty(), "nothing kept");
+        assert!(cycle.no_probe_series);
         s.received(PairRead::All, answers(&NODES, 1.0));
         assert!(matches!(s.plan(), PairRead::Shard(_)));
-        // Lent and never given back (a cycle that returned early).
-        let _ = s.lend();
-        assert_eq!(s.plan(), PairRead::All);
     }
 
     #[test]
@@ -321,12 +525,21 @@ mod tests {
             };
             s.received(PairRead::All, PairAnswers::take_from(&mut r));
             s.repartition(NODES);
-            s.lend().put_into(&mut r);
-            let n = r.rtt_count.as_ref().map(Vec::len);
-            assert_eq!(n, counted.then_some(NODES.len()), "counted {counted}");
-            s.give_back(PairAnswers::take_from(&mut r));
-            s.lend().put_into(&mut r);
-            assert_eq!(r.rtt_count.is_some(), counted, "after a give-back");
+            let mut seen = Vec::new();
+            s.pairs(|r| {
+                seen.push(r.rtt_count.is_some());
+                Assembled::default()
+            });
+            assert_eq!(seen, vec![counted; 3], "counted {counted}");
+            s.forget_pairs();
+            let mut lens = Vec::new();
+            s.pairs(|r| {
+                lens.push(r.rtt_count.as_ref().map(Vec::len));
+                Assembled::default()
+            });
+            let whole: usize = lens.iter().flatten().sum();
+            assert_eq!(whole, if counted { NODES.len() } else { 0 });
+            assert_eq!(lens.iter().all(Option::is_some), counted, "a second time");
         }
     }
 
@@ -336,11 +549,13 @@ mod tests {
         s.repartition(NODES);
         assert_eq!(s.shards(), 1);
         s.received(PairRead::All, answers(&NODES, 1.0));
-        let all = s.lend();
-        assert_eq!(all.sent.len(), NODES.len());
-        s.give_back(all);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(cycle.assembled.pairs.len(), NODES.len());
+        s.give_back(cycle.assembled.pairs);
         assert_eq!(s.plan(), PairRead::All);
         assert!(s.kept.iter().all(Option::is_none));
+        assert!(s.pairs.is_empty(), "no pair kept");
     }
 
     #[test]
@@ -349,9 +564,15 @@ mod tests {
         s.received(PairRead::All, answers(&NODES[..3], 1.0));
         s.repartition(NODES[..3].iter().copied());
         let before = s.shards();
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        s.give_back(cycle.assembled.pairs);
         s.repartition(NODES);
         assert!(s.shards() >= before);
         assert!(matches!(s.plan(), PairRead::Shard(0)));
-        assert_eq!(s.lend().sent.len(), 3);
+        let mut calls = 0;
+        let cycle = s.pairs(build(&mut calls));
+        assert_eq!(cycle.assembled_shards, s.shards(), "split anew, built anew");
+        assert_eq!(cycle.assembled.pairs.len(), 3);
     }
 }

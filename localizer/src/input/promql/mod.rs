@@ -13,10 +13,10 @@ pub mod shards;
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
 use crate::input::histograms::{rtt_queries, RttForm};
-use crate::input::paths::attach_paths;
+use crate::input::paths::{attach_hops, attach_paths};
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// A duration as PromQL writes it (`30s`, `1m`, `1500ms`); never zero.
@@ -317,7 +317,24 @@ fn pair_key(s: &Sample) -> Option<(&str, &str)> {
     Some((src, dst))
 }
 
-/// Build the engine's per-pair input from query results.
+/// Build the engine's per-pair input from query results: the per-pair
+/// counters and medians ([`assemble_pairs`]) with each pair's traced hops
+/// and per-path rows attached ([`attach_hops`], [`attach_paths`]).
+pub fn assemble(
+    r: &QueryResults,
+    topology: &HashMap<String, Identity>,
+    protocols: &[String],
+) -> Assembled {
+    let mut out = assemble_pairs(r, topology, protocols);
+    attach_hops(&mut out.pairs, &r.hops);
+    attach_paths(&mut out.pairs, &r.paths, &r.path_loss, &r.path_probes);
+    out
+}
+
+/// The engine's pairs from the per-pair queries of `r` alone (sent, lost,
+/// dial failures, RTT), without hops or paths: what `--pair-shards` can
+/// build one shard at a time, since a pair's series all fall in its
+/// source node's shard.
 ///
 /// A round is a TCP dial attempt when the exporter dials the pair (the
 /// `protocol="tcp"` sent counter) and a failed round a failed dial; packet
@@ -325,7 +342,7 @@ fn pair_key(s: &Sample) -> Option<(&str, &str)> {
 /// Without dial data a round is a probe packet. A pair through which nothing
 /// got in the window (see `Acc::cut`) is all failed rounds: unreachable
 /// rather than lossy.
-pub fn assemble(
+pub fn assemble_pairs(
     r: &QueryResults,
     topology: &HashMap<String, Identity>,
     protocols: &[String],
@@ -350,8 +367,6 @@ pub fn assemble(
             out.pairs.push(p);
         }
     }
-    attach_hops(&mut out.pairs, &r.hops);
-    attach_paths(&mut out.pairs, &r.paths, &r.path_loss, &r.path_probes);
     out
 }
 
@@ -526,38 +541,6 @@ impl Acc {
             hops: Vec::new(),
             paths: Vec::new(),
         })
-    }
-}
-
-/// Fill each pair's traced hops from `skeletonhunter_path_hop_info` samples.
-/// Silent hops (empty address) and the destination itself (the trace's last
-/// hop, its nic or node address) are not routers and are left out.
-pub fn attach_hops(pairs: &mut [PairStats], hops: &[Sample]) {
-    if hops.is_empty() {
-        return;
-    }
-    let mut by_pair: HashMap<(&str, &str), BTreeSet<&str>> = HashMap::new();
-    for s in hops {
-        let (Some(src), Some(dst), Some(addr)) = (
-            s.labels.get("src_node"),
-            s.labels.get("dst_node"),
-            s.labels.get("address"),
-        ) else {
-            continue;
-        };
-        if !addr.is_empty() && s.value.is_finite() && s.value > 0.0 {
-            by_pair.entry((src, dst)).or_default().insert(addr);
-        }
-    }
-    for p in pairs {
-        let Some(set) = by_pair.get(&(p.src.node.as_str(), p.dst.node.as_str())) else {
-            continue;
-        };
-        p.hops = set
-            .iter()
-            .filter(|a| **a != p.dst.nic && **a != p.dst.node)
-            .map(std::string::ToString::to_string)
-            .collect();
     }
 }
 

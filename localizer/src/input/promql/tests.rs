@@ -3,6 +3,7 @@
 use super::*;
 use crate::clients::prometheus::Labels;
 use crate::input::histograms::RttForm;
+use crate::input::paths::attach_hops;
 fn sample(labels: &[(&str, &str)], value: f64) -> Sample {
     Sample {
         labels: labels
@@ -140,6 +141,15 @@ fn traced_hops_fill_pairs_without_silent_hops_or_the_destination() {
     assert_eq!(ab.hops, vec!["10.0.0.1", "10.0.0.2"]);
     let ba = out.pairs.iter().find(|p| p.src.node == "b").unwrap();
     assert!(ba.hops.is_empty());
+    // Pairs kept from an earlier cycle (`--pair-shards`) lose hops the
+    // answer no longer has: a -> b's trace is gone, b -> a's is new.
+    let mut kept = out.pairs;
+    attach_hops(&mut kept, &[hop("b", "a", "10.0.0.7")]);
+    let hops = |src: &str| &kept.iter().find(|p| p.src.node == src).unwrap().hops;
+    assert!(hops("a").is_empty());
+    assert_eq!(hops("b"), &vec!["10.0.0.7"]);
+    attach_hops(&mut kept, &[]);
+    assert!(kept.iter().all(|p| p.hops.is_empty()), "no hops at all");
 }
 
 #[test]

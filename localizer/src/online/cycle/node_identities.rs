@@ -1,0 +1,86 @@
+//! The node identities a cycle places its pairs with: read by the first
+//! cycle itself, then between cycles (`refresh_topology`), so that no
+//! cycle waits for them. Identities equal to the ones in use keep the
+//! pairs `--pair-shards` assembled with them.
+
+use super::Localizer;
+use crate::clients::prometheus::Sample;
+use crate::input::promql::topology_from;
+use crate::online::delivery::unix_now;
+use skeletonhunter_common::topology::Identity;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Localizer {
+    /// Between cycles: read the node identities again when older than
+    /// `--topology-refresh` or when the last cycle left out a pair for an
+    /// endpoint missing from them (a new node, most likely), so that no
+    /// cycle waits for them (at 100,000 pairs they cost as much as a shard
+    /// of the per-pair queries). On failure the ones in use stay, and the
+    /// next gap between cycles tries again.
+    pub(in crate::online) async fn refresh_topology(&mut self) {
+        let due = match &self.topology {
+            // The next cycle reads them itself.
+            None => false,
+            Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
+        };
+        if !due {
+            return;
+        }
+        match self.q.topology(unix_now()).await {
+            Ok((now, recent)) => {
+                self.set_topology(&now, &recent);
+            }
+            Err(errors) => {
+                self.count_errors(&errors);
+                if let Some((name, e)) = errors.first() {
+                    tracing::warn!(
+                        "query {} failed: {e}; the node identities read before stay in use",
+                        name.as_str()
+                    );
+                }
+            }
+        }
+    }
+
+    /// The node identities of these answers in use from now on (conflicts
+    /// logged, nodes counted), and the pairs split by them
+    /// (`--pair-shards`).
+    pub(super) fn set_topology(
+        &mut self,
+        now: &[Sample],
+        recent: &[Sample],
+    ) -> Arc<HashMap<String, Identity>> {
+        let (read, conflicts) = topology_from(now, recent);
+        let unchanged = match &self.topology {
+            Some((_, kept)) if **kept == read => Some(kept.clone()),
+            _ => None,
+        };
+        if !conflicts.is_empty() {
+            tracing::warn!(
+                "{} node(s) report several identities in skeletonhunter_node_info (e.g. {}); using one deterministically",
+                conflicts.len(),
+                conflicts[0]
+            );
+        }
+        self.metrics.nodes_known.set(read.len() as i64);
+        // The same identities keep the pairs assembled with them.
+        let read = match unchanged {
+            Some(kept) => kept,
+            None => {
+                self.shards.forget_pairs();
+                Arc::new(read)
+            }
+        };
+        self.topology = Some((Instant::now(), read.clone()));
+        let before = self.shards.shards();
+        self.shards.repartition(read.keys().map(String::as_str));
+        let after = self.shards.shards();
+        if after != before {
+            tracing::info!("--pair-shards: per-pair queries split into {after} shard(s) by source node, one read per cycle");
+        }
+        self.metrics.pair_shards.set(after as i64);
+        read
+    }
+}
