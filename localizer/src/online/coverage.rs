@@ -357,6 +357,7 @@ mod tests {
         let mut cov = Coverage::new(0.5, Duration::from_secs(60));
         cov.observe(&full(), at(0));
         assert_eq!(cov.identities.len(), 4, "one identity a node");
+        let old_a = Arc::downgrade(&cov.identities["a"]);
         // a moves from t1 to t3: every pair of a follows it.
         let moved: Vec<PairStats> = full()
             .into_iter()
@@ -385,7 +386,8 @@ mod tests {
             c.is_covered(&Component::new(Kind::Tor, "t1")),
             "b's are fresh"
         );
-        assert_eq!(cov.identities.len(), 4, "the old identity of a is let go");
+        assert_eq!(cov.identities["a"].tor, "t3");
+        assert!(old_a.upgrade().is_none(), "the old identity of a is let go");
         // Once a's pairs are forgotten, so is its identity.
         cov.observe(&rest, at(75));
         assert_eq!(cov.identities.len(), 3);

@@ -60,7 +60,7 @@ pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<Str
     }
     let mut lines: Vec<(f64, String)> = scored
         .into_iter()
-        .map(|(r, p)| (r, evidence_line(symptom, p)))
+        .map(|(r, p)| (r, evidence_line(symptom, p, r)))
         .collect();
     lines.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     lines.into_iter().take(5).map(|(_, s)| s).collect()
@@ -77,13 +77,14 @@ fn symptom_score(symptom: Symptom, p: &PairStats) -> Option<f64> {
     }
 }
 
-/// The alert's line for a pair that shows `symptom` ([`symptom_score`]).
-fn evidence_line(symptom: Symptom, p: &PairStats) -> String {
+/// The alert's line for a pair that shows `symptom` with `score`
+/// ([`symptom_score`]).
+fn evidence_line(symptom: Symptom, p: &PairStats, score: f64) -> String {
     let name = format!("{} -> {}", p.src.node, p.dst.node);
     match symptom {
         Symptom::Loss => format!(
             "{name}: {:.1}% loss ({:.0} of {:.0} probes)",
-            100.0 * p.lost / p.sent,
+            100.0 * score,
             p.lost,
             p.sent
         ),
@@ -91,10 +92,7 @@ fn evidence_line(symptom: Symptom, p: &PairStats) -> String {
             "{name}: {:.0} of {:.0} probe rounds got no answer",
             p.failed_dials, p.rounds
         ),
-        Symptom::Latency => format!(
-            "{name}: median RTT {:.1} us",
-            p.rtt_seconds.unwrap_or(0.0) * 1e6
-        ),
+        Symptom::Latency => format!("{name}: median RTT {:.1} us", score * 1e6),
     }
 }
 

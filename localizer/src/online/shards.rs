@@ -10,7 +10,10 @@
 //! of the localizer's CPU per cycle; with N shards a cycle pays for 1/N
 //! of it, and no pair is copied to lend them all to the engine. Kept
 //! pairs are assembled again when the node identities change, since a
-//! pair carries both ends' identities.
+//! pair carries both ends' identities, and every shard's after a full
+//! read or a new partition. The engine's input is then ordered shard by
+//! shard (each shard by source and destination), not by pair over all:
+//! its verdicts do not depend on the order.
 //!
 //! Whatever might make the kept answers wrong starts a full read instead:
 //! the first cycle, a failed query (the store may have been away for
@@ -311,8 +314,8 @@ impl PairShards {
                     self.pairs.splice(old, built.pairs);
                     out.assembled_shards += 1;
                 }
-            } else if part.len > 0 {
-                // A shard without answers has no pairs.
+            } else {
+                // A shard without answers has no pairs, nor counts.
                 self.pairs.drain(start..start + part.len);
                 *part = Part::default();
             }
@@ -494,6 +497,7 @@ mod tests {
         let mut pairs = cycle.assembled.pairs;
         pairs.pop();
         s.give_back(pairs);
+        assert!(s.pairs.is_empty(), "a short vector is refused");
         let mut calls = 0;
         let cycle = s.pairs(build(&mut calls));
         assert_eq!(cycle.assembled_shards, 3, "given back short");
