@@ -69,10 +69,6 @@ fn values(samples: &[Sample]) -> HashMap<PathKey<'_>, f64> {
 /// lose the paths they had. Paths are ordered by id, so a cycle's input is
 /// deterministic.
 pub fn attach_paths(pairs: &mut [PairStats], hops: &[Sample], loss: &[Sample], probes: &[Sample]) {
-    if hops.is_empty() {
-        pairs.iter_mut().for_each(|p| p.paths.clear());
-        return;
-    }
     let lists = hop_lists(hops);
     let (loss, probes) = (values(loss), values(probes));
     let mut by_pair: HashMap<(&str, &str), Vec<PathObs>> = HashMap::new();
@@ -107,10 +103,6 @@ pub fn attach_paths(pairs: &mut [PairStats], hops: &[Sample], loss: &[Sample], p
 /// itself (the trace's last hop, its nic or node address) are not routers
 /// and are left out.
 pub fn attach_hops(pairs: &mut [PairStats], hops: &[Sample]) {
-    if hops.is_empty() {
-        pairs.iter_mut().for_each(|p| p.hops.clear());
-        return;
-    }
     let mut by_pair: HashMap<(&str, &str), BTreeSet<&str>> = HashMap::new();
     for s in hops {
         let (Some(src), Some(dst), Some(addr)) = (

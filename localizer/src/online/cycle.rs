@@ -27,8 +27,7 @@ use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
-use crate::input::paths::{attach_hops, attach_paths};
-use crate::input::promql::{assemble_pairs, Assembled, QueryResults};
+use crate::input::promql::{assemble_pairs, attach_traces, Assembled, QueryResults};
 use skeletonhunter_common::topology::{Component, Identity};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -355,13 +354,7 @@ impl Localizer {
         let mut assembled = cycle.assembled;
         // The hop and path queries are not sharded: every pair's are set
         // anew, kept pairs included.
-        attach_hops(&mut assembled.pairs, &results.hops);
-        attach_paths(
-            &mut assembled.pairs,
-            &results.paths,
-            &results.path_loss,
-            &results.path_probes,
-        );
+        attach_traces(&mut assembled.pairs, &results);
         tracing::debug!(
             "assembled {} pair(s), {} of {} shard(s) anew",
             assembled.pairs.len(),

@@ -289,8 +289,7 @@ impl PairShards {
         mut build: impl FnMut(&QueryResults) -> Assembled,
     ) -> CyclePairs {
         // Pairs lent and never given back (a cycle that died): none kept.
-        let whole: usize = self.parts.iter().map(|p| p.len).sum();
-        if whole != self.pairs.len() {
+        if self.whole() != self.pairs.len() {
             self.drop_pairs();
         }
         let mut out = CyclePairs {
@@ -334,10 +333,14 @@ impl PairShards {
     /// given back, or given back in another number, are assembled again
     /// next cycle; with one shard they are not kept.
     pub(super) fn give_back(&mut self, pairs: Vec<PairStats>) {
-        let whole: usize = self.parts.iter().map(|p| p.len).sum();
-        if self.shards() > 1 && pairs.len() == whole {
+        if self.shards() > 1 && pairs.len() == self.whole() {
             self.pairs = pairs;
         }
+    }
+
+    /// How many pairs the parts hold together.
+    fn whole(&self) -> usize {
+        self.parts.iter().map(|p| p.len).sum()
     }
 }
 

@@ -319,16 +319,22 @@ fn pair_key(s: &Sample) -> Option<(&str, &str)> {
 
 /// Build the engine's per-pair input from query results: the per-pair
 /// counters and medians ([`assemble_pairs`]) with each pair's traced hops
-/// and per-path rows attached ([`attach_hops`], [`attach_paths`]).
+/// and per-path rows attached ([`attach_traces`]).
 pub fn assemble(
     r: &QueryResults,
     topology: &HashMap<String, Identity>,
     protocols: &[String],
 ) -> Assembled {
     let mut out = assemble_pairs(r, topology, protocols);
-    attach_hops(&mut out.pairs, &r.hops);
-    attach_paths(&mut out.pairs, &r.paths, &r.path_loss, &r.path_probes);
+    attach_traces(&mut out.pairs, r);
     out
+}
+
+/// Set every pair's traced hops and per-path rows from the hop and path
+/// answers of `r` (replacing what a pair kept from an earlier cycle had).
+pub fn attach_traces(pairs: &mut [PairStats], r: &QueryResults) {
+    attach_hops(pairs, &r.hops);
+    attach_paths(pairs, &r.paths, &r.path_loss, &r.path_probes);
 }
 
 /// The engine's pairs from the per-pair queries of `r` alone (sent, lost,

@@ -3,6 +3,7 @@
 
 use super::{Cell, Evidence, Matrix, Verdict, VerdictState, LINES_CAP};
 use crate::engine::model::{PairStats, Report, Symptom};
+use crate::engine::stats;
 use crate::online::alerts::{severity, AlertKey, Finding};
 use skeletonhunter_common::topology::{path_class, Component, PathClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -94,25 +95,9 @@ fn ratio(parts: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
     (d > 0.0).then(|| (n / d).clamp(0.0, 1.0))
 }
 
-/// Median of `v` (reordered in place, not sorted: at 100,000 pairs a
-/// sort per fault was most of the page's cost); `None` when empty.
+/// Median of `v` (sorted in place); `None` when empty.
 fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let (m, even) = (v.len() / 2, v.len().is_multiple_of(2));
-    let (below, upper, _) = v.select_nth_unstable_by(m, f64::total_cmp);
-    let upper = *upper;
-    Some(if even {
-        let lower = below
-            .iter()
-            .copied()
-            .max_by(f64::total_cmp)
-            .unwrap_or(upper);
-        (lower + upper) / 2.0
-    } else {
-        upper
-    })
+    (!v.is_empty()).then(|| stats::median(v))
 }
 
 /// Median RTT of the hit pairs (`hit`, indices into `pairs`) minus the
