@@ -15,7 +15,9 @@
 //! memory, rule evaluation time, the localizer's cycle time (median and
 //! worst of the measured cycles), the mean time of each of its queries
 //! in the cycles (sent at once) and then of each sent alone to the store
-//! (`table.rs` prints them), its peak memory, and whether it blamed
+//! (`table.rs` prints them), the store's CPU, allocations and garbage
+//! collections per cycle with the cycles split by whether it collected
+//! (`store_load.rs`), the localizer's peak memory, and whether it blamed
 //! exactly the injected faults. Run as root or not (no namespaces):
 //!
 //! ```text
@@ -57,9 +59,11 @@ use skeletonhunter_tests::vmagent::start_vmagent_shards;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use store_load::StoreLoad;
 use table::{print_table, summary, Figures};
 
 mod rules;
+mod store_load;
 mod table;
 
 /// The localizer's histogram of each query's duration, by `query`.
@@ -312,23 +316,26 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     let (before, cpu_before) = query_times_and_cpu(&loc);
     let reads_before = loc.pair_reads();
     let mut rule_rounds = RuleRounds::default();
+    let mut load = StoreLoad::from(&store.query);
     // Every 10 s: the rule groups keep only their last evaluation.
-    let (durations, ok) = measure_cycles(&loc, k, |tick| {
+    let (cycles_seen, ok) = measure_cycles(&loc, k, |tick| {
+        load.sample(&store.query);
         if tick % 10 == 0 {
             store.sample_rules(&mut rule_rounds);
         }
     })?;
+    load.sample_after(&store.query, Duration::from_secs(3));
     let (after, cpu_after) = query_times_and_cpu(&loc);
     let reads_after = loc.pair_reads();
     let queries = query_means(&before, &after);
-    let cycles = durations.len().max(1) as f64;
+    let cycles = cycles_seen.len().max(1) as f64;
     let cpu_per_cycle = cpu_after.zip(cpu_before).map(|(a, b)| (a - b) / cycles);
     let mut f = Figures {
         pairs: fleet.fabric().pairs.len(),
         targets: fleet.nodes(),
         round_bytes: server.stats().round_bytes,
         cycles_ok: ok,
-        cycles_measured: durations.len(),
+        cycles_measured: cycles_seen.len(),
         queries,
         localizer_cpu_per_cycle: cpu_per_cycle,
         pair_reads: (
@@ -337,10 +344,7 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
         ),
         ..Figures::default()
     };
-    let each: Vec<String> = durations.iter().map(|d| format!("{d:.2}")).collect();
-    println!("{}: cycles (s): {}", config.name(), each.join(" "));
-    f.cycle_median = median(&durations);
-    f.cycle_max = durations.iter().copied().reduce(f64::max);
+    cycle_figures(&mut f, config, &cycles_seen, &load);
     f.localizer_peak_mib = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0) / 1024;
     f.found = found(&loc, &injected);
     (f.alone, f.rules_alone) = alone_times(&loc, &store, config, k);
@@ -350,6 +354,25 @@ fn measure(config: Config, shape: &FabricSpec, k: &Knobs) -> Result<Figures> {
     store_figures(&mut f, &store, &rule_rounds);
     println!("{}: {}", config.name(), summary(&f));
     Ok(f)
+}
+
+/// The cycles' median and worst, and the store's load over them (printed
+/// with each cycle's duration).
+fn cycle_figures(f: &mut Figures, config: Config, cycles: &[(Instant, f64)], load: &StoreLoad) {
+    let durations: Vec<f64> = cycles.iter().map(|&(_, d)| d).collect();
+    let marked = load.mark(cycles);
+    println!(
+        "{}: cycles (s, * = the store collected garbage): {}",
+        config.name(),
+        marked.listed()
+    );
+    f.load = load.figures(durations.len());
+    f.cycles_by_collection = [true, false].map(|gc| {
+        let v = marked.durations(gc);
+        (median(&v), v.len())
+    });
+    f.cycle_median = median(&durations);
+    f.cycle_max = durations.iter().copied().reduce(f64::max);
 }
 
 /// The localizer's last five warnings and errors.
@@ -434,13 +457,13 @@ fn localizer_flags(k: &Knobs) -> Vec<String> {
 }
 
 /// Wait for `k.cycles` cycles after now; each one's duration (from the
-/// localizer's cycle histogram: sum and count before and after) and how
-/// many ended `ok`. `each_second` runs once a second with a count.
+/// localizer's cycle histogram: sum and count before and after) with when
+/// it was seen ended, and how many ended `ok`. `each_second` runs once a second with a count.
 fn measure_cycles(
     loc: &Localizer,
     k: &Knobs,
     mut each_second: impl FnMut(u64),
-) -> Result<(Vec<f64>, usize)> {
+) -> Result<(Vec<(Instant, f64)>, usize)> {
     let read = |m: &str| {
         let sum = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_sum")?;
         let count = metric_value(m, "skeletonhunter_localizer_cycle_duration_seconds_count")?;
@@ -481,7 +504,7 @@ fn measure_cycles(
             if c > count {
                 let n = c - count;
                 for _ in 0..n as usize {
-                    out.push((s - sum) / n);
+                    out.push((Instant::now(), (s - sum) / n));
                 }
                 (sum, count) = (s, c);
             }

@@ -1,6 +1,7 @@
 //! The fleet benchmark's figures and how they are printed: one line per
 //! configuration as it is measured, then one table side by side.
 
+use super::store_load::LoadFigures;
 use super::Config;
 use skeletonhunter_tests::localizer::Alone;
 
@@ -24,6 +25,11 @@ pub struct Figures {
     pub rules_alone: Option<f64>,
     pub cycle_median: Option<f64>,
     pub cycle_max: Option<f64>,
+    /// The median cycle and how many, of the cycles the store collected
+    /// garbage in (first) and of the others.
+    pub cycles_by_collection: [(Option<f64>, usize); 2],
+    /// The store's CPU, allocations and collections per cycle.
+    pub load: LoadFigures,
     pub cycles_ok: usize,
     pub cycles_measured: usize,
     /// Reads of the per-pair series in the measured cycles: (every pair,
@@ -67,7 +73,7 @@ pub fn summary(f: &Figures) -> String {
         })
         .collect();
     format!(
-        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok; per-pair reads: {} all, {} shard), queries (mean) [{}], each alone [{}], localizer CPU {} per cycle, peak {} MiB, faults {}",
+        "series {} (all {}), round {:.1} MB, store {} MiB (peak {}), rules {}, cycle median {} max {} ({}/{} ok; per-pair reads: {} all, {} shard), {}, queries (mean) [{}], each alone [{}], localizer CPU {} per cycle, peak {} MiB, faults {}",
         opt(f.probe_series, ""),
         opt(f.head_series, ""),
         f.round_bytes as f64 / 1e6,
@@ -80,6 +86,7 @@ pub fn summary(f: &Figures) -> String {
         f.cycles_measured,
         f.pair_reads.0,
         f.pair_reads.1,
+        store_load(f),
         queries.join(", "),
         alone.join(", "),
         opt(f.localizer_cpu_per_cycle, " s"),
@@ -88,9 +95,27 @@ pub fn summary(f: &Figures) -> String {
     )
 }
 
-pub fn print_table(rows: &[(Config, Option<Figures>)]) {
-    type Cell = fn(&Figures) -> String;
-    let lines: [(&str, Cell); 17] = [
+/// The store's load per cycle and the cycles split by its collections.
+fn store_load(f: &Figures) -> String {
+    format!(
+        "store per cycle: CPU {}, {} allocated, {} collections",
+        opt(f.load.cpu_per_cycle, " s"),
+        opt(f.load.allocated_mb_per_cycle, " MB"),
+        opt(f.load.collections_per_cycle, ""),
+    )
+}
+
+/// "median (n)" of one side of [`Figures::cycles_by_collection`].
+fn cycles_of(side: (Option<f64>, usize)) -> String {
+    format!("{} ({})", opt(side.0, " s"), side.1)
+}
+
+/// How one row of the table prints a configuration's figures.
+type Cell = fn(&Figures) -> String;
+
+/// The rows about the store and its rules.
+fn store_rows() -> [(&'static str, Cell); 7] {
+    [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
@@ -117,8 +142,30 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
         ("rule expressions alone, summed", |f| {
             opt(f.rules_alone, " s")
         }),
+    ]
+}
+
+/// The rows about the localizer's cycles and what they cost.
+fn cycle_rows() -> [(&'static str, Cell); 14] {
+    [
         ("localizer cycle, median", |f| opt(f.cycle_median, " s")),
         ("localizer cycle, worst", |f| opt(f.cycle_max, " s")),
+        ("cycles the store collected garbage in: median (n)", |f| {
+            cycles_of(f.cycles_by_collection[0])
+        }),
+        ("the other cycles: median (n)", |f| {
+            cycles_of(f.cycles_by_collection[1])
+        }),
+        ("store CPU per cycle (ingestion included)", |f| {
+            opt(f.load.cpu_per_cycle, " s")
+        }),
+        ("store allocations / collections per cycle", |f| {
+            format!(
+                "{} / {}",
+                opt(f.load.allocated_mb_per_cycle, " MB"),
+                opt(f.load.collections_per_cycle, "")
+            )
+        }),
         ("slowest query, mean", |f| {
             f.queries
                 .first()
@@ -152,11 +199,14 @@ pub fn print_table(rows: &[(Config, Option<Figures>)]) {
             format!("{} MiB", f.localizer_peak_mib)
         }),
         ("faults found", |f| f.found.clone()),
-    ];
+    ]
+}
+
+pub fn print_table(rows: &[(Config, Option<Figures>)]) {
     let head: Vec<String> = rows.iter().map(|(c, _)| c.name().to_string()).collect();
     println!("\n| | {} |", head.join(" | "));
     println!("|---|{}", "---|".repeat(rows.len()));
-    for (name, cell) in lines {
+    for (name, cell) in store_rows().into_iter().chain(cycle_rows()) {
         let cells: Vec<String> = rows
             .iter()
             .map(|(_, f)| f.as_ref().map_or_else(|| "failed".to_string(), cell))
