@@ -354,9 +354,82 @@ pub fn path_ids<'a>(a: &'a Identity, b: &'a Identity) -> Vec<(Kind, &'a str)> {
     out
 }
 
+/// Whether a probe from `a` to `b` crosses component `(kind, id)`: the
+/// same answer as `path_ids(a, b).contains(&(kind, id))`, without building
+/// the path, for a caller asking it of every pair of a large fabric.
+pub fn crosses(a: &Identity, b: &Identity, kind: Kind, id: &str) -> bool {
+    if id.is_empty() {
+        return false;
+    }
+    let either = |f: fn(&Identity) -> &str| f(a) == id || f(b) == id;
+    match kind {
+        Kind::Node => either(|i| &i.node),
+        Kind::Nic => either(|i| &i.nic),
+        Kind::Host => either(|i| &i.host),
+        Kind::Tor => match path_class(a, b) {
+            PathClass::SameHost => false,
+            PathClass::SameTor => a.tor == id,
+            PathClass::CrossTor => either(|i| &i.tor),
+        },
+        Kind::Spine => path_class(a, b) == PathClass::CrossTor && either(|i| &i.spine),
+        Kind::Hop | Kind::Link | Kind::Pod | Kind::Tenant => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn crosses_answers_as_the_path_does() {
+        // Same host, same ToR, across ToRs (one or two spines), unknown
+        // placements, and one id used for components of different kinds.
+        let ends = [
+            id("a", "h1", "t1", "s1"),
+            id("b", "h1", "t1", "s1"),
+            id("c", "h2", "t1", "s1"),
+            id("d", "h3", "t2", "s1"),
+            id("e", "h4", "t3", "s2"),
+            id("f", "", "", ""),
+            id("g", "", "t1", "s1"),
+            id("h1", "t1", "h1", "s2"),
+        ];
+        let kinds = [
+            Kind::Node,
+            Kind::Nic,
+            Kind::Host,
+            Kind::Tor,
+            Kind::Spine,
+            Kind::Hop,
+            Kind::Link,
+            Kind::Pod,
+            Kind::Tenant,
+        ];
+        let names: BTreeSet<&str> = ends
+            .iter()
+            .flat_map(|i| [&i.node, &i.nic, &i.host, &i.tor, &i.spine].map(String::as_str))
+            .collect();
+        let mut crossing = 0;
+        for a in &ends {
+            for b in &ends {
+                let path = path_ids(a, b);
+                for kind in kinds {
+                    for name in &names {
+                        let want = path.contains(&(kind, *name));
+                        crossing += usize::from(want);
+                        assert_eq!(
+                            crosses(a, b, kind, name),
+                            want,
+                            "{a:?} -> {b:?}: {kind:?} {name:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Both answers were exercised.
+        assert!(crossing > 0);
+    }
 
     fn id(node: &str, host: &str, tor: &str, spine: &str) -> Identity {
         Identity {

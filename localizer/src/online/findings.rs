@@ -3,7 +3,7 @@
 
 use super::alerts::{context_labels, Finding};
 use crate::engine::model::{PairStats, Report, Symptom};
-use skeletonhunter_common::topology::{path_ids, Component, Identity, Kind};
+use skeletonhunter_common::topology::{crosses, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
 /// Up to five paths through link `link` that lose the most, as lines for
@@ -37,14 +37,13 @@ pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<Str
     if c.kind == Kind::Link {
         return link_evidence(&c.id, pairs);
     }
-    let wanted = (c.kind, c.id.as_str());
     let mut scored: Vec<(f64, &PairStats)> = pairs
         .iter()
         .filter(|p| {
             if c.kind == Kind::Hop {
                 p.hops.contains(&c.id)
             } else {
-                path_ids(&p.src, &p.dst).contains(&wanted)
+                crosses(&p.src, &p.dst, c.kind, &c.id)
             }
         })
         .filter_map(|p| Some((symptom_score(symptom, p)?, p)))
