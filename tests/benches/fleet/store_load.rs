@@ -89,10 +89,21 @@ impl StoreLoad {
         }
     }
 
+    /// `cycles` (seen ending at, seconds) marked as
+    /// [`StoreLoad::collected_during`] says.
+    pub fn mark(&self, cycles: &[(Instant, f64)]) -> Marked {
+        Marked(
+            cycles
+                .iter()
+                .map(|&(seen, d)| (d, self.collected_during(seen, d)))
+                .collect(),
+        )
+    }
+
     /// Whether the store finished a garbage collection while a cycle of
     /// `seconds` seen ending at `seen` ran ([`SLACK`] each side); `None`
     /// without readings on both sides or without the counter.
-    pub fn collected_during(&self, seen: Instant, seconds: f64) -> Option<bool> {
+    fn collected_during(&self, seen: Instant, seconds: f64) -> Option<bool> {
         let start = seen.checked_sub(Duration::from_secs_f64(seconds.max(0.0)) + SLACK)?;
         let end = seen + SLACK;
         let before = self.readings.iter().rev().find(|r| r.at <= start)?;
@@ -104,19 +115,6 @@ impl StoreLoad {
 /// Measured cycles, each marked by whether the store collected garbage
 /// during it (`None`: not known).
 pub struct Marked(Vec<(f64, Option<bool>)>);
-
-impl StoreLoad {
-    /// `cycles` (seen ending at, seconds) marked as
-    /// [`StoreLoad::collected_during`] says.
-    pub fn mark(&self, cycles: &[(Instant, f64)]) -> Marked {
-        Marked(
-            cycles
-                .iter()
-                .map(|&(seen, d)| (d, self.collected_during(seen, d)))
-                .collect(),
-        )
-    }
-}
 
 impl Marked {
     /// The durations in order, `*` after those the store collected in.
