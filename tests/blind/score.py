@@ -316,21 +316,21 @@ def print_table(fig, out=sys.stdout):
     w = out.write
     w("seed %s  windows %d  sizes %s%s\n\n" % (fig["seed"], fig["windows"], ",".join(fig["sizes"]),
                                               "  only " + fig["only"] if fig["only"] else ""))
-    head = ("%-20s %5s %5s %5s %7s %7s %7s %7s %8s %5s %4s %22s %9s\n"
+    head = ("%-26s %5s %5s %5s %7s %7s %7s %7s %8s %5s %4s %22s %17s\n"
             % ("group", "win", "fault", "rows", "prec", "recall", "top1", "sympt",
-               "hlthflag", ">2fp", "err", "wall s mean/p95/max", "RSS MiB"))
+               "hlthflag", ">2fp", "err", "wall s mean/p95/max", "RSS MiB mean/max"))
     w(head)
     groups = [("all", fig["overall"])] + [("size:" + k, v) for k, v in fig["by_size"].items()]
     groups += [("class:" + k, v) for k, v in fig["by_class"].items()]
     for name, s in groups:
         wall = s["wall_s"]
-        w("%-20s %5d %5d %5s %7s %7s %7s %7s %8s %5d %4d %22s %9s\n" % (
+        w("%-26s %5d %5d %5s %7s %7s %7s %7s %8s %5d %4d %22s %17s\n" % (
             name, s["windows"], s["faulty"], s["rows_mean"] if s["rows_mean"] else "-",
             fmt(s["precision"]), fmt(s["recall"]), fmt(s["top1"]),
             fmt(s["symptom_agreement"]), fmt(s["healthy_flagged"]),
             s["windows_over_2_false"], s["errors"],
             "%s/%s/%s" % (wall["mean"], wall["p95"], wall["max"]),
-            s["peak_rss_mib"]["max"]))
+            "%s/%s" % (s["peak_rss_mib"]["mean"], s["peak_rss_mib"]["max"])))
     w("\n%-28s %6s %6s %7s %7s\n" % ("true fault category", "faults", "found", "recall",
                                       "sympt"))
     for cat, c in fig["by_fault"].items():
