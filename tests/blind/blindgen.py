@@ -512,9 +512,12 @@ def generate(seed, index, size, only=None):
              "noise": {"noisy_pairs": len(noise["noisy_pairs"]),
                        "blips": len(noise["blips"]),
                        "missing_share": round(noise["missing"], 4)}}
+    conts = fab["conts"]
     for f, t in zip(faults, truth["faults"]):
-        if "hit_pairs" in f:
-            t["hit_pairs"] = len(f["hit_pairs"])
+        if "hit_pairs" in f:              # the flows an ECMP-partial fault hits
+            t["hit_pairs"] = sorted({tuple(sorted((conts[pairs[pi][0]]["node"],
+                                                   conts[pairs[pi][1]]["node"])))
+                                     for pi in f["hit_pairs"]})
     text = "\ufeff" + ",".join(HEADER) + "\n" + "\n".join(rows) + ("\n" if rows else "")
     return text, truth
 

@@ -171,32 +171,47 @@ def component_sets(pairs):
     return {c: frozenset(s) for c, s in sets.items()}
 
 
-def report_matches(rep, truth_keys, truth_sets, sets):
-    """Indexes of true faults this report names (itself or an `equivalent`)."""
+def report_matches(rep, truth, sets, observed):
+    """Indexes of true faults this report names (itself or an `equivalent`),
+    and whether any was matched only by the ECMP rule."""
     names = [(rep.get("kind"), rep.get("id"))]
     names += [(e.get("kind"), e.get("id")) for e in rep.get("equivalent") or ()]
-    hit = set()
+    hit, ecmp_only = set(), False
     for name in names:
         s = sets.get(name)
-        for j, key in enumerate(truth_keys):
-            if name == key or (s and s == truth_sets[j]):
+        for j, (key, tset, hits) in enumerate(truth):
+            if name == key or (s and s == tset):
                 hit.add(j)
-    return hit
+            elif hits and name[0] == "spine" and s and hits <= s:
+                hit.add(j)                # the hit flows all cross it too
+                ecmp_only = True
+    return hit, ecmp_only
+
+
+def truth_keys(truth, sets, observed):
+    """Per true fault: (kind, id), its observed pairs, its observed hit flows."""
+    out = []
+    for f in truth["faults"]:
+        key = (f["kind"], f["id"])
+        hits = frozenset(tuple(p) for p in f.get("hit_pairs") or ()) & observed
+        out.append((key, sets.get(key, frozenset()), hits or None))
+    return out
 
 
 def score_window(truth, csv_path, report):
-    sets = component_sets(observed_pairs(csv_path))
-    keys = [(f["kind"], f["id"]) for f in truth["faults"]]
-    tsets = [sets.get(k, frozenset()) for k in keys]
+    pairs = observed_pairs(csv_path)
+    sets = component_sets(pairs)
+    tk = truth_keys(truth, sets, frozenset(pairs))
     reports = (report or {}).get("faults") or []
-    found = [None] * len(keys)            # symptom of the first report naming it
-    correct = 0
+    found = [None] * len(tk)              # symptom of the first report naming it
+    correct = ecmp_rule = 0
     first_ok = None
     for rank, rep in enumerate(reports):
-        hit = report_matches(rep, keys, tsets, sets)
+        hit, ecmp_only = report_matches(rep, tk, sets, pairs)
         if rank == 0:
             first_ok = bool(hit)
         correct += bool(hit)
+        ecmp_rule += ecmp_only
         for j in hit:
             if found[j] is None:
                 found[j] = rep.get("symptom")
@@ -204,9 +219,9 @@ def score_window(truth, csv_path, report):
             "found": [s is not None for s in found],
             "symptom_ok": [s == f["symptom"] for s, f in zip(found, truth["faults"])
                            if s is not None],
-            "top1": first_ok if keys else None,
+            "top1": first_ok if tk else None, "ecmp_rule_matches": ecmp_rule,
             "first": short(reports[0]) if reports else None,
-            "unobserved_truth": sum(1 for s in tsets if not s)}
+            "unobserved_truth": sum(1 for _, s, _ in tk if not s)}
 
 
 def short(rep):
@@ -239,6 +254,7 @@ def summarize(recs):
                                  len(healthy)),
         "windows_over_2_false": sum(1 for r in recs if r["score"]["false"] > 2),
         "errors": sum(1 for r in recs if r["error"]),
+        "ecmp_rule_matches": sum(r["score"]["ecmp_rule_matches"] for r in recs),
         "wall_s": {"mean": round(sum(walls) / len(walls), 3) if walls else None,
                    "p95": round(walls[int(0.95 * (len(walls) - 1))], 3) if walls else None,
                    "max": round(walls[-1], 3) if walls else None},
@@ -331,6 +347,8 @@ def print_table(fig, out=sys.stdout):
             s["windows_over_2_false"], s["errors"],
             "%s/%s/%s" % (wall["mean"], wall["p95"], wall["max"]),
             "%s/%s" % (s["peak_rss_mib"]["mean"], s["peak_rss_mib"]["max"])))
+    w("\nreports correct only by the ECMP rule (another spine crossed by all hit flows): %d\n"
+      % fig["overall"]["ecmp_rule_matches"])
     w("\n%-28s %6s %6s %7s %7s\n" % ("true fault category", "faults", "found", "recall",
                                       "sympt"))
     for cat, c in fig["by_fault"].items():

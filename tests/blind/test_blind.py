@@ -134,6 +134,25 @@ class ScorerTest(unittest.TestCase):
                     {"kind": twin[0][0], "id": twin[0][1], "symptom": "latency"}]})
                 self.assertEqual((sc["correct"], sc["symptom_ok"]), (1, [False]))
 
+    def test_ecmp_rule_accepts_only_spines_carrying_every_hit_flow(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            csv_path, _, truth = blindgen.write_window("s2", 1, "medium", tmp,
+                                                       only="ecmp_spine")
+            f = truth["faults"][0]
+            hits = {tuple(p) for p in f["hit_pairs"]}
+            sets = score.component_sets(score.observed_pairs(csv_path))
+            mine = set(sets[("spine", f["id"])])
+            self.assertTrue(hits & mine)              # observed hit flows cross it
+            self.assertLess(len(hits & mine), len(mine))  # and only some of its flows
+            for comp, s in sets.items():
+                if comp[0] != "spine" or comp[1] == f["id"]:
+                    continue
+                sc = score.score_window(truth, csv_path, {"faults": [
+                    {"kind": "spine", "id": comp[1], "symptom": f["symptom"]}]})
+                carries = hits & set(s) == hits & set(sets[("spine", f["id"])])
+                self.assertEqual(sc["found"], [carries], comp)
+                self.assertEqual(sc["ecmp_rule_matches"], int(carries))
+
     def test_oracle_scores_perfectly(self):
         with tempfile.TemporaryDirectory() as tmp:
             oracle = os.path.join(tmp, "oracle")
