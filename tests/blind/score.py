@@ -86,6 +86,7 @@ def check_args(args):
         usage_error("--keep %r exists and is not empty" % args.keep)
     if args.seed is None:
         args.seed = str(secrets.randbelow(2 ** 40))
+    args.skipped = []
 
 
 # ----------------------------------------------------------------- analyze
@@ -315,6 +316,7 @@ def figures(recs, args):
     by_class = collections.OrderedDict(
         (c, summarize([r for r in recs if r["truth"]["class"] == c])) for c in classes)
     return {"seed": args.seed, "windows": len(recs), "sizes": args.sizes, "only": args.only,
+            "skipped_windows": args.skipped,
             "overall": summarize(recs), "by_size": by_size, "by_class": by_class,
             "by_fault": per_category(recs),
             "worst": worst_windows(recs, args.seed, args.worst)}
@@ -332,6 +334,8 @@ def print_table(fig, out=sys.stdout):
     w = out.write
     w("seed %s  windows %d  sizes %s%s\n\n" % (fig["seed"], fig["windows"], ",".join(fig["sizes"]),
                                               "  only " + fig["only"] if fig["only"] else ""))
+    if fig["skipped_windows"]:
+        w("windows not generated (I/O errors): %s\n\n" % fig["skipped_windows"])
     head = ("%-26s %5s %5s %5s %7s %7s %7s %7s %8s %5s %4s %22s %17s\n"
             % ("group", "win", "fault", "rows", "prec", "recall", "top1", "sympt",
                "hlthflag", ">2fp", "err", "wall s mean/p95/max", "RSS MiB mean/max"))
@@ -376,18 +380,29 @@ def finish(job, args, recs, per_class):
            "rss_kib": rss, "score": score_window(truth, csv_path, report)}
     recs.append(rec)
     if not args.keep:
-        base = csv_path[:-4]
-        for suffix in (".csv", ".truth.json", ".out.json", ".err.txt"):
-            if os.path.exists(base + suffix):
-                os.remove(base + suffix)
+        drop_files(csv_path[:-4])
+
+
+def drop_files(base):
+    for suffix in (".csv", ".truth.json", ".out.json", ".err.txt", ".rusage"):
+        if os.path.exists(base + suffix):
+            os.remove(base + suffix)
 
 
 def run(args, workdir):
     recs, per_class, pending = [], collections.Counter(), collections.deque()
+    skipped = args.skipped
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=JOBS) as ex:
         for n, (i, size) in enumerate(plan(args)):
-            csv_path, _, truth = blindgen.write_window(args.seed, i, size, workdir, args.only)
+            try:
+                csv_path, _, truth = blindgen.write_window(args.seed, i, size, workdir,
+                                                           args.only)
+            except OSError as e:            # e.g. a full disk: skip, say so, go on
+                print("  window %d (%s) not written: %s" % (i, size, e), file=sys.stderr)
+                skipped.append(i)
+                drop_files(os.path.join(workdir, "w%05d_%s" % (i, size)))
+                continue
             cap = args.max_windows_per_class
             if cap and per_class[truth["class"]] >= cap:
                 os.remove(csv_path)
