@@ -1,7 +1,7 @@
 //! Contracts shared by `skeletonhunter-exporter` and `skeletonhunter-localizer`.
 //!
 //! Everything that both binaries must agree on lives here exactly once: the
-//! topology vocabulary and path model, the one duration parser, the HTTP
+//! topology vocabulary and path model, the probe protocols, the one duration parser, the HTTP
 //! plumbing that serves `/metrics`, and logging set-up.
 
 #![forbid(unsafe_code)]
@@ -14,9 +14,11 @@ pub mod landing;
 pub mod logging;
 pub mod negotiate;
 pub mod process;
+pub mod protocol;
 pub mod ratelimit;
 pub mod recent;
 pub mod topology;
 pub mod web;
 
+pub use protocol::Protocol;
 pub use topology::{Component, Identity, Kind};

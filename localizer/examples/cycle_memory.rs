@@ -8,6 +8,7 @@
 //! `--analyze` runs the engine on them. Prints the peak RSS (VmHWM) after
 //! each step.
 
+use skeletonhunter_common::Protocol;
 use skeletonhunter_localizer::clients::prometheus::decode::decode_instant;
 use skeletonhunter_localizer::input::promql::{assemble, topology_from, QueryResults};
 use skeletonhunter_localizer::sim::bench::peak_rss_bytes;
@@ -101,7 +102,7 @@ fn main() {
     );
     let t = Instant::now();
     let (topology, _) = topology_from(&topology_now, &[]);
-    let assembled = assemble(&r, &topology, &["udp".to_string()]);
+    let assembled = assemble(&r, &topology, &[Protocol::Udp]);
     println!(
         "assembled {} pairs ({} with RTT) in {:.2?}: peak RSS {}",
         assembled.pairs.len(),

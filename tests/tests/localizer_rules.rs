@@ -175,7 +175,7 @@ fn bad_flags_get_clear_errors() -> Result<()> {
                 "--protocol",
                 "sctp",
             ][..],
-            "--protocol \"sctp\"",
+            "unknown protocol \"sctp\"",
         ),
         (
             &[

@@ -8,7 +8,6 @@ mod histograms;
 mod identity_source;
 mod labels;
 mod peer;
-mod protocol;
 mod reasons;
 pub mod traffic;
 
@@ -20,5 +19,5 @@ pub use labels::{
     SourceEventLabels, SourceLabels,
 };
 pub use peer::{Peer, PeerSource};
-pub use protocol::{Protocol, UnknownProtocol};
 pub use reasons::{DiscoveryEvent, DropReason, OwnSocket, ProbeErrorReason};
+pub use skeletonhunter_common::protocol::{Protocol, UnknownProtocol};

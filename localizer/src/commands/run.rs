@@ -8,6 +8,7 @@ use crate::clients::Endpoint;
 use crate::online::{self, Settings};
 use skeletonhunter_common::logging::LogArgs;
 use skeletonhunter_common::web::{WebConfigError, WebSource};
+use skeletonhunter_common::Protocol;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,7 +112,7 @@ pub struct RunArgs {
     /// Packet-probe protocols whose sent/lost counters and RTT histograms are analyzed
     /// (tcp series are dial attempts and always used for the unreachable test).
     #[arg(long = "protocol", default_values = ["udp", "icmp", "rdma"], value_delimiter = ',', value_name = "PROTO")]
-    pub protocols: Vec<String>,
+    pub protocols: Vec<Protocol>,
     /// Extra PromQL label matchers added to every query, e.g. 'job="skeletonhunter"'.
     #[arg(long, value_name = "MATCHERS")]
     pub matchers: Option<String>,
@@ -310,13 +311,6 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
         return Err(BadInput(
             "--protocol: give at least one of udp, icmp, rdma".to_string(),
         ));
-    }
-    for p in &args.protocols {
-        if !["udp", "icmp", "rdma", "tcp"].contains(&p.as_str()) {
-            return Err(BadInput(format!(
-                "--protocol {p:?}: expected udp, icmp, rdma or tcp"
-            )));
-        }
     }
     if let Some(m) = &args.matchers {
         if m.contains('{') || m.contains('}') {

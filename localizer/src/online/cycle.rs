@@ -29,6 +29,7 @@ use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
 use crate::input::promql::{assemble_pairs, attach_traces, Assembled, QueryResults};
 use skeletonhunter_common::topology::{Component, Identity};
+use skeletonhunter_common::Protocol;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -72,7 +73,7 @@ pub(super) struct Localizer {
     q: CycleQueries,
     /// `--interval`: a longer cycle is reported with its slowest query.
     interval: Duration,
-    protocols: Vec<String>,
+    protocols: Vec<Protocol>,
     delivery: Delivery,
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).

@@ -8,6 +8,7 @@ use crate::engine::model::Config;
 use crate::input::histograms::RttForm;
 use crate::online::alerts::AlertLinks;
 use skeletonhunter_common::web::WebSource;
+use skeletonhunter_common::Protocol;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ pub struct Settings {
     /// `endsAt` horizon of firing alerts; `None`: 4 × interval, at least 30 s.
     pub alert_ttl: Option<Duration>,
     /// Packet-probe protocols analyzed.
-    pub protocols: Vec<String>,
+    pub protocols: Vec<Protocol>,
     /// Extra label matchers of every query.
     pub matchers: Option<String>,
     /// `generatorURL` of the alerts.

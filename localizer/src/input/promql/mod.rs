@@ -16,6 +16,7 @@ use crate::input::histograms::{rtt_queries, RttForm};
 use crate::input::paths::{attach_hops, attach_paths};
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
+use skeletonhunter_common::Protocol;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -270,8 +271,8 @@ struct Acc {
     pkt_received: Option<f64>,
     /// Successful dials (TCP RTT observations), when the histogram exists.
     tcp_ok: Option<f64>,
-    /// (preference rank, p50 seconds, samples)
-    rtt: Option<(usize, f64, f64)>,
+    /// ([`Protocol::rtt_preference`], p50 seconds, samples)
+    rtt: Option<(u8, f64, f64)>,
 }
 
 impl Acc {
@@ -296,16 +297,6 @@ impl Acc {
     }
 }
 
-/// RTT protocol preference: the closest to what training traffic sees.
-fn rtt_rank(protocol: &str) -> usize {
-    match protocol {
-        "rdma" => 0,
-        "udp" => 1,
-        "icmp" => 2,
-        _ => 3,
-    }
-}
-
 /// (source, destination) of a pair's sample, borrowed from it: at
 /// 100,000 pairs a copy per sample is ~1.4 million strings a cycle.
 fn pair_key(s: &Sample) -> Option<(&str, &str)> {
@@ -323,7 +314,7 @@ fn pair_key(s: &Sample) -> Option<(&str, &str)> {
 pub fn assemble(
     r: &QueryResults,
     topology: &HashMap<String, Identity>,
-    protocols: &[String],
+    protocols: &[Protocol],
 ) -> Assembled {
     let mut out = assemble_pairs(r, topology, protocols);
     attach_traces(&mut out.pairs, r);
@@ -351,10 +342,10 @@ pub fn attach_traces(pairs: &mut [PairStats], r: &QueryResults) {
 pub fn assemble_pairs(
     r: &QueryResults,
     topology: &HashMap<String, Identity>,
-    protocols: &[String],
+    protocols: &[Protocol],
 ) -> Assembled {
     let mut acc: BTreeMap<(&str, &str), Acc> = BTreeMap::new();
-    let packet = |p: &str| p != "tcp" && protocols.iter().any(|x| x == p);
+    let packet = |p: Protocol| !p.is_dial() && protocols.contains(&p);
     // Read by both the counters and the derived answers: built once.
     let lost = by_proto_key(&r.lost);
     add_counts(&mut acc, r, &lost, &packet);
@@ -376,15 +367,18 @@ pub fn assemble_pairs(
     out
 }
 
-fn proto_of(s: &Sample) -> &str {
-    s.labels.get("protocol").unwrap_or_default()
+/// The protocol of a sample; `None` (the sample is not read) for a label
+/// value this build does not know, e.g. from a newer exporter.
+fn proto_of(s: &Sample) -> Option<Protocol> {
+    s.labels.get("protocol")?.parse().ok()
 }
 
 /// (source, destination, protocol) of a sample.
-type ProtoKey<'a> = (&'a str, &'a str, &'a str);
+type ProtoKey<'a> = (&'a str, &'a str, Protocol);
 
 fn proto_key(s: &Sample) -> Option<ProtoKey<'_>> {
-    pair_key(s).map(|(a, b)| (a, b, proto_of(s)))
+    let (a, b) = pair_key(s)?;
+    Some((a, b, proto_of(s)?))
 }
 
 /// Counts by (source, destination, protocol); of a repeated key the last
@@ -401,13 +395,15 @@ fn add_counts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
     lost_seen: &HashMap<ProtoKey<'a>, f64>,
-    packet: &dyn Fn(&str) -> bool,
+    packet: &dyn Fn(Protocol) -> bool,
 ) {
     for s in &r.sent {
-        let Some(key) = pair_key(s) else { continue };
-        let proto = proto_of(s);
+        let Some((a, b, proto)) = proto_key(s) else {
+            continue;
+        };
+        let key = (a, b);
         let e = acc.entry(key).or_default();
-        if proto == "tcp" {
+        if proto.is_dial() {
             e.tcp_attempts += count(s.value);
         } else if packet(proto) {
             let sent = count(s.value);
@@ -458,7 +454,7 @@ fn answer_counts<'a>(
             if s.value.is_nan() {
                 return Some((key, 0.0));
             }
-            let failed = if key.2 == "tcp" {
+            let failed = if key.2.is_dial() {
                 dial_failures.get(&(key.0, key.1))
             } else {
                 lost.get(&key)
@@ -474,12 +470,12 @@ fn add_rtts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
     lost: &HashMap<ProtoKey<'a>, f64>,
-    packet: &dyn Fn(&str) -> bool,
+    packet: &dyn Fn(Protocol) -> bool,
 ) {
     let mut counts: HashMap<ProtoKey<'a>, f64> = HashMap::new();
     for ((a, b, proto), n) in answer_counts(r, lost) {
         let e = acc.entry((a, b)).or_default();
-        if proto == "tcp" {
+        if proto.is_dial() {
             *e.tcp_ok.get_or_insert(0.0) += n;
         } else if packet(proto) {
             *e.pkt_received.get_or_insert(0.0) += n;
@@ -487,16 +483,18 @@ fn add_rtts<'a>(
         counts.insert((a, b, proto), n);
     }
     for s in &r.rtt_p50 {
-        let Some(key) = pair_key(s) else { continue };
-        let proto = proto_of(s);
-        if !(packet(proto) || proto == "tcp") || !s.value.is_finite() || s.value <= 0.0 {
+        let Some((a, b, proto)) = proto_key(s) else {
+            continue;
+        };
+        let key = (a, b);
+        if !(packet(proto) || proto.is_dial()) || !s.value.is_finite() || s.value <= 0.0 {
             continue;
         }
         let n = counts.get(&(key.0, key.1, proto)).copied().unwrap_or(0.0);
         if n <= 0.0 {
             continue;
         }
-        let rank = rtt_rank(proto);
+        let rank = proto.rtt_preference();
         let e = acc.entry(key).or_default();
         if e.rtt.is_none_or(|(r0, _, _)| rank < r0) {
             e.rtt = Some((rank, s.value, n));

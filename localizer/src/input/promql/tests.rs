@@ -34,8 +34,8 @@ fn info(node: &str, tor: &str) -> Sample {
     )
 }
 
-fn protos() -> Vec<String> {
-    vec!["udp".into(), "icmp".into(), "rdma".into()]
+fn protos() -> Vec<Protocol> {
+    vec![Protocol::Udp, Protocol::Icmp, Protocol::Rdma]
 }
 
 #[test]
@@ -319,4 +319,29 @@ fn quoting_and_regex_escaping() {
     assert_eq!(quote_label_value(r#"a"b\c"#), r#""a\"b\\c""#);
     assert_eq!(regex_escape("10.0.0.1"), r"10\.0\.0\.1");
     assert_eq!(regex_escape("a|b(c)"), r"a\|b\(c\)");
+}
+
+#[test]
+fn protocols_not_asked_for_or_unknown_are_not_read() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t2")], &[]);
+    // An `sctp` series (a newer exporter) and an ICMP series the flags
+    // leave out carry all the loss; the UDP series alone is read.
+    let r = QueryResults {
+        sent: vec![
+            pair("a", "b", "udp", 100.0),
+            pair("a", "b", "icmp", 100.0),
+            pair("a", "b", "sctp", 100.0),
+        ],
+        lost: vec![
+            pair("a", "b", "udp", 0.0),
+            pair("a", "b", "icmp", 100.0),
+            pair("a", "b", "sctp", 100.0),
+        ],
+        ..Default::default()
+    };
+    let out = assemble(&r, &topo, &[Protocol::Udp]);
+    assert_eq!(out.pairs.len(), 1);
+    assert_eq!((out.pairs[0].sent, out.pairs[0].lost), (100.0, 0.0));
+    let both = assemble(&r, &topo, &[Protocol::Udp, Protocol::Icmp]);
+    assert_eq!((both.pairs[0].sent, both.pairs[0].lost), (200.0, 100.0));
 }
