@@ -15,6 +15,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build"
 cargo build --workspace --all-targets
+echo "== blind generator (tests/blind: its own invariants)"
+python3 -m unittest tests/blind/test_blind.py
 echo "== cargo test"
 # The end-to-end fabric runs last and alone, with its output shown: it
 # prints the time from each injected fault to its alert.
