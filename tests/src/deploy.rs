@@ -77,6 +77,39 @@ pub fn kustomization_resources() -> Result<Vec<String>> {
         .collect())
 }
 
+/// Kinds without a namespace, which kustomize's `namespace:` leaves alone.
+const CLUSTER_SCOPED: [&str; 4] = [
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+];
+
+/// The objects of the kustomization in `dir` (relative to the repository
+/// root) as kustomize builds them for the namespace: every resource file's
+/// documents, the kustomization's `namespace:` set on each namespaced one.
+pub fn kustomized(dir: &str) -> Result<Vec<Value>> {
+    let rel = format!("{dir}/kustomization.yaml");
+    let k = yaml_docs(&read(&rel)?, &rel)?;
+    let k = k.first().with_context(|| format!("{rel} is empty"))?;
+    let namespace = k["namespace"].as_str();
+    let mut out = Vec::new();
+    for file in k["resources"].as_array().into_iter().flatten() {
+        let file = file
+            .as_str()
+            .with_context(|| format!("{rel}: a resource is not a path"))?;
+        let path = format!("{dir}/{file}");
+        for mut obj in yaml_docs(&read(&path)?, &path)? {
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            if let Some(ns) = namespace.filter(|_| !CLUSTER_SCOPED.contains(&kind)) {
+                obj["metadata"]["namespace"] = Value::String(ns.to_string());
+            }
+            out.push(obj);
+        }
+    }
+    Ok(out)
+}
+
 /// The one object of `kind` named `name`.
 pub fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
     let mut hits = objs
@@ -133,8 +166,8 @@ pub fn prometheus_rule_name(file: &str) -> String {
 /// One PrometheusRule per `rules/*.yml`, comments kept: each file's text
 /// after its `groups:` line, indented under `spec.groups`. One per file, not
 /// one for all: prometheus-operator writes each PrometheusRule to one rule
-/// file, and group names are unique per file only (`skeletonhunter-pairs`
-/// is in two of ours).
+/// file, and group names are unique per file only (the mixin keeps them
+/// unique across all files anyway, for kube-prometheus' `addMixin`).
 pub fn render_prometheus_rule() -> Result<String> {
     let mut out = format!("{GENERATED}\n# from rules/*.yml; edit those, not this file.\n");
     for (name, text) in sources("rules", ".yml")? {
