@@ -9,6 +9,7 @@ PKGS=(
   iproute2 nftables procps curl jq ca-certificates python3-pip systemd
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
   chromium chromium-driver python3-selenium jsonnet
+  mmdebstrap umoci skopeo libcap2-bin
 )
 
 if [ "$(id -u)" -ne 0 ]; then
