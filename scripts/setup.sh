@@ -57,3 +57,11 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   python3 -m pip install -q kubernetes-validate 2>/dev/null ||
     python3 -m pip install -q --break-system-packages kubernetes-validate
 fi
+
+# grafana-foundation-sdk (Grafana's typed dashboard models) parses the shipped
+# dashboards (tests/tests/ops_dashboards_sdk.rs). Only when missing.
+if ! python3 -c 'import grafana_foundation_sdk' >/dev/null 2>&1; then
+  echo "setup.sh: installing grafana-foundation-sdk (pip)"
+  python3 -m pip install -q grafana-foundation-sdk 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages grafana-foundation-sdk
+fi

@@ -186,10 +186,35 @@ pub fn render_prometheus_rule() -> Result<String> {
     Ok(out)
 }
 
-/// One ConfigMap per `dashboards/*.json`, labelled for the Grafana sidecar.
+/// A dashboard as the Grafana sidecar loads it: as a provisioned file,
+/// with no import step to fill `__inputs`, so those go and the `datasource`
+/// variable starts on Grafana's default data source instead of the
+/// never-resolved `${DS_PROMETHEUS}`.
+pub fn sidecar_form(dashboard: &mut Value) {
+    if let Some(obj) = dashboard.as_object_mut() {
+        obj.remove("__inputs");
+    }
+    let vars = dashboard["templating"]["list"].as_array_mut();
+    for var in vars.into_iter().flatten() {
+        if var["type"] == "datasource" {
+            var["current"] =
+                serde_json::json!({"selected": false, "text": "default", "value": "default"});
+        }
+    }
+}
+
+/// One ConfigMap per `dashboards/*.json` in its [`sidecar_form`], labelled
+/// for the Grafana sidecar.
 pub fn render_dashboards() -> Result<String> {
-    let mut out = format!("{GENERATED}\n# from dashboards/*.json; edit those, not this file.\n");
+    let mut out = format!(
+        "{GENERATED}\n# from dashboards/*.json (without __inputs, on the default data source);\n\
+         # edit those, not this file.\n"
+    );
     for (name, text) in sources("dashboards", ".json")? {
+        let mut v: Value =
+            serde_json::from_str(&text).with_context(|| format!("dashboards/{name}"))?;
+        sidecar_form(&mut v);
+        let text = serde_json::to_string_pretty(&v)?;
         let stem = name.trim_end_matches(".json");
         out.push_str(&format!(
             "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {stem}-dashboard\n  \
