@@ -4,6 +4,9 @@
 #
 #   docker build -t skeletonhunter:dev .
 #
+# Without a container engine, scripts/image.sh builds the same image (an OCI
+# layout, from Debian packages) with the run-time contract it reads here.
+#
 # The run-time contract (numeric non-root USER, the exporter's file
 # capabilities, ports) is checked against deploy/kubernetes/ and
 # docs/operations.md by tests/tests/ops_deploy.rs.

@@ -97,5 +97,9 @@
     datasourceInput: 'DS_PROMETHEUS',
     // Loss ratios at which panels turn yellow, orange and red.
     lossSteps: [0.001, 0.01, 0.1],
+    // Rows of the per-pair panels (matrices, pair loss and RTT over time):
+    // the `topk` worst pairs. A fleet of 1,000 nodes has tens of thousands
+    // of skeleton pairs, more than a browser draws.
+    pairPanelLimit: 50,
   },
 }

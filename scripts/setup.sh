@@ -9,6 +9,7 @@ PKGS=(
   iproute2 nftables procps curl jq ca-certificates python3-pip systemd
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
   chromium chromium-driver python3-selenium jsonnet
+  mmdebstrap umoci skopeo libcap2-bin
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -55,4 +56,12 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "setup.sh: installing kubernetes-validate (pip)"
   python3 -m pip install -q kubernetes-validate 2>/dev/null ||
     python3 -m pip install -q --break-system-packages kubernetes-validate
+fi
+
+# grafana-foundation-sdk (Grafana's typed dashboard models) parses the shipped
+# dashboards (tests/tests/ops_dashboards_sdk.rs). Only when missing.
+if ! python3 -c 'import grafana_foundation_sdk' >/dev/null 2>&1; then
+  echo "setup.sh: installing grafana-foundation-sdk (pip)"
+  python3 -m pip install -q grafana-foundation-sdk 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages grafana-foundation-sdk
 fi

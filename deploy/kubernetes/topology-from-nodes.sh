@@ -10,11 +10,19 @@
 #   deploy/kubernetes/topology-from-nodes.sh --tor-label example.com/rack \
 #     | kubectl apply -f -
 #
-# Needs kubectl (or --from-file) and jq. Exit status 2 for bad arguments.
+# --tor-label is required: no standard label names a node's ToR switch, and
+# topology.kubernetes.io/zone is an availability zone on most clusters, which
+# would make every node of a zone one "ToR" and blame whole zones. A map in
+# which one ToR holds more hosts than a switch has ports (--max-hosts-per-tor,
+# default 64) is refused for the same reason.
+#
+# Needs kubectl (or --from-file) and jq. Exit status 2 for bad arguments, a
+# label no node carries, or a ToR over the limit.
 set -eu
 
 me=topology-from-nodes.sh
-tor_label=topology.kubernetes.io/zone
+tor_label=
+max_hosts=64
 spine_label=
 pod_label=
 namespace=skeletonhunter
@@ -22,10 +30,12 @@ from_file=
 
 usage() {
 	cat <<EOF
-usage: $me [--tor-label KEY] [--spine-label KEY] [--pod-label KEY]
-          [--namespace NS] [--from-file NODES.json]
+usage: $me --tor-label KEY [--spine-label KEY] [--pod-label KEY]
+          [--max-hosts-per-tor N] [--namespace NS] [--from-file NODES.json]
 
-  --tor-label KEY     node label holding the ToR (default topology.kubernetes.io/zone)
+  --tor-label KEY     node label holding the ToR switch (required)
+  --max-hosts-per-tor N  refuse a ToR with more hosts than this (default 64:
+                      the ports of a large ToR; a zone label gives far more)
   --spine-label KEY   node label holding the spine (default: none)
   --pod-label KEY     node label holding the network pod (default: none)
   --namespace NS      namespace of the ConfigMap (default skeletonhunter)
@@ -46,6 +56,7 @@ value() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--tor-label) tor_label=$(value "$@"); shift 2 ;;
+	--max-hosts-per-tor) max_hosts=$(value "$@"); shift 2 ;;
 	--spine-label) spine_label=$(value "$@"); shift 2 ;;
 	--pod-label) pod_label=$(value "$@"); shift 2 ;;
 	--namespace) namespace=$(value "$@"); shift 2 ;;
@@ -58,6 +69,19 @@ while [ $# -gt 0 ]; do
 		;;
 	esac
 done
+
+if [ -z "$tor_label" ]; then
+	echo "$me: --tor-label is required: the node label naming each node's ToR switch" \
+		"(topology.kubernetes.io/zone is an availability zone on most clusters, not a ToR)" >&2
+	usage >&2
+	exit 2
+fi
+case "$max_hosts" in
+'' | *[!0-9]* | 0)
+	echo "$me: --max-hosts-per-tor $max_hosts: not a positive whole number" >&2
+	exit 2
+	;;
+esac
 
 command -v jq >/dev/null || { echo "$me: jq not found" >&2; exit 1; }
 if [ -n "$from_file" ]; then
@@ -75,6 +99,22 @@ entries=$(printf '%s\n' "$nodes" | jq -c \
 	               entry: ({tor: node_label($tor), spine: node_label($spine), pod: node_label($pod)}
 	                       | with_entries(select(.value != null and .value != "")))}]
 	| sort_by(.name) | .[]')
+
+# The ToR label must name real switches: present on some node, and no ToR
+# with more hosts than a switch has ports.
+if [ -z "$(printf '%s\n' "$entries" | jq -r 'select(.entry.tor != null) | .name')" ]; then
+	echo "$me: no node carries the label $tor_label (--tor-label): label your nodes with their ToR first" >&2
+	exit 2
+fi
+over=$(printf '%s\n' "$entries" | jq -rs --argjson max "$max_hosts" '
+	[.[] | select(.entry.tor != null)] | group_by(.entry.tor) | map(select(length > $max))
+	| map("\(.[0].entry.tor) (\(length) hosts)") | join(", ")')
+if [ -n "$over" ]; then
+	echo "$me: ToR over $max_hosts hosts (--max-hosts-per-tor): $over." \
+		"A switch has no more ports: is $tor_label a zone or a rack row rather than the ToR?" \
+		"Give --max-hosts-per-tor if your ToRs really connect more hosts." >&2
+	exit 2
+fi
 
 skipped=$(printf '%s\n' "$entries" | jq -r 'select(.entry == {}) | .name')
 if [ -n "$skipped" ]; then

@@ -58,7 +58,11 @@ local queried(query, args, render, none) =
 
   // Without the recording rules (`largeFleet`) the pair alerts would read
   // series nobody records: left out with them.
-  local wanted(g) = !c.largeFleet || g.name != 'skeletonhunter-pairs',
+  // Its name differs from the recording group's (`skeletonhunter-pairs`):
+  // kube-prometheus' addMixin puts prometheusAlerts and prometheusRules into
+  // one PrometheusRule, one rule file, where group names must be unique.
+  local pairAlerts = 'skeletonhunter-pair-alerts',
+  local wanted(g) = !c.largeFleet || g.name != pairAlerts,
   // Left out for large fleets: a node's location joined from every node's
   // identity (that join alone reads every node each round), and text that
   // quotes a recorded series (none is recorded).
@@ -67,7 +71,7 @@ local queried(query, args, render, none) =
   prometheusAlerts+:: {
     groups+: std.filter(wanted, [
       {
-        name: 'skeletonhunter-pairs',
+        name: pairAlerts,
         rules: [
           {
             alert: 'SkeletonHunterPairUnreachable',

@@ -11,7 +11,8 @@ function(c)
   local torProto = cl + ', ' + g.match('tor') + ', ' + g.match('protocol');
   // Pairs whose source is under the chosen tenants and ToRs.
   local pairs = cl + ', ' + g.match('src_tenant', 'tenant') + ', ' + g.match('src_tor', 'tor') + ', ' + g.match('protocol');
-  local pairLoss = 'max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs;
+  local n = c.pairPanelLimit;
+  local pairLoss = g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs);
   local loss = g.lossThresholds(c.lossSteps);
   local alarm = g.thresholds('green', [['red', 1]]);
   local count = g.thresholds('blue');
@@ -31,13 +32,13 @@ function(c)
       top(0, 'Fabric loss', 'fabric:skeletonhunter_probe_loss:ratio_rate1m{%s}' % cl, loss,
           'Probes lost / probes sent over the last minute, all skeleton pairs.', 'percentunit'),
       top(4, 'Skeleton pairs probed', 'fabric:skeletonhunter_probe_pairs:count{%s}' % cl, count,
-          'Distinct src -> dst pairs with probes in the last minute.'),
+          'Distinct src -> dst pairs with probes in the last minute.', 'short'),
       top(8, 'Unreachable pairs', 'fabric:skeletonhunter_probe_unreachable_pairs:count{%s}' % cl, alarm,
-          'Pairs losing every probe (or every TCP dial) over the last minute.'),
+          'Pairs losing every probe (or every TCP dial) over the last minute.', 'short'),
       top(12, 'Components blamed', 'count(skeletonhunter_component_faulty{%s} == 1) or vector(0)' % cl, alarm,
-          'Components the localizer currently marks faulty.'),
+          'Components the localizer currently marks faulty.', 'short'),
       top(16, 'Exporters up', 'sum(up{%s})' % common.exporters, count,
-          'Exporters Prometheus scrapes successfully.'),
+          'Exporters Prometheus scrapes successfully.', 'short'),
       top(20, 'Localizer healthy', 'time() - max(skeletonhunter_localizer_last_success_timestamp_seconds{%s})' % cl,
           g.thresholds('green', [['red', c.localizerStaleSeconds]]),
           'Seconds since the localizer last finished a cycle.', 's'),
@@ -45,13 +46,13 @@ function(c)
       g.row('Skeleton loss', 5),
       g.table(
         'Skeleton loss matrix (src × dst, last minute)', g.pos(0, 6, 12, 12), [g.tableTarget(pairLoss)], [g.pairMatrix],
-        'Loss ratio of every skeleton pair: rows are sources, columns destinations; empty cells are pairs not in the skeleton. A row or column lighting up points at one endpoint; a block at a ToR.',
+        'Loss ratio of the %d lossiest skeleton pairs (a large fleet has more pairs than a table can show): rows are sources, columns destinations; empty cells are pairs not among them or not in the skeleton. A row or column lighting up points at one endpoint; a block at a ToR.' % n,
         { unit: 'percentunit', thresholds: loss, custom: { cellOptions: { type: 'color-background' }, align: 'center' } },
       ),
       g.panel(
         'status-history', 'Pair loss over time (heatmap)', g.pos(12, 6, 12, 12),
         [g.target(pairLoss, '{{src_node}} → {{dst_node}}')],
-        'One row per skeleton pair, coloured by loss ratio.',
+        'One row per skeleton pair among the %d lossiest at each moment, coloured by loss ratio.' % n,
         defaults={ unit: 'percentunit', thresholds: loss },
         options={ showValue: 'never', rowHeight: 0.9, colWidth: 0.9, legend: { showLegend: false } },
       ),
@@ -63,7 +64,7 @@ function(c)
                    'percentunit', 'Pairs between ToRs with an endpoint under the spine.'),
       g.table(
         'Worst pairs', g.pos(16, 18, 8, 8),
-        [g.tableTarget('topk(20, max by (src_node, dst_node, src_tor, dst_tor, protocol) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s}))' % pairs)],
+        [g.tableTarget(g.topk(20, 'max by (src_node, dst_node, src_tor, dst_tor, protocol) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs))],
         [g.hide(['Time']), { id: 'sortBy', options: { sort: [{ field: 'Value', desc: true }] } }],
         'The 20 lossiest skeleton pairs now.',
         { unit: 'percentunit', thresholds: loss, custom: { cellOptions: { type: 'color-text' } } },
@@ -75,11 +76,13 @@ function(c)
         for p in ['p50', 'p90', 'p99']
       ], 's', 'Probe round-trip time over every skeleton pair; +10 µs matters on RDMA paths.'),
       g.timeseries('RTT p99 per ToR', g.pos(12, 27, 12, 8),
-                   [g.target('tor:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s}' % torProto, '{{tor}} {{protocol}}')], 's'),
+                   [g.target('tor:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s}' % torProto, '{{tor}} {{protocol}}')], 's',
+                   '99th percentile probe RTT over the pairs with an endpoint under the ToR: one slow ToR stands out here before it drops packets.'),
       g.panel(
         'heatmap', 'RTT distribution', g.pos(0, 35, 24, 8),
         [g.target('sum by (le) (protocol_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m{%s})' % proto, '{{le}}') { format: 'heatmap' }],
         'Probes per second in each RTT bucket.',
+        defaults={ unit: 'ops' },
         options={ calculate: false, yAxis: { unit: 's' }, cellGap: 1, color: { mode: 'scheme', scheme: 'Oranges' } },
       ),
 
@@ -93,6 +96,7 @@ function(c)
         "1 while the localizer's hypothesis test marks the component faulty.",
       ),
       g.table('Blame now', g.pos(0, 53, 24, 7), [g.tableTarget('sort_desc(%s)' % blame)], [g.hide(['Time'])],
+              "The localizer's current estimated failure probability per component, highest first.",
               defaults={ unit: 'percentunit', thresholds: loss }),
     ],
   )

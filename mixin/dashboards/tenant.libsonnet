@@ -13,6 +13,7 @@ function(c)
   local nodes = 'skeletonhunter_node_info{%s}' % common.nodeInfo;
   local loss = g.lossThresholds(c.lossSteps);
   local count = g.thresholds('blue');
+  local n = c.pairPanelLimit;
   local top(x, title, expr, thresholds, unit=null, description='') =
     g.stat(title, g.pos(x, 1, 6, 4), g.instant(expr), thresholds, unit, description);
   // The ids of the job's components of `kind`, as {kind, id} series.
@@ -31,24 +32,27 @@ function(c)
       g.row('Job $tenant', 0),
       top(0, 'Loss', 'sum(tenant:skeletonhunter_probe_lost:rate1m{%s}) / sum(tenant:skeletonhunter_probe_sent:rate1m{%s})' % [tenantProto, tenantProto],
           loss, 'percentunit', 'Over the pairs with both ends in the job.'),
-      top(6, 'Nodes (ranks)', 'count(%s)' % nodes, count),
-      top(12, 'Skeleton pairs', 'count(count by (src_node, dst_node) (topology:skeletonhunter_probe_sent:rate1m{%s}))' % pairs, count),
+      top(6, 'Nodes (ranks)', 'count(%s)' % nodes, count, 'short', "The job's nodes (training containers) with an exporter identity."),
+      top(12, 'Skeleton pairs', 'count(count by (src_node, dst_node) (topology:skeletonhunter_probe_sent:rate1m{%s}))' % pairs, count,
+          'short', 'Pairs with both ends in the job that sent probes in the last minute.'),
       top(18, 'Unreachable pairs', 'sum(tenant:skeletonhunter_probe_unreachable_pairs:count{%s, %s}) or vector(0)' % [cl, g.match('tenant')],
-          g.thresholds('green', [['red', 1]])),
+          g.thresholds('green', [['red', 1]]), 'short', "Pairs of the job losing every probe: the job's collective operations stall."),
       g.timeseries('Loss over time', g.pos(0, 5, 12, 8),
-                   [g.target('tenant:skeletonhunter_probe_loss:ratio_rate1m{%s}' % tenantProto, '{{protocol}}')], 'percentunit'),
+                   [g.target('tenant:skeletonhunter_probe_loss:ratio_rate1m{%s}' % tenantProto, '{{protocol}}')], 'percentunit',
+                   'Probes lost / sent over the pairs with both ends in the job, by protocol.'),
       g.timeseries('RTT percentiles', g.pos(12, 5, 12, 8), [
         g.target('tenant:skeletonhunter_probe_rtt_seconds:%s_rate1m{%s}' % [p, tenantProto], p + ' {{protocol}}')
         for p in ['p50', 'p99']
-      ], 's'),
+      ], 's', "Median and 99th percentile probe RTT over the job's pairs, by protocol."),
       g.table(
         'Pair loss matrix (src × dst)', g.pos(0, 13, 12, 12),
-        [g.tableTarget('max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs)], [g.pairMatrix],
+        [g.tableTarget(g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs))], [g.pairMatrix],
+        "Loss ratio of the job's %d lossiest pairs: rows are sources, columns destinations." % n,
         defaults={ unit: 'percentunit', thresholds: loss, custom: { cellOptions: { type: 'color-background' }, align: 'center' } },
       ),
       g.timeseries('Pair RTT p99', g.pos(12, 13, 12, 12), [g.target(
-        'max by (src_node, dst_node) (topology:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s})' % pairs, '{{src_node}} → {{dst_node}}'
-      )], 's'),
+        g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s})' % pairs), '{{src_node}} → {{dst_node}}'
+      )], 's', "99th percentile RTT of the job's %d slowest pairs at each moment." % n),
 
       g.row('Where the job runs', 25),
       // `tor` of the aggregate joined with the ToR label of the job's nodes.
@@ -62,6 +66,8 @@ function(c)
       )], 'percentunit', "The localizer's blame for the containers, NICs, hosts, ToRs and spines under the job's nodes.", defaults={ min: 0, max: 1 }),
       g.table('Nodes', g.pos(0, 34, 24, 8),
               [g.tableTarget('max by (%s, %s, %s, %s, %s, %s) (%s)' % [l.node, l.nic, l.host, l.tor, l.spine, l.pod, nodes])],
-              [g.hide(['Time', 'Value'])]),
+              [g.hide(['Time', 'Value'])],
+              "The job's nodes and where each sits: NIC, host, ToR, spine, network pod.",
+              defaults={ unit: 'none' }),
     ],
   )

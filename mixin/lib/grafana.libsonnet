@@ -43,17 +43,21 @@ local panelNames = {
   // Value texts of a 0/1 series.
   binaryMappings(zero, one):: [{ type: 'value', options: { '0': { text: zero }, '1': { text: one } } }],
 
-  // A panel; its targets get refIds A, B, ... in order.
-  panel(type, title, pos, targets, description='', defaults={}, options={}, overrides=[]):: {
-    type: type,
-    title: title,
-    description: description,
-    datasource: ds,
-    gridPos: pos,
-    targets: std.mapWithIndex(function(i, t) t { refId: std.char(65 + i) }, targets),
-    fieldConfig: { defaults: defaults, overrides: overrides },
-    options: options,
-  },
+  // A panel; its targets get refIds A, B, ... in order. Every panel says
+  // what it shows (`description`, the (i) tooltip) and in which unit.
+  panel(type, title, pos, targets, description='', defaults={}, options={}, overrides=[])::
+    assert description != '' : 'panel %s: no description' % title;
+    assert std.objectHas(defaults, 'unit') : 'panel %s: no unit' % title;
+    {
+      type: type,
+      title: title,
+      description: description,
+      datasource: ds,
+      gridPos: pos,
+      targets: std.mapWithIndex(function(i, t) t { refId: std.char(65 + i) }, targets),
+      fieldConfig: { defaults: defaults, overrides: overrides },
+      options: options,
+    },
 
   // A single big number, coloured by `thresholds`.
   stat(title, pos, target, thresholds, unit=null, description=''):: self.panel(
@@ -67,11 +71,21 @@ local panelNames = {
     },
   ),
 
+  // Every series named by its legend; the legend a table with each
+  // series' last and largest value, largest first.
   timeseries(title, pos, targets, unit=null, description='', overrides=[], defaults={}):: self.panel(
     'timeseries', title, pos, targets, description,
     defaults=(if unit == null then {} else { unit: unit }) + defaults,
     overrides=overrides,
+    options={
+      legend: { showLegend: true, displayMode: 'table', placement: 'bottom', calcs: ['lastNotNull', 'max'], sortBy: 'Max', sortDesc: true },
+      tooltip: { mode: 'multi', sort: 'desc' },
+    },
   ),
+
+  // The `n` largest of a per-pair query: per-pair panels never draw every
+  // pair of a large fleet.
+  topk(n, expr):: 'topk(%d, %s)' % [n, expr],
 
   table(title, pos, targets, transformations, description='', defaults={}):: self.panel(
     'table', title, pos, targets, description, defaults=defaults,
@@ -80,7 +94,7 @@ local panelNames = {
   // One coloured band per series: `mappings` name the values.
   stateTimeline(title, pos, target, thresholds, mappings, description=''):: self.panel(
     'state-timeline', title, pos, [target], description,
-    defaults={ thresholds: thresholds, mappings: mappings },
+    defaults={ unit: 'none', thresholds: thresholds, mappings: mappings },
     options={ showValue: 'never', mergeValues: true },
   ),
 

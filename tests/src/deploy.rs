@@ -77,6 +77,39 @@ pub fn kustomization_resources() -> Result<Vec<String>> {
         .collect())
 }
 
+/// Kinds without a namespace, which kustomize's `namespace:` leaves alone.
+const CLUSTER_SCOPED: [&str; 4] = [
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+];
+
+/// The objects of the kustomization in `dir` (relative to the repository
+/// root) as kustomize builds them for the namespace: every resource file's
+/// documents, the kustomization's `namespace:` set on each namespaced one.
+pub fn kustomized(dir: &str) -> Result<Vec<Value>> {
+    let rel = format!("{dir}/kustomization.yaml");
+    let k = yaml_docs(&read(&rel)?, &rel)?;
+    let k = k.first().with_context(|| format!("{rel} is empty"))?;
+    let namespace = k["namespace"].as_str();
+    let mut out = Vec::new();
+    for file in k["resources"].as_array().into_iter().flatten() {
+        let file = file
+            .as_str()
+            .with_context(|| format!("{rel}: a resource is not a path"))?;
+        let path = format!("{dir}/{file}");
+        for mut obj in yaml_docs(&read(&path)?, &path)? {
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            if let Some(ns) = namespace.filter(|_| !CLUSTER_SCOPED.contains(&kind)) {
+                obj["metadata"]["namespace"] = Value::String(ns.to_string());
+            }
+            out.push(obj);
+        }
+    }
+    Ok(out)
+}
+
 /// The one object of `kind` named `name`.
 pub fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
     let mut hits = objs
@@ -133,8 +166,8 @@ pub fn prometheus_rule_name(file: &str) -> String {
 /// One PrometheusRule per `rules/*.yml`, comments kept: each file's text
 /// after its `groups:` line, indented under `spec.groups`. One per file, not
 /// one for all: prometheus-operator writes each PrometheusRule to one rule
-/// file, and group names are unique per file only (`skeletonhunter-pairs`
-/// is in two of ours).
+/// file, and group names are unique per file only (the mixin keeps them
+/// unique across all files anyway, for kube-prometheus' `addMixin`).
 pub fn render_prometheus_rule() -> Result<String> {
     let mut out = format!("{GENERATED}\n# from rules/*.yml; edit those, not this file.\n");
     for (name, text) in sources("rules", ".yml")? {
@@ -153,10 +186,35 @@ pub fn render_prometheus_rule() -> Result<String> {
     Ok(out)
 }
 
-/// One ConfigMap per `dashboards/*.json`, labelled for the Grafana sidecar.
+/// A dashboard as the Grafana sidecar loads it: as a provisioned file,
+/// with no import step to fill `__inputs`, so those go and the `datasource`
+/// variable starts on Grafana's default data source instead of the
+/// never-resolved `${DS_PROMETHEUS}`.
+pub fn sidecar_form(dashboard: &mut Value) {
+    if let Some(obj) = dashboard.as_object_mut() {
+        obj.remove("__inputs");
+    }
+    let vars = dashboard["templating"]["list"].as_array_mut();
+    for var in vars.into_iter().flatten() {
+        if var["type"] == "datasource" {
+            var["current"] =
+                serde_json::json!({"selected": false, "text": "default", "value": "default"});
+        }
+    }
+}
+
+/// One ConfigMap per `dashboards/*.json` in its [`sidecar_form`], labelled
+/// for the Grafana sidecar.
 pub fn render_dashboards() -> Result<String> {
-    let mut out = format!("{GENERATED}\n# from dashboards/*.json; edit those, not this file.\n");
+    let mut out = format!(
+        "{GENERATED}\n# from dashboards/*.json (without __inputs, on the default data source);\n\
+         # edit those, not this file.\n"
+    );
     for (name, text) in sources("dashboards", ".json")? {
+        let mut v: Value =
+            serde_json::from_str(&text).with_context(|| format!("dashboards/{name}"))?;
+        sidecar_form(&mut v);
+        let text = serde_json::to_string_pretty(&v)?;
         let stem = name.trim_end_matches(".json");
         out.push_str(&format!(
             "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {stem}-dashboard\n  \

@@ -8,7 +8,7 @@
 //!
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `exposition`, `privilege`,
-//! `process`, `netns`, `tls`; `servers`, `exporter`, `sink`, `deploy`,
+//! `process`, `netns`, `tls`, `netpol`; `servers`, `exporter`, `sink`, `deploy`,
 //! `browser`, `vmagent`; `fabric`, `dashboards`, `localizer`, `fleet`.
 
 #[allow(unsafe_code)]
@@ -24,6 +24,7 @@ pub mod fleet;
 pub mod http;
 pub mod localizer;
 pub mod netns;
+pub mod netpol;
 pub mod privilege;
 pub mod process;
 pub mod repo;

@@ -81,6 +81,9 @@ fn the_script_builds_from_node_labels_the_map_the_exporter_reads() -> Result<()>
     let out = script(&[
         "--from-file",
         "tests/fixtures/kubectl-get-nodes.json",
+        // The fixture's zones are racks.
+        "--tor-label",
+        "topology.kubernetes.io/zone",
         "--spine-label",
         "example.com/spine",
         "--pod-label",
@@ -142,17 +145,111 @@ fn the_script_refuses_bad_arguments_and_documents() -> Result<()> {
     assert!(out.stderr.contains("--rack-label"), "{}", out.stderr);
     let out = script(&["--tor-label"])?;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
+    // No default ToR label: a zone is not a switch.
+    let fixture = "tests/fixtures/kubectl-get-nodes.json";
+    let out = script(&["--from-file", fixture])?;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--tor-label is required"),
+        "{}",
+        out.stderr
+    );
+    for bad in ["0", "many", "-3"] {
+        let out = script(&[
+            "--from-file",
+            fixture,
+            "--tor-label",
+            "x",
+            "--max-hosts-per-tor",
+            bad,
+        ])?;
+        assert_eq!(out.code, Some(2), "{bad}: {}", out.stderr);
+        assert!(out.stderr.contains("--max-hosts-per-tor"), "{}", out.stderr);
+    }
     let dir = TempDir::new("topo-bad")?;
     let bad = dir.path().join("pods.json");
     std::fs::write(&bad, r#"{"kind": "Pod", "metadata": {"name": "p"}}"#)?;
-    let out = script(&["--from-file", bad.to_str().context("utf-8")?])?;
+    let tor = ["--tor-label", "example.com/rack"];
+    let out = script(&[&["--from-file", bad.to_str().context("utf-8")?][..], &tor].concat())?;
     assert!(out.code.is_some_and(|c| c != 0), "{}", out.stdout);
     assert!(out.stderr.contains("no items list"), "{}", out.stderr);
-    // No labelled node at all: an empty map the exporter still accepts.
+    // A label no node carries (a typo, or nodes not labelled yet): refused.
     std::fs::write(&bad, r#"{"kind": "List", "items": []}"#)?;
-    let out = script(&["--from-file", bad.to_str().context("utf-8")?])?.ok()?;
-    let (_, map) = printed_map(&out.stdout, dir.path())?;
-    assert!(check_config("gpu-node-1", &map)?.contains("MISSING"));
+    let out = script(&[&["--from-file", bad.to_str().context("utf-8")?][..], &tor].concat())?;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("no node carries the label example.com/rack"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no ConfigMap on error: {}",
+        out.stdout
+    );
+    let out = script(&["--from-file", fixture, "--tor-label", "example.com/rack"])?;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    Ok(())
+}
+
+/// A `kubectl get nodes -o json` document of `count` nodes per zone.
+fn nodes_in_zones(zones: &[(&str, usize)]) -> Value {
+    let items: Vec<Value> = zones
+        .iter()
+        .flat_map(|(zone, count)| {
+            (0..*count).map(move |i| {
+                let name = format!("gpu-{zone}-{i:03}");
+                serde_json::json!({"kind": "Node", "metadata": {"name": name, "labels": {
+                    "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}}})
+            })
+        })
+        .collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+/// On a cloud cluster whose zone label is the only topology, taking it for
+/// the ToR would put a whole zone under one "switch": the script refuses a
+/// ToR with more hosts than the limit (exit 2, naming it and its count, and
+/// printing no ConfigMap), and accepts it when the limit is raised.
+#[test]
+fn the_script_refuses_a_tor_with_more_hosts_than_ports() -> Result<()> {
+    if !deploy::require_tool("the_script_refuses_a_tor_...", "jq", "apt-get install jq") {
+        return Ok(());
+    }
+    let dir = TempDir::new("topo-zones")?;
+    let file = dir.path().join("nodes.json");
+    std::fs::write(
+        &file,
+        nodes_in_zones(&[("us-east-1a", 70), ("us-east-1b", 10)]).to_string(),
+    )?;
+    let from = file.to_str().context("utf-8")?;
+    let zone = [
+        "--from-file",
+        from,
+        "--tor-label",
+        "topology.kubernetes.io/zone",
+    ];
+    let out = script(&zone)?;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("us-east-1a (70 hosts)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("us-east-1b"), "{}", out.stderr);
+    assert!(out.stderr.contains("--max-hosts-per-tor"), "{}", out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "no ConfigMap on error: {}",
+        out.stdout
+    );
+    // Raised to the largest ToR: accepted, every node in the map.
+    let out = script(&[&zone[..], &["--max-hosts-per-tor", "70"]].concat())?.ok()?;
+    let (cm, _) = printed_map(&out.stdout, dir.path())?;
+    let map = cm["data"]["topology.yaml"].as_str().context("map")?;
+    assert_eq!(map.matches("\"tor\":\"us-east-1a\"").count(), 70, "{map}");
+    assert_eq!(map.matches("\"tor\":\"us-east-1b\"").count(), 10, "{map}");
     Ok(())
 }
 
