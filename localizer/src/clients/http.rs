@@ -154,14 +154,50 @@ pub fn http_client(
         .map_err(ClientError::Build)
 }
 
+/// What stands for a password (or a user name alone, which may be a
+/// token) wherever a URL is shown.
+pub const REDACTED: &str = "***";
+
+/// `url` as it may be shown — in a log line, a label, a page, an error —:
+/// the password of its userinfo replaced by [`REDACTED`]
+/// (`http://user:***@host`), or the whole userinfo when it has no password
+/// (`http://***@host`: a lone user name is often a token). Works on the
+/// text, so a URL that does not parse is redacted too; anything without
+/// userinfo comes back unchanged.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme_end, at)) = userinfo_span(url) else {
+        return url.to_string();
+    };
+    let shown_user = match url[scheme_end..at].split_once(':') {
+        Some((user, _)) => format!("{user}:{REDACTED}"),
+        None => REDACTED.to_string(),
+    };
+    format!("{}{shown_user}{}", &url[..scheme_end], &url[at..])
+}
+
+/// Whether `url` carries a user name or password (`scheme://user:pw@host`).
+pub fn has_userinfo(url: &str) -> bool {
+    userinfo_span(url).is_some()
+}
+
+/// Where the userinfo of `url` starts (after `://`, or at the start when
+/// the scheme is missing) and where its `@` is.
+fn userinfo_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    authority.rfind('@').map(|at| (start, start + at))
+}
+
 /// Check the base URL early so a typo fails at start-up, not every cycle.
+/// Errors show the URL redacted ([`redact_url`]).
 pub fn validate_base_url(base: &str) -> Result<String, ClientError> {
     let trimmed = base.trim().trim_end_matches('/');
+    let url_of = || redact_url(base);
     let url = reqwest::Url::parse(trimmed).map_err(|e| ClientError::Unparsable {
-        url: base.to_string(),
+        url: url_of(),
         reason: e.to_string(),
     })?;
-    let url_of = || base.to_string();
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(ClientError::Scheme { url: url_of() });
     }
@@ -245,5 +281,30 @@ mod tests {
             let err = validate_base_url(bad).unwrap_err().to_string();
             assert!(err.contains("invalid URL"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn shown_urls_carry_no_password() {
+        for (url, shown) in [
+            ("http://user:pw@host:9090/p", "http://user:***@host:9090/p"),
+            ("https://tok@host", "https://***@host"),
+            ("http://u:p@ss:w@host?x#y", "http://u:***@host?x#y"),
+            ("http://host/a@b", "http://host/a@b"),
+            ("http://host:9090", "http://host:9090"),
+            ("u:pw@host:9090", "u:***@host:9090"),
+            ("http://u:pw@[::1]:9", "http://u:***@[::1]:9"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            assert_eq!(has_userinfo(url), url != shown, "{url}");
+        }
+        // A URL that is refused is shown redacted in the error too.
+        let err = validate_base_url("ftp://u:secret@p")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("secret") && err.contains("u:***@p"), "{err}");
+        let err = validate_base_url("http://u:secret@")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("secret"), "{err}");
     }
 }

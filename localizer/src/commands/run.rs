@@ -208,10 +208,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 /// Every endpoint built once before the loop starts, so a URL or http
 /// config it cannot serve is refused at start (exit 2), never every cycle.
 fn check_endpoints(s: &Settings) -> Result<(), BadInput> {
-    Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
+    Endpoint::check(&s.prometheus, s.timeout, &s.prometheus_http)
         .map_err(|e| BadInput(format!("--prometheus: {e}")))?;
     for am in &s.alertmanagers {
-        Endpoint::new(am, s.timeout, &s.alertmanager_http)
+        Endpoint::check(am, s.timeout, &s.alertmanager_http)
             .map_err(|e| BadInput(format!("--alertmanager: {e}")))?;
     }
     Ok(())

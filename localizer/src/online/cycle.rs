@@ -143,7 +143,7 @@ impl Localizer {
 
     /// The Prometheus root queried.
     pub(super) fn prometheus(&self) -> &str {
-        self.q.prom().base()
+        self.q.prom().shown_url()
     }
 
     /// Number of Alertmanagers posted to.
@@ -246,7 +246,7 @@ impl Localizer {
                 tracing::warn!(
                     "{} at {}; this cycle raises and clears no alert",
                     why.as_str(),
-                    self.q.prom().base()
+                    self.q.prom().shown_url()
                 );
                 (CycleResult::NoData, None)
             }

@@ -6,6 +6,7 @@ use super::metrics::Metrics;
 use super::routes::{handler, loaded, reload};
 use super::settings::{ServiceError, Settings};
 use super::status::{Board, PageInfo};
+use crate::clients::http::redact_url;
 use crate::input::promql::promql_duration;
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let board = Arc::new(Board::new(PageInfo {
         interval: s.interval,
         window: s.window,
-        prometheus: without_credentials(&s.prometheus),
+        prometheus: redact_url(&s.prometheus),
         alertmanagers: s.alertmanagers.len(),
         telemetry_path: s.telemetry_path.clone(),
     }));
@@ -38,7 +39,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
                 println!("{}", report_json(&r));
                 Ok(())
             }
-            None => Err(ServiceError::NoData(s.prometheus.clone())),
+            None => Err(ServiceError::NoData(loc.prometheus().to_string())),
         };
     }
 
@@ -122,18 +123,6 @@ fn log_start(s: &Settings, loc: &Localizer) {
     }
 }
 
-/// `url` without a user name or password, for the status page.
-fn without_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Err(_) => String::new(),
-    }
-}
-
 /// SIGHUP, as a stream (`None` if it cannot be watched: logged once).
 fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -165,17 +154,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn page_shows_no_credentials() {
-        assert_eq!(
-            super::without_credentials("http://me:secret@prom:9090/api"),
-            "http://prom:9090/api"
-        );
-        assert_eq!(super::without_credentials("not a url"), "");
     }
 }
