@@ -3,6 +3,7 @@
 //! and credentials. The query methods live in [`super::prometheus`] and
 //! the posting in [`super::alertmanager`]; this type is what they share.
 
+use super::budget::ByteBudget;
 use super::http::{
     has_userinfo, http_client, redact_url, validate_base_url, ClientError, DEFAULT_MAX_RESPONSE,
 };
@@ -31,6 +32,9 @@ pub struct Endpoint {
     auth: Option<Auth>,
     /// The store-side bound of each query, when set ([`Endpoint::query_timeout`]).
     query_timeout: Option<Duration>,
+    /// What the answers read at once may hold together, when bounded
+    /// ([`Endpoint::answer_budget`]); shared by the clones.
+    budget: Option<ByteBudget>,
 }
 
 impl Endpoint {
@@ -97,6 +101,7 @@ impl Endpoint {
             max_response: DEFAULT_MAX_RESPONSE,
             auth: config.auth.clone(),
             query_timeout: None,
+            budget: None,
         })
     }
 
@@ -104,6 +109,18 @@ impl Endpoint {
     pub fn max_response(mut self, bytes: usize) -> Endpoint {
         self.max_response = bytes.max(1);
         self
+    }
+
+    /// Bound the answers this endpoint and its clones hold at once by
+    /// `budget` (see [`ByteBudget`]): the queries of a cycle run together.
+    pub fn with_answer_budget(mut self, budget: ByteBudget) -> Endpoint {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The shared budget of the answers, when there is one.
+    pub fn answer_budget(&self) -> Option<&ByteBudget> {
+        self.budget.as_ref()
     }
 
     /// Bound each query by `t` instead of the endpoint's timeout (which

@@ -2,6 +2,7 @@
 //! with its timeouts, the bounded body reader, the form encoding and error
 //! flattening.
 
+use super::budget::{ByteBudget, Held};
 use std::time::Duration;
 
 /// Largest answer read from Prometheus unless `--max-response-size` says
@@ -18,6 +19,13 @@ pub enum BodyError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The answers read at once together would pass their shared budget
+    /// ([`ByteBudget`]); what arrived was dropped.
+    #[error("the answers read at once exceed their {budget}-byte budget")]
+    OverBudget {
+        /// The budget, in bytes.
+        budget: usize,
+    },
     /// The body did not arrive completely before the request's deadline.
     #[error("the answer did not arrive within {0:?}")]
     TimedOut(Duration),
@@ -26,22 +34,40 @@ pub enum BodyError {
     Read(String),
 }
 
+/// A body read in full, with the budget bytes it holds until dropped.
+#[derive(Debug)]
+pub struct Body {
+    bytes: Vec<u8>,
+    _held: Held,
+}
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Read a whole body into one buffer of at most `limit` bytes, before
-/// `deadline` (`timeout` after the request started). A `Content-Length`
-/// above the limit fails before anything is read; a body without one is
-/// read in chunks and abandoned as soon as it passes the limit, so memory
-/// never exceeds the limit (plus one chunk), however much the server sends.
+/// `deadline` (`timeout` after the request started), its capacity taken
+/// from `held`'s budget as it grows. A `Content-Length` above the limit
+/// fails before anything is read; a body without one is read in chunks and
+/// abandoned as soon as it passes the limit or the budget, so memory never
+/// exceeds the smaller of the two (plus one chunk), however much the
+/// server sends.
 pub async fn read_body(
     resp: &mut reqwest::Response,
     limit: usize,
     deadline: tokio::time::Instant,
     timeout: Duration,
-) -> Result<Vec<u8>, BodyError> {
+    mut held: Held,
+) -> Result<Body, BodyError> {
     if resp.content_length().is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge { limit });
     }
     let expected = resp.content_length().unwrap_or(0) as usize;
-    let mut buf = Vec::with_capacity(expected.min(limit));
+    let mut buf = Vec::new();
+    reserve(&mut buf, &mut held, expected.min(limit), limit)?;
     loop {
         let chunk = tokio::time::timeout_at(deadline, resp.chunk())
             .await
@@ -54,13 +80,38 @@ pub async fn read_body(
                 }
             })?;
         let Some(chunk) = chunk else {
-            return Ok(buf);
+            return Ok(Body {
+                bytes: buf,
+                _held: held,
+            });
         };
         if buf.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge { limit });
         }
+        let need = buf.len() + chunk.len();
+        reserve(&mut buf, &mut held, need, limit)?;
         buf.extend_from_slice(&chunk);
     }
+}
+
+/// Make room in `buf` for `need` bytes, the growth taken from `held`:
+/// doubled as a `Vec` grows (up to `limit`) when the budget allows,
+/// else exactly `need`.
+fn reserve(buf: &mut Vec<u8>, held: &mut Held, need: usize, limit: usize) -> Result<(), BodyError> {
+    let cap = buf.capacity();
+    if need <= cap {
+        return Ok(());
+    }
+    let doubled = (cap * 2).clamp(need, limit.max(need));
+    for want in [doubled, need] {
+        if held.grow(want - cap) {
+            buf.reserve_exact(want - buf.len());
+            return Ok(());
+        }
+    }
+    Err(BodyError::OverBudget {
+        budget: held.budget().map_or(usize::MAX, ByteBudget::limit),
+    })
 }
 
 /// The start of a body (at most `limit` bytes, lossy UTF-8) for an error
@@ -281,6 +332,46 @@ mod tests {
             let err = validate_base_url(bad).unwrap_err().to_string();
             assert!(err.contains("invalid URL"), "{bad}: {err}");
         }
+    }
+
+    fn response(body: Vec<u8>) -> reqwest::Response {
+        reqwest::Response::from(hyper::Response::new(body))
+    }
+
+    /// A body is read within the budget it shares, holds its bytes until
+    /// dropped, and is refused (holding nothing) when the budget is short.
+    #[tokio::test]
+    async fn bodies_hold_their_bytes_from_the_shared_budget() {
+        let budget = ByteBudget::new(300_000);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let t = Duration::from_secs(5);
+        let read = |n: usize| {
+            let budget = budget.clone();
+            async move {
+                read_body(
+                    &mut response(vec![b'x'; n]),
+                    1 << 20,
+                    deadline,
+                    t,
+                    budget.hold(),
+                )
+                .await
+            }
+        };
+        let first = read(200_000).await.unwrap();
+        assert_eq!(first.len(), 200_000);
+        assert!(budget.held() >= 200_000);
+        let err = read(200_000).await.unwrap_err();
+        assert!(
+            matches!(err, BodyError::OverBudget { budget: 300_000 }),
+            "{err}"
+        );
+        drop(first);
+        assert_eq!(budget.held(), 0);
+        assert!(read(200_000).await.is_ok(), "the budget was given back");
+        let err = read(2 << 20).await.unwrap_err();
+        assert!(matches!(err, BodyError::TooLarge { .. }), "{err}");
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

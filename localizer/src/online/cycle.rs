@@ -23,6 +23,7 @@ use super::settings::{ServiceError, Settings};
 use super::shards::{PairAnswers, PairShards};
 use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
+use crate::clients::budget::ByteBudget;
 use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
@@ -109,6 +110,7 @@ impl Localizer {
         let prom = Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
             .map_err(ServiceError::Prometheus)?
             .max_response(s.max_response)
+            .with_answer_budget(ByteBudget::new(s.max_cycle_response))
             .query_timeout(s.query_timeout());
         let delivery = Delivery::new(
             &s.alertmanagers,
@@ -156,6 +158,10 @@ impl Localizer {
         let started = Instant::now();
         let (outcome, alerts) = self.evaluate().await;
         self.delivery.deliver(&alerts).await;
+        if let Some(budget) = self.q.prom().answer_budget() {
+            let peak = budget.take_peak();
+            self.metrics.answer_bytes_peak.set(peak as i64);
+        }
         self.metrics
             .alerts_firing
             .set(self.book.active_len() as i64);

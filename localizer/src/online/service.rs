@@ -101,11 +101,13 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
 /// What the loop does, once at start.
 fn log_start(s: &Settings, loc: &Localizer) {
     tracing::info!(
-        "localizing every {:?} over {} from {} (each query bounded by {:?}; {} Alertmanager(s)); metrics on http://{}{}",
+        "localizing every {:?} over {} from {} (each query bounded by {:?} and {} answer bytes, {} answer bytes held at once; {} Alertmanager(s)); metrics on http://{}{}",
         s.interval,
         promql_duration(s.window),
         loc.prometheus(),
         s.query_timeout(),
+        s.max_response,
+        s.max_cycle_response,
         loc.alertmanagers(),
         s.listen,
         s.telemetry_path
