@@ -88,6 +88,16 @@ fn broken_files_get_errors_naming_line_and_column() {
         "{err}"
     );
 
+    // A column named twice (the sample's header with `latency` again).
+    let twice = format!("{},latency\n{},1\n", lines[0], lines[1]);
+    let err = broken("twice.csv", &twice);
+    assert!(
+        err.contains(
+            "twice.csv: line 1, column `latency`: appears twice in the header (columns 22 and 46)"
+        ),
+        "{err}"
+    );
+
     // Not a file; a directory.
     let out = analyze(Path::new("/nonexistent/pings.csv"));
     assert_eq!(out.status.code(), Some(2));

@@ -5,7 +5,7 @@
 //! came back), `loss_rate` (share of the round's packets lost, 0..=1),
 //! `ping_time` (ns). Topology columns (`*_real_ip`, `*_node_sn`, `*_asw`,
 //! `*_dsw`, `*_pod`, `*_tenant_id`) are used when present; unknown columns
-//! are ignored; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
+//! are ignored, a name twice is refused; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
 //! (src, dst) pair into [`PairStats`].
 //!
 //! Probes per row: a count column (`probe_count`, `probes`, `probe_num`,

@@ -1,6 +1,7 @@
 //! The header of a ping log: which column holds what. Names are trimmed
 //! (and a UTF-8 byte-order mark dropped from the first); the required
-//! columns must all be there.
+//! columns must all be there, and no name twice: which of two `latency`
+//! columns is meant cannot be told, so guessing would analyze the wrong one.
 
 use skeletonhunter_common::topology::Kind;
 
@@ -20,6 +21,16 @@ pub enum HeaderError {
     /// Required columns are not there.
     #[error("header lacks required column(s) {}", .0.join(", "))]
     Missing(Vec<&'static str>),
+    /// A name appears twice (1-based column positions).
+    #[error("appears twice in the header (columns {first} and {second})")]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// Where it is first.
+        first: usize,
+        /// Where it is again.
+        second: usize,
+    },
 }
 
 impl HeaderError {
@@ -27,6 +38,7 @@ impl HeaderError {
     pub fn column(&self) -> Option<&str> {
         match self {
             HeaderError::Missing(_) => None,
+            HeaderError::Duplicate { name, .. } => Some(name),
         }
     }
 }
@@ -69,6 +81,15 @@ pub fn columns(header: &csv::StringRecord) -> Result<Columns, HeaderError> {
             h.trim().to_string()
         })
         .collect();
+    for (second, name) in names.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
+        if let Some(first) = names[..second].iter().position(|n| n == name) {
+            return Err(HeaderError::Duplicate {
+                name: name.clone(),
+                first: first + 1,
+                second: second + 1,
+            });
+        }
+    }
     let find = |name: &str| names.iter().position(|h| h == name);
     let missing: Vec<&'static str> = REQUIRED
         .iter()
