@@ -17,8 +17,8 @@ pub const QUERY_GRACE: Duration = Duration::from_secs(1);
 
 /// One endpoint: where, how long a request may take, how big an answer
 /// may be, and how to authenticate. Cheap to clone (the connection pool is
-/// shared).
-#[derive(Debug, Clone)]
+/// shared). Its `Debug` shows the URL redacted, like everything else.
+#[derive(Clone)]
 pub struct Endpoint {
     /// The root requests go to, userinfo included (reqwest turns it into
     /// basic auth and strips it from the request line).
@@ -185,6 +185,19 @@ impl Endpoint {
     }
 }
 
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.shown)
+            .field("timeout", &self.timeout)
+            .field("max_response", &self.max_response)
+            .field("auth", &self.auth)
+            .field("query_timeout", &self.query_timeout)
+            .field("budget", &self.budget)
+            .finish()
+    }
+}
+
 /// A hint for answers that mean "who are you?".
 pub fn auth_hint(status: u16) -> &'static str {
     match status {
@@ -255,6 +268,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.shown_url(), "http://user:***@p:9090");
+        assert!(!format!("{e:?}").contains("s3cret"), "{e:?}");
         let (url, req) = e.post("/api/v2/alerts");
         assert_eq!(url, "http://user:***@p:9090/api/v2/alerts");
         let req = req.unwrap().build().unwrap();
