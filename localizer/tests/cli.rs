@@ -88,6 +88,16 @@ fn broken_files_get_errors_naming_line_and_column() {
         "{err}"
     );
 
+    // A column named twice (the sample's header with `latency` again).
+    let twice = format!("{},latency\n{},1\n", lines[0], lines[1]);
+    let err = broken("twice.csv", &twice);
+    assert!(
+        err.contains(
+            "twice.csv: line 1, column `latency`: appears twice in the header (columns 22 and 46)"
+        ),
+        "{err}"
+    );
+
     // Not a file; a directory.
     let out = analyze(Path::new("/nonexistent/pings.csv"));
     assert_eq!(out.status.code(), Some(2));
@@ -151,24 +161,17 @@ fn gigabyte_line() -> PathBuf {
     p
 }
 
-#[test]
-fn a_gigabyte_line_is_an_error_at_its_line_in_bounded_memory() {
-    let p = gigabyte_line();
-    // GNU time reports the child's peak RSS and passes its exit status on.
+/// `analyze` with `args` under GNU time, which reports the child's peak
+/// RSS and passes its exit status on: the output and the peak in KiB.
+fn analyze_timed(args: &[&std::ffi::OsStr]) -> (Output, u64) {
     let out = Command::new("/usr/bin/time")
         .arg("-v")
         .arg(env!("CARGO_BIN_EXE_skeletonhunter-localizer"))
-        .args(["analyze", "--pings"])
-        .arg(&p)
+        .arg("analyze")
+        .args(args)
         .output()
         .expect("/usr/bin/time (Debian package `time`)");
-    let _ = std::fs::remove_file(&p);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("gigabyte-line.csv: line 2: line longer than 65536 bytes (--max-line-length)"),
-        "{err}"
-    );
     let peak_kib: u64 = err
         .lines()
         .find_map(|l| {
@@ -177,8 +180,78 @@ fn a_gigabyte_line_is_an_error_at_its_line_in_bounded_memory() {
         })
         .and_then(|v| v.parse().ok())
         .expect("peak RSS in the output of time -v");
+    (out, peak_kib)
+}
+
+#[test]
+fn a_gigabyte_line_is_an_error_at_its_line_in_bounded_memory() {
+    let p = gigabyte_line();
+    let (out, peak_kib) = analyze_timed(&["--pings".as_ref(), p.as_os_str()]);
+    let _ = std::fs::remove_file(&p);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gigabyte-line.csv: line 2: line longer than 65536 bytes (--max-line-length)"),
+        "{err}"
+    );
     eprintln!("a 1 GiB line: exit 2, peak RSS {peak_kib} KiB");
     assert!(peak_kib < 64 * 1024, "peak RSS {peak_kib} KiB");
+}
+
+/// The reproduction: 1,000,000 valid rows between random pairs of
+/// 10,000 nodes (about 995,000 distinct pairs, 57 MB). Memory grew with
+/// the pairs (673 MiB peak in a debug build); now the row that brings the
+/// 250,001st pair (`--max-pairs`' default) is an error naming its line,
+/// in bounded memory.
+#[test]
+fn distinct_pairs_past_the_limit_are_an_error_at_their_row_in_bounded_memory() {
+    use std::io::Write;
+    let p = tmp("many-pairs.csv");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    writeln!(
+        f,
+        "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time"
+    )
+    .unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut crossing = None;
+    let mut x: u64 = 29;
+    for row in 0..1_000_000u64 {
+        // A 64-bit LCG (Knuth's MMIX constants): the same file every run.
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % 10_000
+        };
+        let (s, d) = (next(), next());
+        if seen.insert((s, d)) && seen.len() == 250_001 {
+            crossing = Some(row + 2);
+        }
+        writeln!(
+            f,
+            "node-{s:05},node-{d:05},success,42.5,0,{}",
+            1_700_000_000_000_000_000u64 + row
+        )
+        .unwrap();
+    }
+    f.flush().unwrap();
+    drop(f);
+    let crossing = crossing.unwrap();
+    let (out, peak_kib) = analyze_timed(&["--pings".as_ref(), p.as_os_str()]);
+    let _ = std::fs::remove_file(&p);
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "{} distinct pairs in 1,000,000 rows: exit {:?} at line {crossing}, peak RSS {peak_kib} KiB",
+        seen.len(),
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let want = format!(
+        "many-pairs.csv: line {crossing}: more than 250000 distinct (src_node_id, dst_node_id) pairs (--max-pairs)"
+    );
+    assert!(err.contains(&want), "want {want:?} in {err}");
+    assert!(peak_kib < 128 * 1024, "peak RSS {peak_kib} KiB");
 }
 
 #[test]

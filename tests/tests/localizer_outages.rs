@@ -1,7 +1,9 @@
 //! The localizer's online loop when its neighbours fail: an unreachable
 //! Prometheus is logged and alerts nothing, a Prometheus outage holds the
 //! alerts as they were, an Alertmanager outage loses no alert; `/-/ready`
-//! follows the cycles, SIGHUP and `POST /-/reload` leave it running. Real Debian
+//! follows the cycles, SIGHUP and `POST /-/reload` leave it running; a
+//! store streaming 100 MB to every query is held to the cycle's answer
+//! budget. Real Debian
 //! servers on loopback, probe data from the synthetic scrape target
 //! (`skeletonhunter_tests::localizer::FakeFabric`).
 
@@ -9,8 +11,9 @@ use anyhow::{Context, Result};
 use skeletonhunter_tests::exposition::metric_value;
 use skeletonhunter_tests::localizer::{
     describe, is_component, sh_alerts, start_alertmanager, start_store, tor, wait_for_only_alert,
-    FakeFabric, Localizer, Store,
+    FakeFabric, FloodingStore, Localizer, Store,
 };
+use skeletonhunter_tests::process::status_kib;
 use skeletonhunter_tests::servers::free_loopback_addr;
 use skeletonhunter_tests::sys;
 use skeletonhunter_tests::wait_until;
@@ -287,5 +290,60 @@ fn silent_prometheus_times_out_naming_the_query_and_the_flag() -> Result<()> {
         || (ok(&loc)? > before).then_some(()),
     )
     .with_context(|| loc.child.log())?;
+    Ok(())
+}
+
+/// The reproduction: a store streaming 100 MB answers to each of
+/// a cycle's eleven concurrent queries, at the default limits (64 MiB an
+/// answer, so 704 MiB for eleven; 256 MiB for all answers held at once).
+/// The cycle fails cleanly — queries refused with reason `too_large`,
+/// nothing raised or cleared — and the most answer bytes held at once,
+/// as the localizer reports it, stays within the budget.
+#[test]
+fn a_store_flooding_every_query_is_held_to_the_cycle_budget() -> Result<()> {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let store = FloodingStore::start(100 << 20)?;
+    let args = ["--interval", "2s", "--window", "5s", "--timeout", "20s"].map(String::from);
+    let loc = Localizer::start_args(&store.url(), &args)?;
+    let failed = |loc: &Localizer| {
+        loc.metric("skeletonhunter_localizer_cycles_total{result=\"query_failed\"}")
+    };
+    wait_until(
+        "a failed cycle",
+        Duration::from_secs(120),
+        Duration::from_millis(250),
+        || (failed(&loc)? >= 1.0).then_some(()),
+    )
+    .with_context(|| loc.child.log())?;
+    let m = loc.metrics();
+    let hwm = status_kib(loc.child.pid(), "VmHWM").unwrap_or(0);
+    let peak = metric_value(&m, "skeletonhunter_localizer_answer_bytes_peak");
+    let too_large: f64 = m
+        .lines()
+        .filter(|l| {
+            l.starts_with("skeletonhunter_localizer_query_errors_total{")
+                && l.contains("reason=\"too_large\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let log = loc.child.log();
+    println!(
+        "{} requests; answer bytes held at once at most {:.1?} MiB; {too_large} queries too large; localizer peak RSS {:.1} MiB",
+        store.requests(),
+        peak.map(|p| p / MIB),
+        hwm as f64 / 1024.0
+    );
+    for l in log.lines().filter(|l| l.contains("bytes")).take(12) {
+        println!("{l}");
+    }
+    let peak = peak.context("no skeletonhunter_localizer_answer_bytes_peak")?;
+    assert!(peak > 0.0 && peak <= 256.0 * MIB, "peak {peak}:\n{m}");
+    assert!(too_large >= 1.0, "{m}");
+    assert!(
+        log.contains("--max-cycle-response-size") || log.contains("--max-response-size"),
+        "{log}"
+    );
+    let ok = loc.metric("skeletonhunter_localizer_cycles_total{result=\"ok\"}");
+    assert_eq!(ok.unwrap_or(0.0), 0.0, "{m}");
     Ok(())
 }

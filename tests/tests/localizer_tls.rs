@@ -263,3 +263,122 @@ fn urls_it_cannot_serve_are_refused_at_start() -> Result<()> {
     }
     Ok(())
 }
+
+/// Credentials written into the URLs (`https://user:password@host`) are
+/// used — queries and alerts get through basic auth — but no password
+/// shows anywhere: not in `/metrics` labels (the `alertmanager` label),
+/// log lines (the start-up line, refusals naming the URL), the status
+/// page or `/report`. One warning at start points to the http config
+/// file instead.
+#[test]
+fn credentials_in_urls_are_used_and_never_shown() -> Result<()> {
+    let dir = TempDir::new("localizer-url-credentials")?;
+    let d = dir.path();
+    let pki = Pki::create(d)?;
+    let ca = file_name(&pki.ca.cert)?;
+    // TLS only: the credentials come from the URLs.
+    let prom_tls = http_config(
+        d,
+        "prom.yml",
+        &format!(
+            "tls_config: {{ca_file: {ca}, cert_file: {}, key_file: {}}}\n",
+            file_name(&pki.client.cert)?,
+            file_name(&pki.client.key)?
+        ),
+    )?;
+    let am_tls = http_config(
+        d,
+        "am.yml",
+        &format!("tls_config: {{ca_file: {ca}, server_name: localhost}}\n"),
+    )?;
+    let fabric = FakeFabric::start()?;
+    let (prom, am) = secured_stack(&pki, &fabric)?;
+    let with = |url: &str, password: &str| {
+        url.replacen("https://", &format!("https://{TEST_USER}:{password}@"), 1)
+    };
+    const WRONG: &str = "wrong-url-secret";
+    let mut extra = flag("--prometheus.http-config-file", &prom_tls).to_vec();
+    extra.extend(flag("--alertmanager.http-config-file", &am_tls));
+    let start = |prom_pw: &str, am_pw: &str| {
+        Localizer::start_with(
+            &with(&prom.url(), prom_pw),
+            Some(&with(&am.url(), am_pw)),
+            &extra,
+        )
+    };
+    let good = start(TEST_PASSWORD, TEST_PASSWORD)?;
+    let am_refuses = start(TEST_PASSWORD, WRONG)?;
+    let prom_refuses = start(WRONG, TEST_PASSWORD)?;
+
+    wait_until(
+        "a successful cycle with the URL's credentials",
+        Duration::from_secs(40),
+        Duration::from_millis(250),
+        || (good.metric("skeletonhunter_localizer_pairs_observed") == Some(30.0)).then_some(()),
+    )
+    .with_context(|| format!("localizer log:\n{}", good.child.log()))?;
+    fabric.set_fault(Some((tor("t1"), 0.3)));
+    wait_for_only_alert(&am, "tor", "t1", Duration::from_secs(60))
+        .with_context(|| format!("localizer log:\n{}", good.child.log()))?;
+    wait_until(
+        "alert posts refused with 401 and counted",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let m = am_refuses.metrics();
+            (sample(&m, "skeletonhunter_localizer_alert_post_errors_total", &[]).unwrap_or(0.0)
+                > 0.0)
+                .then_some(())
+        },
+    )
+    .with_context(|| format!("localizer log:\n{}", am_refuses.child.log()))?;
+    let m = prom_refuses.metrics();
+    let refused = sample(
+        &m,
+        "skeletonhunter_localizer_query_errors_total",
+        &["reason=\"http_status\""],
+    );
+    assert!(refused.unwrap_or(0.0) > 0.0, "{m}");
+
+    let shown_am = with(&am.url(), "***");
+    for (name, l) in [
+        ("good", &good),
+        ("am_refuses", &am_refuses),
+        ("prom_refuses", &prom_refuses),
+    ] {
+        let metrics = l.metrics();
+        assert!(
+            metrics.contains(&format!("alertmanager=\"{shown_am}\"")),
+            "{name}: {metrics}"
+        );
+        let (_, page) = l.request("GET", "/")?;
+        let (_, report) = l.request("GET", "/report")?;
+        let log = l.child.log();
+        assert_eq!(
+            log.matches("the URL carries credentials").count(),
+            2,
+            "{name}: one warning per URL: {log}"
+        );
+        for (what, text) in [
+            ("/metrics", &metrics),
+            ("/", &page),
+            ("/report", &report),
+            ("log", &log),
+        ] {
+            for secret in [TEST_PASSWORD, WRONG] {
+                assert!(
+                    !text.contains(secret),
+                    "{name}: {what} shows {secret}:\n{text}"
+                );
+            }
+        }
+    }
+    let log = am_refuses.child.log();
+    assert!(log.contains("HTTP 401") && log.contains(&shown_am), "{log}");
+    let log = prom_refuses.child.log();
+    assert!(
+        log.contains("HTTP 401") && log.contains(&with(&prom.url(), "***")),
+        "{log}"
+    );
+    Ok(())
+}

@@ -3,7 +3,10 @@
 //! and credentials. The query methods live in [`super::prometheus`] and
 //! the posting in [`super::alertmanager`]; this type is what they share.
 
-use super::http::{http_client, validate_base_url, ClientError, DEFAULT_MAX_RESPONSE};
+use super::budget::ByteBudget;
+use super::http::{
+    has_userinfo, http_client, redact_url, validate_base_url, ClientError, DEFAULT_MAX_RESPONSE,
+};
 use super::http_config::{Auth, EndpointConfig};
 use super::tls;
 use std::time::Duration;
@@ -14,16 +17,24 @@ pub const QUERY_GRACE: Duration = Duration::from_secs(1);
 
 /// One endpoint: where, how long a request may take, how big an answer
 /// may be, and how to authenticate. Cheap to clone (the connection pool is
-/// shared).
-#[derive(Debug, Clone)]
+/// shared). Its `Debug` shows the URL redacted, like everything else.
+#[derive(Clone)]
 pub struct Endpoint {
+    /// The root requests go to, userinfo included (reqwest turns it into
+    /// basic auth and strips it from the request line).
     base: String,
+    /// The root as it is shown: [`redact_url`] of `base`. Every log line,
+    /// label, page and error uses this one.
+    shown: String,
     http: reqwest::Client,
     timeout: Duration,
     max_response: usize,
     auth: Option<Auth>,
     /// The store-side bound of each query, when set ([`Endpoint::query_timeout`]).
     query_timeout: Option<Duration>,
+    /// What the answers read at once may hold together, when bounded
+    /// ([`Endpoint::answer_budget`]); shared by the clones.
+    budget: Option<ByteBudget>,
 }
 
 impl Endpoint {
@@ -35,41 +46,62 @@ impl Endpoint {
     /// clear while the operator believes otherwise), and an `https` URL
     /// whose certificates cannot be set up. Each request, body included,
     /// is bounded by `timeout`; an answer by [`DEFAULT_MAX_RESPONSE`] bytes
-    /// unless [`Endpoint::max_response`] says otherwise.
+    /// unless [`Endpoint::max_response`] says otherwise. What is risky but
+    /// allowed (credentials in the URL or over plain http, certificates not
+    /// checked) is logged once here; [`Endpoint::check`] builds quietly.
     pub fn new(
         base: &str,
         timeout: Duration,
         config: &EndpointConfig,
     ) -> Result<Endpoint, ClientError> {
+        let e = Endpoint::check(base, timeout, config)?;
+        let shown = &e.shown;
+        let https = e.base.starts_with("https://");
+        if has_userinfo(&e.base) {
+            tracing::warn!("{shown}: the URL carries credentials; they are used, and hidden from logs, metrics and pages, but any process listing shows them: put them in the endpoint's http config file (basic_auth) instead");
+        }
+        if !https && (config.auth.is_some() || has_userinfo(&e.base)) {
+            tracing::warn!("{shown}: credentials are sent over plain http; use https");
+        }
+        if https && config.tls.insecure_skip_verify {
+            tracing::warn!("{shown}: tls_config.insecure_skip_verify is on: the server's certificate is not checked");
+        }
+        Ok(e)
+    }
+
+    /// [`Endpoint::new`] without its warnings: the start-up check of a
+    /// command that builds the endpoint again later.
+    pub fn check(
+        base: &str,
+        timeout: Duration,
+        config: &EndpointConfig,
+    ) -> Result<Endpoint, ClientError> {
         let base = validate_base_url(base)?;
+        let shown = redact_url(&base);
         tls::install_provider();
         let https = base.starts_with("https://");
         if !https && config.has_tls_section {
-            return Err(ClientError::TlsForHttp { url: base });
+            return Err(ClientError::TlsForHttp { url: shown });
         }
         let tls = if https {
             Some(
                 tls::client_config(&config.tls).map_err(|e| ClientError::Tls {
-                    url: base.clone(),
+                    url: shown.clone(),
                     source: e,
                 })?,
             )
         } else {
             None
         };
-        if !https && config.auth.is_some() {
-            tracing::warn!("{base}: credentials are sent over plain http; use https");
-        }
-        if https && config.tls.insecure_skip_verify {
-            tracing::warn!("{base}: tls_config.insecure_skip_verify is on: the server's certificate is not checked");
-        }
         Ok(Endpoint {
             http: http_client(timeout, tls)?,
             base,
+            shown,
             timeout,
             max_response: DEFAULT_MAX_RESPONSE,
             auth: config.auth.clone(),
             query_timeout: None,
+            budget: None,
         })
     }
 
@@ -77,6 +109,18 @@ impl Endpoint {
     pub fn max_response(mut self, bytes: usize) -> Endpoint {
         self.max_response = bytes.max(1);
         self
+    }
+
+    /// Bound the answers this endpoint and its clones hold at once by
+    /// `budget` (see [`ByteBudget`]): the queries of a cycle run together.
+    pub fn with_answer_budget(mut self, budget: ByteBudget) -> Endpoint {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The shared budget of the answers, when there is one.
+    pub fn answer_budget(&self) -> Option<&ByteBudget> {
+        self.budget.as_ref()
     }
 
     /// Bound each query by `t` instead of the endpoint's timeout (which
@@ -99,9 +143,10 @@ impl Endpoint {
         self.query_timeout.map_or(self.timeout, |t| t + QUERY_GRACE)
     }
 
-    /// The server root (also the metric label of an Alertmanager).
-    pub fn base(&self) -> &str {
-        &self.base
+    /// The server root as shown, its password redacted (also the metric
+    /// label of an Alertmanager).
+    pub fn shown_url(&self) -> &str {
+        &self.shown
     }
 
     /// The bound of each request.
@@ -115,10 +160,11 @@ impl Endpoint {
     }
 
     /// A POST to `path` under the root, with the credentials read now: the
-    /// URL and the request, or why the credentials could not be read.
+    /// URL as shown (redacted) and the request, or why the credentials could
+    /// not be read.
     pub fn post(&self, path: &str) -> (String, Result<reqwest::RequestBuilder, String>) {
-        let url = format!("{}{path}", self.base);
-        let req = self.http.post(&url);
+        let req = self.http.post(format!("{}{path}", self.base));
+        let url = format!("{}{path}", self.shown);
         let req = match &self.auth {
             None => Ok(req),
             Some(Auth::Basic { username, password }) => password
@@ -136,6 +182,19 @@ impl Endpoint {
             }),
         };
         (url, req)
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.shown)
+            .field("timeout", &self.timeout)
+            .field("max_response", &self.max_response)
+            .field("auth", &self.auth)
+            .field("query_timeout", &self.query_timeout)
+            .field("budget", &self.budget)
+            .finish()
     }
 }
 
@@ -195,5 +254,29 @@ mod tests {
         let (url, req) = e.post("/api/v1/query");
         assert_eq!(url, "http://p:9090/api/v1/query");
         assert!(req.unwrap_err().contains("/nonexistent/token"));
+    }
+
+    /// Credentials in the URL are used (basic auth, out of the request
+    /// line) but never shown: the URL the errors and labels get is
+    /// redacted.
+    #[test]
+    fn credentials_in_the_url_are_used_and_never_shown() {
+        let e = Endpoint::new(
+            "http://user:s3cret@p:9090/",
+            Duration::from_secs(1),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(e.shown_url(), "http://user:***@p:9090");
+        assert!(!format!("{e:?}").contains("s3cret"), "{e:?}");
+        let (url, req) = e.post("/api/v2/alerts");
+        assert_eq!(url, "http://user:***@p:9090/api/v2/alerts");
+        let req = req.unwrap().build().unwrap();
+        assert_eq!(req.url().as_str(), "http://p:9090/api/v2/alerts");
+        let auth = req.headers()[reqwest::header::AUTHORIZATION]
+            .to_str()
+            .unwrap();
+        // base64("user:s3cret")
+        assert_eq!(auth, "Basic dXNlcjpzM2NyZXQ=");
     }
 }

@@ -2,6 +2,7 @@
 //! with its timeouts, the bounded body reader, the form encoding and error
 //! flattening.
 
+use super::budget::{ByteBudget, Held};
 use std::time::Duration;
 
 /// Largest answer read from Prometheus unless `--max-response-size` says
@@ -18,6 +19,13 @@ pub enum BodyError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The answers read at once together would pass their shared budget
+    /// ([`ByteBudget`]); what arrived was dropped.
+    #[error("the answers read at once exceed their {budget}-byte budget")]
+    OverBudget {
+        /// The budget, in bytes.
+        budget: usize,
+    },
     /// The body did not arrive completely before the request's deadline.
     #[error("the answer did not arrive within {0:?}")]
     TimedOut(Duration),
@@ -26,22 +34,40 @@ pub enum BodyError {
     Read(String),
 }
 
+/// A body read in full, with the budget bytes it holds until dropped.
+#[derive(Debug)]
+pub struct Body {
+    bytes: Vec<u8>,
+    _held: Held,
+}
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Read a whole body into one buffer of at most `limit` bytes, before
-/// `deadline` (`timeout` after the request started). A `Content-Length`
-/// above the limit fails before anything is read; a body without one is
-/// read in chunks and abandoned as soon as it passes the limit, so memory
-/// never exceeds the limit (plus one chunk), however much the server sends.
+/// `deadline` (`timeout` after the request started), its capacity taken
+/// from `held`'s budget as it grows. A `Content-Length` above the limit
+/// fails before anything is read; a body without one is read in chunks and
+/// abandoned as soon as it passes the limit or the budget, so memory never
+/// exceeds the smaller of the two (plus one chunk), however much the
+/// server sends.
 pub async fn read_body(
     resp: &mut reqwest::Response,
     limit: usize,
     deadline: tokio::time::Instant,
     timeout: Duration,
-) -> Result<Vec<u8>, BodyError> {
+    mut held: Held,
+) -> Result<Body, BodyError> {
     if resp.content_length().is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge { limit });
     }
     let expected = resp.content_length().unwrap_or(0) as usize;
-    let mut buf = Vec::with_capacity(expected.min(limit));
+    let mut buf = Vec::new();
+    reserve(&mut buf, &mut held, expected.min(limit), limit)?;
     loop {
         let chunk = tokio::time::timeout_at(deadline, resp.chunk())
             .await
@@ -54,13 +80,38 @@ pub async fn read_body(
                 }
             })?;
         let Some(chunk) = chunk else {
-            return Ok(buf);
+            return Ok(Body {
+                bytes: buf,
+                _held: held,
+            });
         };
         if buf.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge { limit });
         }
+        let need = buf.len() + chunk.len();
+        reserve(&mut buf, &mut held, need, limit)?;
         buf.extend_from_slice(&chunk);
     }
+}
+
+/// Make room in `buf` for `need` bytes, the growth taken from `held`:
+/// doubled as a `Vec` grows (up to `limit`) when the budget allows,
+/// else exactly `need`.
+fn reserve(buf: &mut Vec<u8>, held: &mut Held, need: usize, limit: usize) -> Result<(), BodyError> {
+    let cap = buf.capacity();
+    if need <= cap {
+        return Ok(());
+    }
+    let doubled = (cap * 2).clamp(need, limit.max(need));
+    for want in [doubled, need] {
+        if held.grow(want - cap) {
+            buf.reserve_exact(want - buf.len());
+            return Ok(());
+        }
+    }
+    Err(BodyError::OverBudget {
+        budget: held.budget().map_or(usize::MAX, ByteBudget::limit),
+    })
 }
 
 /// The start of a body (at most `limit` bytes, lossy UTF-8) for an error
@@ -154,14 +205,50 @@ pub fn http_client(
         .map_err(ClientError::Build)
 }
 
+/// What stands for a password (or a user name alone, which may be a
+/// token) wherever a URL is shown.
+pub const REDACTED: &str = "***";
+
+/// `url` as it may be shown — in a log line, a label, a page, an error —:
+/// the password of its userinfo replaced by [`REDACTED`]
+/// (`http://user:***@host`), or the whole userinfo when it has no password
+/// (`http://***@host`: a lone user name is often a token). Works on the
+/// text, so a URL that does not parse is redacted too; anything without
+/// userinfo comes back unchanged.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme_end, at)) = userinfo_span(url) else {
+        return url.to_string();
+    };
+    let shown_user = match url[scheme_end..at].split_once(':') {
+        Some((user, _)) => format!("{user}:{REDACTED}"),
+        None => REDACTED.to_string(),
+    };
+    format!("{}{shown_user}{}", &url[..scheme_end], &url[at..])
+}
+
+/// Whether `url` carries a user name or password (`scheme://user:pw@host`).
+pub fn has_userinfo(url: &str) -> bool {
+    userinfo_span(url).is_some()
+}
+
+/// Where the userinfo of `url` starts (after `://`, or at the start when
+/// the scheme is missing) and where its `@` is.
+fn userinfo_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    authority.rfind('@').map(|at| (start, start + at))
+}
+
 /// Check the base URL early so a typo fails at start-up, not every cycle.
+/// Errors show the URL redacted ([`redact_url`]).
 pub fn validate_base_url(base: &str) -> Result<String, ClientError> {
     let trimmed = base.trim().trim_end_matches('/');
+    let url_of = || redact_url(base);
     let url = reqwest::Url::parse(trimmed).map_err(|e| ClientError::Unparsable {
-        url: base.to_string(),
+        url: url_of(),
         reason: e.to_string(),
     })?;
-    let url_of = || base.to_string();
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(ClientError::Scheme { url: url_of() });
     }
@@ -245,5 +332,70 @@ mod tests {
             let err = validate_base_url(bad).unwrap_err().to_string();
             assert!(err.contains("invalid URL"), "{bad}: {err}");
         }
+    }
+
+    fn response(body: Vec<u8>) -> reqwest::Response {
+        reqwest::Response::from(hyper::Response::new(body))
+    }
+
+    /// A body is read within the budget it shares, holds its bytes until
+    /// dropped, and is refused (holding nothing) when the budget is short.
+    #[tokio::test]
+    async fn bodies_hold_their_bytes_from_the_shared_budget() {
+        let budget = ByteBudget::new(300_000);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let t = Duration::from_secs(5);
+        let read = |n: usize| {
+            let budget = budget.clone();
+            async move {
+                read_body(
+                    &mut response(vec![b'x'; n]),
+                    1 << 20,
+                    deadline,
+                    t,
+                    budget.hold(),
+                )
+                .await
+            }
+        };
+        let first = read(200_000).await.unwrap();
+        assert_eq!(first.len(), 200_000);
+        assert!(budget.held() >= 200_000);
+        let err = read(200_000).await.unwrap_err();
+        assert!(
+            matches!(err, BodyError::OverBudget { budget: 300_000 }),
+            "{err}"
+        );
+        drop(first);
+        assert_eq!(budget.held(), 0);
+        assert!(read(200_000).await.is_ok(), "the budget was given back");
+        let err = read(2 << 20).await.unwrap_err();
+        assert!(matches!(err, BodyError::TooLarge { .. }), "{err}");
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn shown_urls_carry_no_password() {
+        for (url, shown) in [
+            ("http://user:pw@host:9090/p", "http://user:***@host:9090/p"),
+            ("https://tok@host", "https://***@host"),
+            ("http://u:p@ss:w@host?x#y", "http://u:***@host?x#y"),
+            ("http://host/a@b", "http://host/a@b"),
+            ("http://host:9090", "http://host:9090"),
+            ("u:pw@host:9090", "u:***@host:9090"),
+            ("http://u:pw@[::1]:9", "http://u:***@[::1]:9"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            assert_eq!(has_userinfo(url), url != shown, "{url}");
+        }
+        // A URL that is refused is shown redacted in the error too.
+        let err = validate_base_url("ftp://u:secret@p")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("secret") && err.contains("u:***@p"), "{err}");
+        let err = validate_base_url("http://u:secret@")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("secret"), "{err}");
     }
 }

@@ -3,10 +3,12 @@
 //! [`http_config`] file) serves both: [`prometheus`] adds the query API and
 //! its JSON, [`alertmanager`] the posting of alerts and one outbox per
 //! Alertmanager; [`http`] holds the bounded body reader and URL checks,
+//! [`budget`] the byte budget that the answers read at once share,
 //! [`tls`] the rustls set-up. They know the wire formats, not what the
 //! queries or alerts mean.
 
 pub mod alertmanager;
+pub mod budget;
 pub mod endpoint;
 pub mod http;
 pub mod http_config;

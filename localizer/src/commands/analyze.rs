@@ -4,7 +4,7 @@
 
 use super::flags::{parse_size, EngineArgs};
 use crate::engine::pipeline::analyze;
-use crate::input::csv::{self, CsvOptions, ReadError};
+use crate::input::csv::{self, CsvOptions, ReadError, DEFAULT_MAX_PAIRS};
 use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ pub struct AnalyzeArgs {
     /// line is an error naming its number, and is never read into memory.
     #[arg(long, default_value_t = DEFAULT_MAX_LINE_LENGTH, value_parser = parse_size)]
     pub max_line_length: usize,
+    /// Most distinct (src, dst) pairs read (each costs about 700 bytes through the analysis). The
+    /// row that brings one more is an error naming its line (exit 2).
+    #[arg(long, default_value_t = DEFAULT_MAX_PAIRS, value_name = "N")]
+    pub max_pairs: usize,
     /// Pretty-print the JSON.
     #[arg(long)]
     pub pretty: bool,
@@ -53,6 +57,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let opts = CsvOptions {
         packets_per_round: args.packets_per_round,
         max_line_length: args.max_line_length,
+        max_pairs: args.max_pairs,
     };
     let (pairs, probes) = if args.pings.as_os_str() == "-" {
         csv::read_pings_stdin_counted(&opts).map_err(AnalyzeError::from)?

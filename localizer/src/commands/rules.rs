@@ -118,7 +118,7 @@ fn read_topology(args: &RulesArgs) -> anyhow::Result<Vec<Identity>> {
     if topology.is_empty() {
         tracing::warn!(
             "no skeletonhunter_node_info at {}: writing an empty rule file",
-            client.base()
+            client.shown_url()
         );
     }
     if !conflicts.is_empty() {

@@ -105,6 +105,11 @@ pub struct RunArgs {
     /// (reason "too_large") and the cycle, instead of exhausting memory.
     #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
     pub max_response_size: usize,
+    /// Most bytes of Prometheus answers held at once. A cycle sends all its queries together, so
+    /// this, not --max-response-size alone, bounds their memory; a query whose answer would pass
+    /// it fails (reason "too_large") and the cycle with it. Default: 4 x --max-response-size (256MiB).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub max_cycle_response_size: Option<usize>,
     /// How long Alertmanager keeps a firing alert without a re-post (its endsAt); default 4 x --interval,
     /// at least 30s. Bounds how long an alert outlives a dead localizer.
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
@@ -209,10 +214,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 /// Every endpoint built once before the loop starts, so a URL or http
 /// config it cannot serve is refused at start (exit 2), never every cycle.
 fn check_endpoints(s: &Settings) -> Result<(), BadInput> {
-    Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
+    Endpoint::check(&s.prometheus, s.timeout, &s.prometheus_http)
         .map_err(|e| BadInput(format!("--prometheus: {e}")))?;
     for am in &s.alertmanagers {
-        Endpoint::new(am, s.timeout, &s.alertmanager_http)
+        Endpoint::check(am, s.timeout, &s.alertmanager_http)
             .map_err(|e| BadInput(format!("--alertmanager: {e}")))?;
     }
     Ok(())
@@ -246,6 +251,9 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         query_timeout: args.query_timeout,
         histograms: args.histograms.run_form(),
         max_response: args.max_response_size,
+        max_cycle_response: args
+            .max_cycle_response_size
+            .unwrap_or(args.max_response_size.saturating_mul(4)),
         alert_ttl: args.alert_ttl,
         protocols: args.protocols,
         matchers: args.matchers,
@@ -306,6 +314,14 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
             "--min-coverage {}: must be between 0.01 and 1",
             args.min_coverage
         )));
+    }
+    if let Some(b) = args.max_cycle_response_size {
+        if b < args.max_response_size {
+            return Err(BadInput(format!(
+                "--max-cycle-response-size {b}: must be at least --max-response-size ({})",
+                args.max_response_size
+            )));
+        }
     }
     if args.protocols.is_empty() {
         return Err(BadInput(
@@ -371,6 +387,23 @@ mod tests {
             assert!(e.contains("--web.telemetry-path"), "{bad}: {e}");
         }
         assert!(parse(&["--log.format=text"]).is_err());
+    }
+
+    #[test]
+    fn the_answer_budget_defaults_to_four_answers_and_holds_one() {
+        let s = settings(parse(&[]).unwrap()).unwrap();
+        assert_eq!(
+            (s.max_response, s.max_cycle_response),
+            (64 << 20, 256 << 20)
+        );
+        let s = settings(parse(&["--max-response-size=1MiB"]).unwrap()).unwrap();
+        assert_eq!(s.max_cycle_response, 4 << 20);
+        let a = parse(&["--max-response-size=8MiB", "--max-cycle-response-size=4MiB"]).unwrap();
+        let e = check_args(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("--max-cycle-response-size") && e.contains("--max-response-size"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! came back), `loss_rate` (share of the round's packets lost, 0..=1),
 //! `ping_time` (ns). Topology columns (`*_real_ip`, `*_node_sn`, `*_asw`,
 //! `*_dsw`, `*_pod`, `*_tenant_id`) are used when present; unknown columns
-//! are ignored; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
+//! are ignored, a name twice is refused; a UTF-8 byte-order mark is tolerated. Rows are aggregated per
 //! (src, dst) pair into [`PairStats`].
 //!
 //! Probes per row: a count column (`probe_count`, `probes`, `probe_num`,
@@ -21,7 +21,10 @@
 use super::lines::{line_too_long, LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
-use skeletonhunter_common::topology::{Identity, Kind};
+pub use header::COUNT_COLUMNS;
+use header::{columns, Columns};
+use skeletonhunter_common::topology::Identity;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -38,17 +41,12 @@ const MAX_LATENCY_US: f64 = 3.6e9;
 /// small enough that sums over billions of rows stay exact and finite.
 const MAX_PROBE_COUNT: f64 = 1e9;
 
-/// Names accepted for a per-row probe count column.
-pub const COUNT_COLUMNS: [&str; 6] = [
-    "probe_count",
-    "probes",
-    "probe_num",
-    "packet_count",
-    "packets",
-    "sent",
-];
+/// Distinct (source, destination) pairs read unless told otherwise: each
+/// costs about 700 bytes through the analysis (250,000 pairs, about
+/// 180 MiB), and a log with more is more likely a mistake than a fabric.
+pub const DEFAULT_MAX_PAIRS: usize = 250_000;
 
-/// How rows become counts, and how long a line may be.
+/// How rows become counts, how long a line may be, how many pairs.
 #[derive(Debug, Clone)]
 pub struct CsvOptions {
     /// Packets per probe round (a row's `loss_rate` is a share of them);
@@ -57,6 +55,9 @@ pub struct CsvOptions {
     /// Longest line accepted, in bytes (newline excluded); a longer one is
     /// an error naming it, and is never held in memory.
     pub max_line_length: usize,
+    /// Most distinct (source, destination) pairs; the row that brings one
+    /// more is an error naming its line, so memory is bounded by this.
+    pub max_pairs: usize,
 }
 
 impl Default for CsvOptions {
@@ -64,6 +65,7 @@ impl Default for CsvOptions {
         CsvOptions {
             packets_per_round: None,
             max_line_length: DEFAULT_MAX_LINE_LENGTH,
+            max_pairs: DEFAULT_MAX_PAIRS,
         }
     }
 }
@@ -120,78 +122,6 @@ pub enum ReadError {
         #[source]
         source: CsvError,
     },
-}
-
-const REQUIRED: [&str; 6] = [
-    "src_node_id",
-    "dst_node_id",
-    "dial",
-    "latency",
-    "loss_rate",
-    "ping_time",
-];
-
-struct Columns {
-    src_node: usize,
-    dst_node: usize,
-    dial: usize,
-    latency: usize,
-    loss_rate: usize,
-    ping_time: usize,
-    /// A per-row probe count column, when the header has one.
-    count: Option<usize>,
-    /// (kind, column index) per side for the identity columns present.
-    src_topo: Vec<(Kind, usize, String)>,
-    dst_topo: Vec<(Kind, usize, String)>,
-}
-
-fn columns(header: &csv::StringRecord) -> Result<Columns, CsvError> {
-    let names: Vec<String> = header
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let h = if i == 0 {
-                h.trim_start_matches('\u{feff}')
-            } else {
-                h
-            };
-            h.trim().to_string()
-        })
-        .collect();
-    let find = |name: &str| names.iter().position(|h| h == name);
-    let missing: Vec<&str> = REQUIRED
-        .iter()
-        .copied()
-        .filter(|n| find(n).is_none())
-        .collect();
-    if !missing.is_empty() {
-        return Err(CsvError {
-            line: 1,
-            column: None,
-            message: format!("header lacks required column(s) {}", missing.join(", ")),
-        });
-    }
-    let topo = |side: &str| {
-        Kind::ALL
-            .into_iter()
-            .filter(|k| *k != Kind::Node)
-            .filter_map(|k| {
-                let name = format!("{side}_{}", k.csv_suffix());
-                find(&name).map(|i| (k, i, name))
-            })
-            .collect::<Vec<_>>()
-    };
-    Ok(Columns {
-        src_node: find("src_node_id").unwrap_or_default(),
-        dst_node: find("dst_node_id").unwrap_or_default(),
-        dial: find("dial").unwrap_or_default(),
-        latency: find("latency").unwrap_or_default(),
-        loss_rate: find("loss_rate").unwrap_or_default(),
-        ping_time: find("ping_time").unwrap_or_default(),
-        count: COUNT_COLUMNS.iter().find_map(|n| find(n)),
-        src_topo: topo("src"),
-        dst_topo: topo("dst"),
-    })
 }
 
 #[derive(Default)]
@@ -251,8 +181,12 @@ pub fn read_pings_counted<R: Read>(
         .buffer_capacity(1 << 20)
         .from_reader(LineCapped::new(reader, opts.max_line_length));
     let header = rdr.headers().map_err(|e| csv_err(&e, 1))?.clone();
-    let cols = columns(&header)?;
-    let mut agg = Aggregator::new(&header, cols);
+    let cols = columns(&header).map_err(|e| CsvError {
+        line: 1,
+        column: e.column().map(str::to_string),
+        message: e.to_string(),
+    })?;
+    let mut agg = Aggregator::new(&header, cols, opts.max_pairs);
     let mut rec = csv::ByteRecord::new();
     loop {
         match rdr.read_byte_record(&mut rec) {
@@ -279,6 +213,7 @@ struct Round {
 struct Aggregator<'h> {
     header: &'h csv::StringRecord,
     cols: Columns,
+    max_pairs: usize,
     lattice: Lattice,
     /// Rows that gave their own probe count, and the sum of those counts.
     counted_rows: u64,
@@ -292,10 +227,11 @@ struct Aggregator<'h> {
 }
 
 impl<'h> Aggregator<'h> {
-    fn new(header: &'h csv::StringRecord, cols: Columns) -> Self {
+    fn new(header: &'h csv::StringRecord, cols: Columns, max_pairs: usize) -> Self {
         Aggregator {
             header,
             cols,
+            max_pairs,
             lattice: Lattice::default(),
             counted_rows: 0,
             counted_sum: 0.0,
@@ -329,11 +265,17 @@ impl<'h> Aggregator<'h> {
         let d = self.node(rec, line, false)?;
         let round = self.round(rec, line)?;
         let next = self.pairs.len() as u32;
-        let p = *self.pair_ids.entry((s, d)).or_insert_with(|| {
-            self.pairs.push((s, d));
-            self.acc.push(Acc::default());
-            next
-        });
+        let p = match self.pair_ids.entry((s, d)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(_) if self.pairs.len() >= self.max_pairs => {
+                return Err(self.too_many_pairs(line));
+            }
+            Entry::Vacant(e) => {
+                self.pairs.push((s, d));
+                self.acc.push(Acc::default());
+                *e.insert(next)
+            }
+        };
         let a = &mut self.acc[p as usize];
         a.rounds += 1.0;
         if round.connected {
@@ -358,6 +300,17 @@ impl<'h> Aggregator<'h> {
             a.failed += 1.0;
         }
         Ok(())
+    }
+
+    fn too_many_pairs(&self, line: u64) -> CsvError {
+        CsvError {
+            line,
+            column: None,
+            message: format!(
+                "more than {} distinct (src_node_id, dst_node_id) pairs (--max-pairs); raise the limit or split the log",
+                self.max_pairs
+            ),
+        }
     }
 
     /// The interned id of the row's source (`src`) or destination node.
@@ -577,5 +530,6 @@ fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
     }
 }
 
+mod header;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,7 @@ use super::settings::{ServiceError, Settings};
 use super::shards::{PairAnswers, PairShards};
 use super::status::{self, Board, CycleEntry, Event};
 use crate::clients::alertmanager::PostableAlert;
+use crate::clients::budget::ByteBudget;
 use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
@@ -110,6 +111,7 @@ impl Localizer {
         let prom = Endpoint::new(&s.prometheus, s.timeout, &s.prometheus_http)
             .map_err(ServiceError::Prometheus)?
             .max_response(s.max_response)
+            .with_answer_budget(ByteBudget::new(s.max_cycle_response))
             .query_timeout(s.query_timeout());
         let delivery = Delivery::new(
             &s.alertmanagers,
@@ -144,7 +146,7 @@ impl Localizer {
 
     /// The Prometheus root queried.
     pub(super) fn prometheus(&self) -> &str {
-        self.q.prom().base()
+        self.q.prom().shown_url()
     }
 
     /// Number of Alertmanagers posted to.
@@ -157,6 +159,10 @@ impl Localizer {
         let started = Instant::now();
         let (outcome, alerts) = self.evaluate().await;
         self.delivery.deliver(&alerts).await;
+        if let Some(budget) = self.q.prom().answer_budget() {
+            let peak = budget.take_peak();
+            self.metrics.answer_bytes_peak.set(peak as i64);
+        }
         self.metrics
             .alerts_firing
             .set(self.book.active_len() as i64);
@@ -247,7 +253,7 @@ impl Localizer {
                 tracing::warn!(
                     "{} at {}; this cycle raises and clears no alert",
                     why.as_str(),
-                    self.q.prom().base()
+                    self.q.prom().shown_url()
                 );
                 (CycleResult::NoData, None)
             }

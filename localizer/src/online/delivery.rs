@@ -44,7 +44,7 @@ impl Delivery {
             let client = Endpoint::new(url, timeout, http).map_err(ServiceError::Alertmanager)?;
             targets.push(Target {
                 labels: AlertmanagerLabels {
-                    alertmanager: client.base().to_string(),
+                    alertmanager: client.shown_url().to_string(),
                 },
                 client,
                 outbox: Outbox::new(queue_capacity),
@@ -105,7 +105,7 @@ impl Delivery {
                     .get_or_create(&t.labels)
                     .set(unix_now());
                 if t.failing {
-                    tracing::info!("Alertmanager {} accepts alerts again", t.client.base());
+                    tracing::info!("Alertmanager {} accepts alerts again", t.client.shown_url());
                     t.failing = false;
                 }
             }

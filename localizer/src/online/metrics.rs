@@ -162,6 +162,8 @@ pub struct Metrics {
     histograms: Family<HistogramsLabels, Gauge>,
     /// `skeletonhunter_localizer_pairs_with_rtt`.
     pub pairs_with_rtt: Gauge,
+    /// `skeletonhunter_localizer_answer_bytes_peak`.
+    pub answer_bytes_peak: Gauge,
     /// `skeletonhunter_localizer_alert_post_errors_total`.
     pub alert_post_errors: Family<AlertmanagerLabels, Counter>,
     /// `skeletonhunter_localizer_alerts_posted_total`.
@@ -235,6 +237,7 @@ impl Metrics {
             query_duration: Family::new_with_constructor(seconds_histogram),
             histograms: Family::default(),
             pairs_with_rtt: Gauge::default(),
+            answer_bytes_peak: Gauge::default(),
             alert_post_errors: Family::default(),
             alerts_posted: Family::default(),
             alert_queue: Family::default(),
@@ -384,6 +387,11 @@ fn register_verdicts(r: &mut Registry, m: &Metrics) {
         "skeletonhunter_localizer_query_duration_seconds",
         "Wall time of each of the cycle's queries, answered or not (the three per-path queries count as paths)",
         m.query_duration.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_answer_bytes_peak",
+        "Most bytes of Prometheus answers held at once during the last cycle (at most --max-cycle-response-size)",
+        m.answer_bytes_peak.clone(),
     );
     r.register(
         "skeletonhunter_localizer_histograms_info",

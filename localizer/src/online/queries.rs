@@ -101,7 +101,7 @@ impl CycleQueries {
         tracing::info!(
             "--histograms auto: RTT read in the {} form ({} answered {NATIVE_PROBE:?}: {why})",
             form.as_str(),
-            self.prom.base()
+            self.prom.shown_url()
         );
         self.set_form(form);
     }

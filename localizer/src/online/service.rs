@@ -6,6 +6,7 @@ use super::metrics::Metrics;
 use super::routes::{handler, loaded, reload};
 use super::settings::{ServiceError, Settings};
 use super::status::{Board, PageInfo};
+use crate::clients::http::redact_url;
 use crate::input::promql::promql_duration;
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
     let board = Arc::new(Board::new(PageInfo {
         interval: s.interval,
         window: s.window,
-        prometheus: without_credentials(&s.prometheus),
+        prometheus: redact_url(&s.prometheus),
         alertmanagers: s.alertmanagers.len(),
         telemetry_path: s.telemetry_path.clone(),
     }));
@@ -38,7 +39,7 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
                 println!("{}", report_json(&r));
                 Ok(())
             }
-            None => Err(ServiceError::NoData(s.prometheus.clone())),
+            None => Err(ServiceError::NoData(loc.prometheus().to_string())),
         };
     }
 
@@ -100,11 +101,13 @@ async fn serve(s: Settings) -> Result<(), ServiceError> {
 /// What the loop does, once at start.
 fn log_start(s: &Settings, loc: &Localizer) {
     tracing::info!(
-        "localizing every {:?} over {} from {} (each query bounded by {:?}; {} Alertmanager(s)); metrics on http://{}{}",
+        "localizing every {:?} over {} from {} (each query bounded by {:?} and {} answer bytes, {} answer bytes held at once; {} Alertmanager(s)); metrics on http://{}{}",
         s.interval,
         promql_duration(s.window),
         loc.prometheus(),
         s.query_timeout(),
+        s.max_response,
+        s.max_cycle_response,
         loc.alertmanagers(),
         s.listen,
         s.telemetry_path
@@ -119,18 +122,6 @@ fn log_start(s: &Settings, loc: &Localizer) {
             s.pair_shards,
             s.confirm_after()
         );
-    }
-}
-
-/// `url` without a user name or password, for the status page.
-fn without_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Err(_) => String::new(),
     }
 }
 
@@ -165,17 +156,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn page_shows_no_credentials() {
-        assert_eq!(
-            super::without_credentials("http://me:secret@prom:9090/api"),
-            "http://prom:9090/api"
-        );
-        assert_eq!(super::without_credentials("not a url"), "");
     }
 }

@@ -51,6 +51,8 @@ pub struct Settings {
     pub histograms: Option<RttForm>,
     /// Largest Prometheus answer read, in bytes.
     pub max_response: usize,
+    /// Most bytes of answers held at once (`--max-cycle-response-size`).
+    pub max_cycle_response: usize,
     /// `endsAt` horizon of firing alerts; `None`: 4 × interval, at least 30 s.
     pub alert_ttl: Option<Duration>,
     /// Packet-probe protocols analyzed.

@@ -127,6 +127,7 @@ pub fn check_csv(r: &mut Rng, body: &[u8]) -> CsvVerdict {
     let opts = CsvOptions {
         packets_per_round: [None, None, Some(1.0), Some(100.0)][r.below(4)],
         max_line_length: [65_536, 65_536, 65_536, 65_536, 65_536, 65_536, 16, 64][r.below(8)],
+        max_pairs: [250_000, 250_000, 250_000, 2][r.below(4)],
     };
     let lines = body.iter().filter(|b| **b == b'\n').count() as u64 + 1;
     match read_pings_counted(body, &opts) {

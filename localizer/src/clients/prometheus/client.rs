@@ -3,8 +3,9 @@
 
 use super::decode::{decode_instant, decode_range};
 use super::{QueryError, Sample, Series};
+use crate::clients::budget::ByteBudget;
 use crate::clients::endpoint::Endpoint;
-use crate::clients::http::{body_start, encode_form, error_chain, read_body, BodyError};
+use crate::clients::http::{body_start, encode_form, error_chain, read_body, Body, BodyError};
 use skeletonhunter_common::duration;
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use std::time::Duration;
 const ERROR_BODY_BYTES: usize = 4096;
 
 /// The Prometheus query API on an [`Endpoint`]; answers are bounded by
-/// [`Endpoint::max_response`] ([`QueryError::TooLarge`]).
+/// [`Endpoint::max_response`] ([`QueryError::TooLarge`]) and, together,
+/// by [`Endpoint::answer_budget`] ([`QueryError::OverBudget`]).
 impl Endpoint {
     /// Evaluate `query` as an instant vector at `time` (seconds since the
     /// epoch; `None` = the server's now). A scalar result comes back as one
@@ -76,7 +78,7 @@ impl Endpoint {
         &self,
         path: &str,
         form: &[(&str, String)],
-    ) -> Result<(String, u16, Vec<u8>), QueryError> {
+    ) -> Result<(String, u16, Body), QueryError> {
         let timeout = self.request_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
         let (url, req) = self.post(path);
@@ -117,9 +119,14 @@ impl Endpoint {
             return Err(QueryError::Status { url, status, body });
         }
         let limit = self.response_limit();
-        match read_body(&mut resp, limit, deadline, timeout).await {
+        let held = self
+            .answer_budget()
+            .map(ByteBudget::hold)
+            .unwrap_or_default();
+        match read_body(&mut resp, limit, deadline, timeout, held).await {
             Ok(body) => Ok((url, status, body)),
             Err(BodyError::TooLarge { limit }) => Err(QueryError::TooLarge { url, limit }),
+            Err(BodyError::OverBudget { budget }) => Err(QueryError::OverBudget { url, budget }),
             Err(BodyError::TimedOut(_)) => Err(timed_out()),
             Err(e) => Err(unreachable(e.to_string())),
         }

@@ -10,7 +10,8 @@
 //! `isPartial`) are reported as [`QueryError::Partial`]: acting on half the
 //! fabric would blame components for data that simply did not arrive.
 //!
-//! An answer is bounded: at most `max_response` bytes (`--max-response-size`)
+//! An answer is bounded: at most `max_response` bytes (`--max-response-size`),
+//! and the answers read at once by a shared budget (`--max-cycle-response-size`),
 //! read before the request's deadline, then decoded once, straight from the
 //! bytes into [`Sample`]s ([`decode`]); [`client`] adds the query methods
 //! to [`crate::clients::Endpoint`].
@@ -157,6 +158,15 @@ pub enum QueryError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// This answer and the others read at once together pass their shared
+    /// budget (`--max-cycle-response-size`); it was dropped unread past it.
+    #[error("{url}: the answers of the cycle's queries together pass the {budget}-byte budget (--max-cycle-response-size); narrow the queries with --matchers, split them with --pair-shards or raise the budget")]
+    OverBudget {
+        /// The endpoint.
+        url: String,
+        /// The budget, in bytes.
+        budget: usize,
+    },
     /// The server answered `"status": "error"` (bad query, timeout, ...).
     #[error("{url} rejected the query ({error_type}): {error}")]
     Api {
@@ -207,7 +217,7 @@ pub enum QueryFailure {
     Decode,
     /// See [`QueryError::Partial`].
     Partial,
-    /// See [`QueryError::TooLarge`].
+    /// See [`QueryError::TooLarge`] and [`QueryError::OverBudget`].
     TooLarge,
     /// See [`QueryError::Timeout`].
     Timeout,
@@ -237,7 +247,7 @@ impl QueryError {
             QueryError::Api { .. } => QueryFailure::ApiError,
             QueryError::Decode { .. } => QueryFailure::Decode,
             QueryError::Partial { .. } => QueryFailure::Partial,
-            QueryError::TooLarge { .. } => QueryFailure::TooLarge,
+            QueryError::TooLarge { .. } | QueryError::OverBudget { .. } => QueryFailure::TooLarge,
             QueryError::Timeout { .. } => QueryFailure::Timeout,
         }
     }

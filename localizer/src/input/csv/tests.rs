@@ -117,3 +117,39 @@ fn latencies_and_counts_out_of_range_are_refused() {
     .unwrap_err();
     assert_eq!(e.column.as_deref(), Some("probe_count"), "{e}");
 }
+
+/// A column named twice is refused naming it and both places, whether
+/// the reader uses it or not: which one is meant cannot be told.
+#[test]
+fn a_column_named_twice_is_refused() {
+    for (header, name, at) in [
+        (
+            "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,latency",
+            "latency",
+            "columns 4 and 7",
+        ),
+        (
+            "\u{feff}src_node_id,dst_node_id,dial,latency,loss_rate,ping_time, src_node_id",
+            "src_node_id",
+            "columns 1 and 7",
+        ),
+        (
+            "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,extra,extra",
+            "extra",
+            "columns 7 and 8",
+        ),
+    ] {
+        let body = format!("{header}\na,b,success,1,0,1,1,1\n");
+        let e = read_pings(body.as_bytes(), &CsvOptions::default()).unwrap_err();
+        assert_eq!((e.line, e.column.as_deref()), (1, Some(name)), "{e}");
+        assert!(e.to_string().contains(at), "{e}");
+    }
+    // Empty names (trailing commas) name nothing and may repeat.
+    let body = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,,\na,b,success,1,0,1,,\n";
+    assert_eq!(
+        read_pings(body.as_bytes(), &CsvOptions::default())
+            .unwrap()
+            .len(),
+        1
+    );
+}
