@@ -175,6 +175,7 @@ fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metric
                 tcp: cfg.tcp_port,
             },
         },
+        peer_info: probers.peer_info.clone(),
         probers: probers.list,
         peers,
         metrics,

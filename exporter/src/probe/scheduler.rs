@@ -2,7 +2,7 @@
 //! evenly over the interval, keeps the targets in line with the peer set
 //! and expires in-flight probes.
 
-use super::{Ports, Prober, Target};
+use super::{PeerInfo, Ports, Prober, Target};
 use crate::discovery::PeerSet;
 use crate::telemetry::Metrics;
 use std::collections::HashMap;
@@ -62,9 +62,20 @@ pub struct Scheduler {
     pub peers: PeerSet,
     /// Where per-peer series are created and removed.
     pub metrics: Arc<Metrics>,
+    /// Who holds which node name (targets claim theirs).
+    pub peer_info: Arc<PeerInfo>,
 }
 
 impl Scheduler {
+    fn target(&self, peer: crate::model::Peer) -> Target {
+        Target::new(
+            peer,
+            self.config.ports,
+            self.metrics.clone(),
+            self.peer_info.clone(),
+        )
+    }
+
     /// Bring `targets` in line with the peer set: keep the state of peers
     /// that stay (their learned identity and series), retire the rest.
     fn sync_targets(&self, targets: &mut Vec<Arc<Target>>) {
@@ -76,9 +87,10 @@ impl Scheduler {
                 Some(t) if t.peer == peer => targets.push(t),
                 Some(t) => {
                     // Ports, name or source changed: a fresh target keeps
-                    // the learned name so series do not flap.
-                    let fresh = Target::new(peer, self.config.ports, self.metrics.clone());
-                    if t.identity_learned() {
+                    // the learned name so series do not flap (it takes the
+                    // name over from the old one, at the same address).
+                    let fresh = self.target(peer);
+                    if t.identity_learned() && fresh.peer.name.is_none() {
                         // Kept unless the new entry names the peer itself.
                         fresh.learn_node(&t.dst_node());
                     }
@@ -88,11 +100,7 @@ impl Scheduler {
                     t.retire();
                     targets.push(Arc::new(fresh));
                 }
-                None => targets.push(Arc::new(Target::new(
-                    peer,
-                    self.config.ports,
-                    self.metrics.clone(),
-                ))),
+                None => targets.push(Arc::new(self.target(peer))),
             }
         }
         for (addr, t) in old {
@@ -201,11 +209,12 @@ mod tests {
     #[test]
     fn rounds_interleave_protocols_and_cover_every_pair_once() {
         let metrics = Arc::new(Metrics::new(&Default::default()));
+        let info = PeerInfo::new(metrics.clone(), None);
         let ports = Ports { udp: 1, tcp: 2 };
         let targets: Vec<Arc<Target>> = (0..10u8)
             .map(|i| {
                 let peer = Peer::new(IpAddr::from([10, 0, 0, i]), PeerSource::Static);
-                Arc::new(Target::new(peer, ports, metrics.clone()))
+                Arc::new(Target::new(peer, ports, metrics.clone(), info.clone()))
             })
             .collect();
         let probers: Vec<Arc<dyn Prober>> = vec![

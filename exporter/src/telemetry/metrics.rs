@@ -370,6 +370,11 @@ impl Metrics {
         self.f.identity_conflicts.inc();
     }
 
+    /// The identity conflicts counted so far.
+    pub fn identity_conflicts(&self) -> u64 {
+        self.f.identity_conflicts.get()
+    }
+
     /// Count a probe the responder answered.
     pub fn responder_reply(&self, protocol: Protocol) {
         self.f
