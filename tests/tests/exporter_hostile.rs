@@ -66,3 +66,30 @@ fn a_node_name_longer_than_a_reply_carries_is_refused_at_start() -> Result<()> {
     assert_eq!(check_config(&cfg, &[&node])?.status.code(), Some(0));
     Ok(())
 }
+
+#[test]
+fn a_missing_tor_mesh_file_is_refused_like_every_other_file() -> Result<()> {
+    let dir = TempDir::new("hostile-mesh")?;
+    let listen = free_loopback_addr()?;
+    let missing = dir.path().join("nonexistent.yaml");
+    let missing = missing.display().to_string();
+    let cfg = write_config(
+        dir.path(),
+        "flag.yaml",
+        listen,
+        "identity: {tor: t1}\ndiscovery: {ebpf: false}\n",
+    )?;
+    let out = check_config(&cfg, &["--tor-mesh-file", &missing])?;
+    refused(&out, "--tor-mesh-file", "missing file by flag");
+    refused(&out, &missing, "missing file by flag");
+    let extra = format!(
+        "identity: {{tor: t1}}\ndiscovery: {{ebpf: false, tor_mesh: {{file: \"{missing}\"}}}}\n"
+    );
+    let cfg = write_config(dir.path(), "key.yaml", listen, &extra)?;
+    refused(
+        &check_config(&cfg, &[])?,
+        "discovery.tor_mesh.file",
+        "missing file by key",
+    );
+    Ok(())
+}

@@ -422,3 +422,34 @@ fn a_node_name_longer_than_a_reply_carries_is_refused_naming_the_key() {
     let c = Config::merge(FileConfig::default(), &a).unwrap();
     assert_eq!(c.identity.node.len(), MAX_LABEL_LEN);
 }
+
+#[test]
+fn a_missing_or_broken_tor_mesh_file_is_refused_like_every_other_file() {
+    let dir = std::env::temp_dir().join(format!("sh-mesh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("nonexistent.yaml");
+    let broken = dir.join("broken.yaml");
+    std::fs::write(&broken, "- {address: 10.0.0.2, rack: x}\n").unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, "- {address: 10.0.0.2, tor: t}\n").unwrap();
+    let from_file = |p: &std::path::Path| {
+        let yaml = format!("identity: {{tor: t}}\ndiscovery: {{tor_mesh: {{file: {p:?}}}}}");
+        parse_file(&yaml).and_then(|f| Config::merge(f, &args()))
+    };
+    let from_flag = |p: &std::path::Path| {
+        let mut a = args();
+        a.tor = Some("t".into());
+        a.tor_mesh_file = Some(p.to_path_buf());
+        Config::merge(FileConfig::default(), &a)
+    };
+    for bad in [&missing, &broken] {
+        let e = from_file(bad).unwrap_err().to_string();
+        assert!(e.starts_with("discovery.tor_mesh.file: "), "{e}");
+        assert!(e.contains(&bad.display().to_string()), "{e}");
+        let e = from_flag(bad).unwrap_err().to_string();
+        assert!(e.starts_with("--tor-mesh-file: "), "{e}");
+    }
+    assert!(from_file(&good).is_ok());
+    assert!(from_flag(&good).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
