@@ -93,3 +93,24 @@ fn a_missing_tor_mesh_file_is_refused_like_every_other_file() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_bcrypt_hash_of_an_impossible_cost_is_refused_naming_the_user() -> Result<()> {
+    let dir = TempDir::new("hostile-bcrypt")?;
+    let listen = free_loopback_addr()?;
+    let cfg = write_config(dir.path(), "e.yaml", listen, "discovery: {ebpf: false}\n")?;
+    // A valid hash of cost 10 ("s3cret"), its cost field replaced.
+    let hash = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG";
+    for cost in ["99", "03"] {
+        let web = dir.path().join(format!("web-{cost}.yml"));
+        let bad = hash.replace("$10$", &format!("${cost}$"));
+        std::fs::write(&web, format!("basic_auth_users:\n  eve: '{bad}'\n"))?;
+        let flag = format!("--web.config.file={}", web.display());
+        refused(&check_config(&cfg, &[&flag])?, "basic_auth_users.eve", cost);
+    }
+    let web = dir.path().join("web-ok.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  eve: '{hash}'\n"))?;
+    let flag = format!("--web.config.file={}", web.display());
+    assert_eq!(check_config(&cfg, &[&flag])?.status.code(), Some(0));
+    Ok(())
+}
