@@ -7,11 +7,15 @@
 //! clients not keeping a scrape out.
 
 use anyhow::Result;
-use skeletonhunter_tests::process::bin_path;
+use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::http::http_request;
+use skeletonhunter_tests::process::{bin_path, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{free_loopback_addr, TempDir};
-use std::net::SocketAddr;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// A config file: `extra` lines appended, no peers, UDP probing on a free
 /// loopback port, `/metrics` at `listen`.
@@ -112,5 +116,78 @@ fn a_bcrypt_hash_of_an_impossible_cost_is_refused_naming_the_user() -> Result<()
     std::fs::write(&web, format!("basic_auth_users:\n  eve: '{hash}'\n"))?;
     let flag = format!("--web.config.file={}", web.display());
     assert_eq!(check_config(&cfg, &[&flag])?.status.code(), Some(0));
+    Ok(())
+}
+
+/// Whether the server closed `s` (a read returns end of file or a
+/// reset); `false` while it is open (the read times out).
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+    match s.read(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+#[test]
+fn idle_connections_filling_the_limit_do_not_keep_a_scrape_out() -> Result<()> {
+    const LIMIT: usize = 8;
+    let dir = TempDir::new("hostile-idle")?;
+    let listen = free_loopback_addr()?;
+    let cfg = write_config(dir.path(), "e.yaml", listen, "discovery: {ebpf: false}\n")?;
+    // Idle connections would hold their slots a minute without the policy.
+    let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
+    cmd.args(["--config", &cfg])
+        .args(["--http-max-connections", &LIMIT.to_string()])
+        .args(["--http-header-timeout", "60s"])
+        .env_remove("RUST_LOG");
+    let mut child = ChildGuard::spawn("idle", cmd)?;
+    wait_http_ok(
+        "idle /metrics",
+        listen,
+        "/metrics",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+    )?;
+    // Fill the table with connections that never send a byte, one after
+    // the other so the first is the oldest.
+    let mut idle = Vec::new();
+    for _ in 0..LIMIT {
+        idle.push(TcpStream::connect(listen)?);
+    }
+    // A scrape is admitted and answered (on the old code it waits for a
+    // header timeout in the backlog and the client gives up).
+    let (status, body) = http_request(listen, "GET", "/metrics", None, Duration::from_secs(20))?;
+    assert_eq!(status, 200, "{body}");
+    let closed = sample(
+        &body,
+        "skeletonhunter_http_idle_connections_closed_total",
+        &[],
+    );
+    assert!(closed >= Some(1.0), "{closed:?}");
+    // The oldest idle connection is the one closed, the newest stays. (The
+    // start-up health check's connection may still have been in the table
+    // and gone first: then the next scrape takes the first of ours.)
+    wait_until(
+        "the oldest idle connection closed",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || {
+            if closed_by_server(&mut idle[0]) {
+                return Some(());
+            }
+            let _ = http_request(listen, "GET", "/metrics", None, Duration::from_secs(20));
+            None
+        },
+    )?;
+    assert!(
+        !closed_by_server(&mut idle[LIMIT - 1]),
+        "the newest idle connection was closed"
+    );
+    child.check_running()?;
+    let log = child.log();
+    let lines = log.matches("closed the oldest idle connection").count();
+    assert_eq!(lines, 1, "{log}");
     Ok(())
 }
