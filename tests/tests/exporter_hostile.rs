@@ -7,6 +7,7 @@
 //! clients not keeping a scrape out.
 
 use anyhow::Result;
+use skeletonhunter_tests::exporter::start_on_loopback;
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::http::http_request;
 use skeletonhunter_tests::process::{bin_path, wait_http_ok, wait_until, ChildGuard};
@@ -116,6 +117,56 @@ fn a_bcrypt_hash_of_an_impossible_cost_is_refused_naming_the_user() -> Result<()
     std::fs::write(&web, format!("basic_auth_users:\n  eve: '{hash}'\n"))?;
     let flag = format!("--web.config.file={}", web.display());
     assert_eq!(check_config(&cfg, &[&flag])?.status.code(), Some(0));
+    Ok(())
+}
+
+#[test]
+fn an_empty_dns_flag_is_refused_and_check_config_prints_the_limit_in_force() -> Result<()> {
+    let dir = TempDir::new("hostile-flags")?;
+    let listen = free_loopback_addr()?;
+    let cfg = write_config(dir.path(), "e.yaml", listen, "discovery: {ebpf: false}\n")?;
+    refused(&check_config(&cfg, &["--dns", ""])?, "--dns", "--dns ''");
+    // Any real open-file limit is below 4 x 99,999,999,999.
+    let out = check_config(&cfg, &["--http-max-connections", "99999999999"])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("limits:"))
+        .unwrap_or_default();
+    assert!(
+        !line.contains("limits: 99999999999")
+            && line.contains(
+                "(--http-max-connections 99999999999 lowered to a quarter of the open-file limit"
+            ),
+        "{line}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_flood_of_reloads_logs_a_line_not_a_line_per_reload() -> Result<()> {
+    let dir = TempDir::new("hostile-reload")?;
+    let listen = free_loopback_addr()?;
+    let extra = "discovery:\n  ebpf: false\n  static:\n    - {address: 127.0.0.2}\n";
+    let cfg = write_config(dir.path(), "e.yaml", listen, extra)?;
+    let text = std::fs::read_to_string(&cfg)?;
+    let mut child = start_on_loopback(dir.path(), "reloads", &text, listen)?;
+    for _ in 0..50 {
+        let (status, body) =
+            http_request(listen, "POST", "/-/reload", None, Duration::from_secs(10))?;
+        assert_eq!(status, 200, "{body}");
+    }
+    child.check_running()?;
+    let log = child.log();
+    let reloaded = log.matches("configuration reloaded").count();
+    let statics = log.matches("static peers configured").count();
+    assert!(
+        reloaded <= 2,
+        "{reloaded} reload lines for 50 reloads:\n{log}"
+    );
+    assert!(reloaded >= 1, "no reload line:\n{log}");
+    assert_eq!(statics, 1, "the unchanged static list logged again:\n{log}");
     Ok(())
 }
 

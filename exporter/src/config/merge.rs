@@ -360,10 +360,18 @@ fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
         });
     }
     if let Some(name) = &args.dns {
-        let (srv, name) = match name.strip_prefix("srv:") {
-            Some(n) => (true, n),
-            None => (false, name.as_str()),
+        let (srv, name) = match name.trim().strip_prefix("srv:") {
+            Some(n) => (true, n.trim()),
+            None => (false, name.trim()),
         };
+        if name.is_empty() {
+            // An empty SKELETONHUNTER_DNS would otherwise resolve nothing,
+            // every refresh, without a word.
+            return Err(ConfigError::invalid(
+                "--dns",
+                "must name a DNS name (or srv:NAME); leave the flag out for no DNS peers",
+            ));
+        }
         dns.push(DnsSource {
             name: name.to_string(),
             srv,

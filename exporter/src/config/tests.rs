@@ -59,7 +59,7 @@ fn check_config_summary_is_readable() {
         "identity: {node: n1, tor: t1}\nprobe: {interval: 20ms, protocols: [udp, icmp]}\ndiscovery:\n  ebpf: false\n  static:\n    - {address: 10.0.0.2, name: b}\n",
     )
     .unwrap();
-    let s = Config::merge(file, &args()).unwrap().summary();
+    let s = Config::merge(file, &args()).unwrap().summary(None);
     for want in [
         "listen-address: 0.0.0.0:9465",
         "telemetry-path: /metrics",
@@ -284,7 +284,7 @@ fn topology_map_fills_what_is_empty_and_explicit_values_win() {
     }
     assert!(o.topology.as_ref().unwrap().found);
     assert_eq!(o.warning(), None);
-    let s = c.summary();
+    let s = c.summary(None);
     assert!(s.contains("tor: map-tor (topology_file)"), "{s}");
     assert!(s.contains("(entry for host \"h1\": found)"), "{s}");
     // --topology-file wins over the key; the host comes from the flag.
@@ -324,7 +324,7 @@ fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
         "{w}"
     );
     assert!(!w.contains("tenant"), "{w}");
-    let s = c.summary();
+    let s = c.summary(None);
     assert!(
         s.contains("tor: - (missing)") && s.contains("MISSING"),
         "{s}"
@@ -452,4 +452,40 @@ fn a_missing_or_broken_tor_mesh_file_is_refused_like_every_other_file() {
     assert!(from_file(&good).is_ok());
     assert!(from_flag(&good).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_config_prints_the_connection_limit_in_force_and_why() {
+    let mut a = args();
+    a.http_max_connections = Some(99_999_999_999);
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    let s = c.summary(Some(20_000));
+    assert!(
+        s.contains(
+            "limits: 5000 connections (--http-max-connections 99999999999 lowered to a \
+             quarter of the open-file limit 20000),"
+        ),
+        "{s}"
+    );
+    a.http_max_connections = Some(100);
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert!(c.summary(Some(20_000)).contains("limits: 100 connections,"));
+    assert!(c.summary(None).contains("limits: 100 connections,"));
+}
+
+#[test]
+fn an_empty_dns_flag_is_refused() {
+    for v in ["", " ", "srv:", "srv: "] {
+        let mut a = args();
+        a.dns = Some(v.into());
+        let e = Config::merge(FileConfig::default(), &a)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--dns: "), "{v:?}: {e}");
+    }
+    let mut a = args();
+    a.dns = Some("srv:peers.example".into());
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert_eq!(c.dns[0].name, "peers.example");
+    assert!(c.dns[0].srv);
 }
