@@ -5,7 +5,7 @@
 use super::{PeerInfo, Ports, Prober, Target};
 use crate::discovery::PeerSet;
 use crate::telemetry::Metrics;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,6 +82,17 @@ impl Scheduler {
         let snapshot = self.peers.snapshot();
         let mut old: HashMap<IpAddr, Arc<Target>> =
             targets.drain(..).map(|t| (t.addr(), t)).collect();
+        // Peers that left go first: their names (and series) are gone
+        // before a peer arriving in the same change claims the name.
+        let staying: HashSet<IpAddr> = snapshot.iter().map(|p| p.addr).collect();
+        old.retain(|addr, t| {
+            let stays = staying.contains(addr);
+            if !stays {
+                t.retire();
+                self.metrics.forget_peer(*addr);
+            }
+            stays
+        });
         for peer in snapshot {
             match old.remove(&peer.addr) {
                 Some(t) if t.peer == peer => targets.push(t),
@@ -102,10 +113,6 @@ impl Scheduler {
                 }
                 None => targets.push(Arc::new(self.target(peer))),
             }
-        }
-        for (addr, t) in old {
-            t.retire();
-            self.metrics.forget_peer(addr);
         }
     }
 
@@ -204,6 +211,38 @@ mod tests {
         }
         fn probe(&self, _target: &Arc<Target>) {}
         fn expire(&self, _now: Instant) {}
+    }
+
+    #[test]
+    fn a_name_left_by_one_peer_goes_to_the_peer_arriving_in_the_same_change() {
+        let metrics = Arc::new(Metrics::new(&Default::default()));
+        let peers = PeerSet::new(None);
+        let named =
+            |last: u8| Peer::new(IpAddr::from([10, 0, 0, last]), PeerSource::Static).with_name("b");
+        peers.replace(PeerSource::Static, vec![named(1)]);
+        let s = Scheduler {
+            config: ScheduleConfig {
+                interval: Duration::from_secs(1),
+                min_tick: Duration::from_millis(1),
+                expire_every: Duration::from_millis(10),
+                ports: Ports { udp: 1, tcp: 2 },
+            },
+            probers: Vec::new(),
+            peers: peers.clone(),
+            metrics: metrics.clone(),
+            peer_info: PeerInfo::new(metrics.clone(), None),
+        };
+        let mut targets = Vec::new();
+        s.sync_targets(&mut targets);
+        assert_eq!(targets[0].dst_node(), "b");
+        // b moves to another address in one change: the new peer gets the
+        // name, no conflict.
+        peers.replace(PeerSource::Static, vec![named(2)]);
+        s.sync_targets(&mut targets);
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].addr(), IpAddr::from([10, 0, 0, 2]));
+        assert_eq!(targets[0].dst_node(), "b");
+        assert_eq!(metrics.identity_conflicts(), 0);
     }
 
     #[test]
