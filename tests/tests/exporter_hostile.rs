@@ -12,6 +12,7 @@ use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::http::http_request;
 use skeletonhunter_tests::process::{bin_path, wait_http_ok, wait_until, ChildGuard};
 use skeletonhunter_tests::servers::{free_loopback_addr, TempDir};
+use skeletonhunter_tests::tls::Ca;
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -240,5 +241,58 @@ fn idle_connections_filling_the_limit_do_not_keep_a_scrape_out() -> Result<()> {
     let log = child.log();
     let lines = log.matches("closed the oldest idle connection").count();
     assert_eq!(lines, 1, "{log}");
+    Ok(())
+}
+
+#[test]
+fn over_tls_a_connection_that_never_starts_its_handshake_is_closed_to_admit_a_new_one() -> Result<()>
+{
+    const LIMIT: usize = 4;
+    let dir = TempDir::new("hostile-idle-tls")?;
+    let listen = free_loopback_addr()?;
+    let cfg = write_config(dir.path(), "e.yaml", listen, "discovery: {ebpf: false}\n")?;
+    let server = Ca::new(dir.path(), "ca")?.server("exporter")?;
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            server.cert.display(),
+            server.key.display()
+        ),
+    )?;
+    let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
+    cmd.args(["--config", &cfg])
+        .arg(format!("--web.config.file={}", web.display()))
+        .args(["--http-max-connections", &LIMIT.to_string()])
+        .args(["--http-header-timeout", "60s"])
+        .env_remove("RUST_LOG");
+    let mut child = ChildGuard::spawn("idle-tls", cmd)?;
+    wait_until(
+        "the TLS listener",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || TcpStream::connect(listen).ok(),
+    )?;
+    // The limit full of connections that never send a ClientHello (the
+    // handshake would wait a minute for it), then two more (the first may
+    // only push out the readiness check's connection, if still open).
+    let mut idle: Vec<TcpStream> = Vec::new();
+    for _ in 0..LIMIT + 2 {
+        idle.push(TcpStream::connect(listen)?);
+    }
+    wait_until(
+        "a connection in its handshake closed for the new one",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || idle.iter_mut().any(closed_by_server).then_some(()),
+    )?;
+    assert!(
+        !closed_by_server(&mut idle[LIMIT + 1]),
+        "the newest was closed"
+    );
+    child.check_running()?;
+    let log = child.log();
+    assert!(log.contains("closed the oldest idle connection"), "{log}");
     Ok(())
 }
