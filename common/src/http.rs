@@ -6,6 +6,8 @@
 //! With a web configuration ([`crate::web`]) the server speaks TLS and
 //! checks the rate limit and basic authentication before any handler runs.
 
+use crate::conns::{Conn, Conns};
+use crate::ratelimit::TokenBucket;
 use crate::web::{Refusal, WebSource};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -16,9 +18,9 @@ use hyper::{Method, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 /// Content type of the OpenMetrics text exposition that prometheus-client writes.
@@ -101,9 +103,10 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// the process (and, in the exporter, make probes fail for local reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Most connections open at once. At the limit the server stops
-    /// accepting: new connections wait in the kernel's backlog (holding no
-    /// descriptor of ours) until an open one ends.
+    /// Most connections open at once. At the limit the server accepts one
+    /// more and closes the oldest idle connection to make room for it (see
+    /// [`crate::conns`]); when none is idle, new connections wait in the
+    /// kernel's backlog until an open one ends.
     pub max_connections: usize,
     /// Most requests being answered at once, over all connections.
     pub max_in_flight: usize,
@@ -169,17 +172,10 @@ pub async fn serve_web<H, S>(
     let handler = Arc::new(handler);
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let conns = Arc::new(Conns::default());
+    let closed_log = Mutex::new(ClosedLog::new());
     tokio::pin!(shutdown);
     loop {
-        // Take a connection slot before accepting, so at the limit the
-        // backlog (not our descriptor table) holds the waiting clients.
-        let permit = tokio::select! {
-            _ = &mut shutdown => return,
-            p = connections.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
@@ -192,30 +188,115 @@ pub async fn serve_web<H, S>(
                 }
             },
         };
-        let svc = service(handler.clone(), in_flight.clone(), web.clone());
-        let timeout = limits.header_timeout;
+        // At the limit, the one connection just accepted (one descriptor
+        // over) waits for the oldest idle one to close.
+        let permit = match connections.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if conns.close_oldest_idle() {
+                    closed_log
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .closed(limits.max_connections);
+                }
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    p = connections.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                }
+            }
+        };
+        let conn = conns.open();
+        let svc = service(
+            handler.clone(),
+            in_flight.clone(),
+            web.clone(),
+            conn.clone(),
+        );
         let tls = web.as_ref().filter(|w| w.serves_tls()).cloned();
+        let timeout = limits.header_timeout;
         tokio::spawn(async move {
             let _permit = permit;
-            let Some(web) = tls else {
-                return connection(TokioIo::new(stream), svc, timeout, peer).await;
-            };
-            let Some(config) = web.tls_config() else {
-                return; // the web config does not load: refuse (logged there)
-            };
-            let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
-            match tokio::time::timeout(timeout, accept).await {
-                Ok(Ok(tls)) => connection(TokioIo::new(tls), svc, timeout, peer).await,
-                Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
-                Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
-            }
+            serve_one(stream, peer, tls, svc, timeout, conn).await;
         });
     }
 }
 
+/// The log of idle connections closed to admit new ones: one line a
+/// minute at most, with the count since the last.
+struct ClosedLog {
+    bucket: TokenBucket,
+    unlogged: u64,
+}
+
+impl ClosedLog {
+    fn new() -> ClosedLog {
+        ClosedLog {
+            bucket: TokenBucket::every(Duration::from_secs(60), 1, Instant::now()),
+            unlogged: 0,
+        }
+    }
+
+    fn closed(&mut self, limit: usize) {
+        self.unlogged += 1;
+        if self.bucket.take(Instant::now()) {
+            tracing::warn!(
+                closed = self.unlogged,
+                limit,
+                "HTTP connection limit reached: closed the oldest idle connection(s) to admit \
+                 new ones (logged at most once a minute)"
+            );
+            self.unlogged = 0;
+        }
+    }
+}
+
+/// One accepted connection: the TLS handshake when the web configuration
+/// asks for it, then HTTP. Closed early when the server needs its slot
+/// while it is idle (a handshake not yet started counts as idle).
+async fn serve_one<Svc>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<WebSource>>,
+    svc: Svc,
+    timeout: Duration,
+    conn: Conn,
+) where
+    Svc: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    Svc::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(web) = tls else {
+        return connection(TokioIo::new(stream), svc, timeout, peer, &conn).await;
+    };
+    let Some(config) = web.tls_config() else {
+        return; // the web config does not load: refuse (logged there)
+    };
+    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+    let handshake = tokio::select! {
+        _ = conn.closing() => return,
+        h = tokio::time::timeout(timeout, accept) => h,
+    };
+    match handshake {
+        Ok(Ok(tls)) => connection(TokioIo::new(tls), svc, timeout, peer, &conn).await,
+        Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
+        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
+    }
+}
+
+/// Time a connection asked to close has to finish the response it is
+/// writing (the slot it frees waits for it).
+const EVICTION_GRACE: Duration = Duration::from_secs(2);
+
 /// Serve one connection (plain or TLS) with hyper's HTTP/1.1.
-async fn connection<I, Svc>(io: I, svc: Svc, header_timeout: Duration, peer: SocketAddr)
-where
+async fn connection<I, Svc>(
+    io: I,
+    svc: Svc,
+    header_timeout: Duration,
+    peer: SocketAddr,
+    conn: &Conn,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     Svc: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
     Svc::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -224,7 +305,24 @@ where
     builder
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout);
-    if let Err(e) = builder.serve_connection(io, svc).await {
+    let serving = builder.serve_connection(io, svc);
+    tokio::pin!(serving);
+    let ended = tokio::select! {
+        r = serving.as_mut() => r,
+        _ = conn.closing() => {
+            if !conn.served() {
+                return; // nothing to finish: close now
+            }
+            // Kept alive: closes at once; a response being written (or the
+            // next request's headers) may finish within the grace.
+            serving.as_mut().graceful_shutdown();
+            match tokio::time::timeout(EVICTION_GRACE, serving).await {
+                Ok(r) => r,
+                Err(_) => return,
+            }
+        }
+    };
+    if let Err(e) = ended {
         tracing::debug!("http connection from {peer} ended with error: {e}");
     }
 }
@@ -235,6 +333,7 @@ fn service<H>(
     handler: Arc<H>,
     in_flight: Arc<Semaphore>,
     web: Option<Arc<WebSource>>,
+    conn: Conn,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = Response<Full<Bytes>>,
@@ -248,7 +347,10 @@ where
         let handler = handler.clone();
         let in_flight = in_flight.clone();
         let web = web.clone();
+        // Busy from the request's headers to its response.
+        let busy = conn.busy();
         async move {
+            let _busy = busy;
             let r = summary(&req);
             let gzip = crate::negotiate::accepts_gzip(
                 req.headers()

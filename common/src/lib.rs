@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod conns;
 pub mod duration;
 pub mod exposition;
 pub mod http;

@@ -3,7 +3,7 @@
 //! sources, then run the scheduler until SIGTERM/SIGINT. The top layer: it
 //! may use every module, and none uses it.
 
-use crate::config::{Args, Config};
+use crate::config::{http_connection_cap, Args, Config};
 use crate::discovery::traffic_source::SourceKind;
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
@@ -175,17 +175,11 @@ fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metric
                 tcp: cfg.tcp_port,
             },
         },
+        peer_info: probers.peer_info.clone(),
         probers: probers.list,
         peers,
         metrics,
     }
-}
-
-/// The share of the open-file limit the HTTP server may hold: a quarter.
-/// The rest is the reserve for probing (TCP dials, sockets), discovery and
-/// path tracing, so no number of HTTP clients can make a probe fail here.
-pub fn http_connection_cap(nofile: u64) -> usize {
-    usize::try_from(nofile / 4).unwrap_or(usize::MAX).max(1)
 }
 
 /// Raise the soft open-file limit to the hard one and fit the HTTP

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
-        print!("{}", cfg.summary());
+        print!("{}", cfg.summary(sys::host::nofile_after_raise().ok()));
         return ExitCode::SUCCESS;
     }
     // Two worker threads: RTTs come from kernel timestamps, so scheduling

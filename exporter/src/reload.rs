@@ -13,13 +13,18 @@
 //! `host`, probe timing, protocols, ports and size, and traffic discovery. A new configuration that does not load is refused
 //! whole: the old one stays, the reason is logged, and
 //! `skeletonhunter_config_last_reload_successful` drops to 0.
+//!
+//! `POST /-/reload` needs no authentication without a web configuration,
+//! so each kind of reload line is logged at most once a minute, the next
+//! one saying how many were not: a flood of reloads cannot flood the log.
 
 use crate::config::identity::{apply_reloadable, restart_fields_differ};
 use crate::config::{Args, Config, ConfigError};
 use crate::discovery::{registry, PeerSet};
 use crate::http::Reload;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, Repeats, Verdict};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 /// The running configuration and the tasks of its reloadable sources.
@@ -34,6 +39,8 @@ pub struct Reloader {
     peers: PeerSet,
     metrics: Arc<Metrics>,
     running: Mutex<Running>,
+    /// Reload log lines: each kind once a minute, the rest counted.
+    log: Mutex<Repeats>,
 }
 
 impl Reloader {
@@ -49,6 +56,7 @@ impl Reloader {
             peers,
             metrics,
             running: Mutex::new(Running { cfg, sources }),
+            log: Mutex::new(Repeats::new(Duration::from_secs(60))),
         }
     }
 
@@ -68,13 +76,18 @@ impl Reloader {
         let new = match loaded {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!("configuration reload failed, keeping the running one: {e:#}");
+                if let Some(n) = self.to_log("reload failed") {
+                    tracing::error!(
+                        "configuration reload failed, keeping the running one: {e:#} \
+                         (and {n} more reloads in the last minute)"
+                    );
+                }
                 self.metrics.config_loaded(false);
                 return Err(e);
             }
         };
         let restart = needs_restart(&running.cfg, &new);
-        if !restart.is_empty() {
+        if !restart.is_empty() && self.to_log("restart needed").is_some() {
             tracing::warn!(keys = ?restart, "changed in the configuration but applied only by a restart");
         }
         let mut applied = running.cfg.clone();
@@ -99,14 +112,29 @@ impl Reloader {
         running.sources = sources;
         running.cfg = applied;
         self.metrics.config_loaded(true);
-        tracing::info!(
-            static_peers = running.cfg.static_peers.len(),
-            dns = running.cfg.dns.len(),
-            tor_mesh = running.cfg.tor_mesh.is_some(),
-            tor = %running.cfg.identity.tor,
-            "configuration reloaded"
-        );
+        if let Some(more) = self.to_log("reloaded") {
+            tracing::info!(
+                static_peers = running.cfg.static_peers.len(),
+                dns = running.cfg.dns.len(),
+                tor_mesh = running.cfg.tor_mesh.is_some(),
+                tor = %running.cfg.identity.tor,
+                "configuration reloaded (and {more} more times in the last minute)"
+            );
+        }
         Ok(restart)
+    }
+
+    /// Whether to log a reload line of `kind` now: `Some(count)` of those
+    /// of the last minute that were not.
+    fn to_log(&self, kind: &'static str) -> Option<u64> {
+        let mut log = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match log.hit(kind, Instant::now()) {
+            Verdict::Log { repeated } => Some(repeated),
+            Verdict::Suppress => None,
+        }
     }
 }
 

@@ -5,11 +5,14 @@
 //! pinned (or the configured one, when the peer has a name in the
 //! configuration); every other claim is counted in
 //! `skeletonhunter_peer_identity_conflicts_total`, logged at most once a
-//! minute, and makes no new series.
+//! minute, and makes no new series. And a second real exporter saying
+//! `--node b` from another address cannot take the live `b`'s name: its
+//! series stay apart (under its address) and its loss never lands on `b`.
 
 use anyhow::Result;
-use skeletonhunter_tests::exporter::{config, pair, scrape, start, Pair, UDP};
+use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start, Pair, UDP};
 use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::netns::{veth, Netns};
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
 use std::collections::BTreeSet;
@@ -167,4 +170,72 @@ fn a_configured_peer_name_is_never_replaced_by_a_reply() {
         "{conflicts} / {replies}"
     );
     assert!(!body.contains("impostor"), "{body}");
+}
+
+/// A's exporter probing two exporters that both say they are `b`: the
+/// real one at 198.18.1.2 (started first, so `b` is pinned to it) and an
+/// impostor at 198.18.2.2 on a second link. The impostor keeps its address
+/// label and every reply of it is a counted conflict; once it is killed,
+/// its loss lands on its own series, never on `b`'s.
+#[test]
+fn a_second_exporter_cannot_take_a_live_peers_name() {
+    if !require_privileges("a_second_exporter_cannot_take_a_live_peers_name") {
+        return;
+    }
+    let p = pair("exidtwo").unwrap();
+    let c = Netns::new("exidtwoc").unwrap();
+    veth(&p.a, "a1", "198.18.2.1/24", &c, "c0", "198.18.2.2/24").unwrap();
+    let dir = TempDir::new("exidtwo").unwrap();
+    let peers = "  static:\n    - {address: \"198.18.1.2\"}\n    - {address: \"198.18.2.2\"}\n";
+    let cfg =
+        |node: &str, ip: &str, discovery: &str| config(node, ip, "50ms", "2s", "udp", discovery);
+    let mut a = start(&p.a, dir.path(), "a", &cfg("a", "198.18.1.1", peers)).unwrap();
+    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "")).unwrap();
+    let udp =
+        |body: &str, dst: &str| counts(body, &format!("dst_node=\"{dst}\""), "protocol=\"udp\"");
+    let answered = |body: &str, dst: &str| udp(body, dst).2;
+    wait_until(
+        "the real b answering under its name",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || (answered(&scrape(&p.a).ok()?, "b") >= 5.0).then_some(()),
+    )
+    .unwrap();
+    let mut impostor = start(&c, dir.path(), "impostor", &cfg("b", "198.18.2.2", "")).unwrap();
+    let body = wait_until(
+        "the impostor's replies counted as conflicts",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            let conflicts = sample(&body, "skeletonhunter_peer_identity_conflicts_total", &[])?;
+            (conflicts >= 5.0 && answered(&body, "198.18.2.2") >= 5.0).then_some(body)
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        dst_nodes(&body),
+        BTreeSet::from(["b".to_string(), "198.18.2.2".to_string()]),
+        "{body}"
+    );
+    impostor.terminate(Duration::from_secs(5)).unwrap();
+    let body = wait_until(
+        "the impostor's loss counted",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (udp(&body, "198.18.2.2").1 >= 10.0).then_some(body)
+        },
+    )
+    .unwrap();
+    a.check_running().unwrap();
+    let (sent_b, lost_b, _) = udp(&body, "b");
+    assert!(sent_b > 0.0, "{body}");
+    assert_eq!(lost_b, 0.0, "the impostor's loss landed on b:\n{body}");
+    let log = a.log();
+    assert!(
+        log.contains("claims a node name another live peer holds"),
+        "no conflict logged:\n{log}"
+    );
 }

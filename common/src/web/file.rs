@@ -183,12 +183,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WebConfig> {
     };
     let users = raw.basic_auth_users.unwrap_or_default();
     for (user, hash) in &users {
-        if bcrypt::HashParts::from_str(hash).is_err() {
-            return Err(bad(
-                &format!("basic_auth_users.{user}"),
-                "not a bcrypt hash (make one with: htpasswd -nBC 10 \"\" | tr -d ':\\n')".into(),
-            ));
-        }
+        bcrypt_hash(hash).map_err(|why| bad(&format!("basic_auth_users.{user}"), why))?;
     }
     let http = raw.http_server_config.unwrap_or_default();
     let headers = headers(http.headers.unwrap_or_default()).map_err(|(k, why)| bad(&k, why))?;
@@ -380,6 +375,26 @@ fn rate_limit(r: RawRateLimit) -> std::result::Result<Option<RateLimit>, KeyErro
     Ok(Some(RateLimit { interval, burst }))
 }
 
+/// The costs bcrypt verifies: any other hash parses but fails every login
+/// (401, nothing logged), so it is refused at load.
+const BCRYPT_COSTS: std::ops::RangeInclusive<u32> = 4..=31;
+
+/// A usable bcrypt hash, or why not.
+fn bcrypt_hash(hash: &str) -> std::result::Result<(), String> {
+    let how = "make one with: htpasswd -nBC 10 \"\" | tr -d ':\\n'";
+    let parts =
+        bcrypt::HashParts::from_str(hash).map_err(|_| format!("not a bcrypt hash ({how})"))?;
+    let cost = parts.get_cost();
+    if !BCRYPT_COSTS.contains(&cost) {
+        return Err(format!(
+            "bcrypt cost {cost} is outside {}..={}, so no password would ever match ({how})",
+            BCRYPT_COSTS.start(),
+            BCRYPT_COSTS.end()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +530,22 @@ mod tests {
                 "basic_auth_users:\n  bob: plaintext\n",
                 "basic_auth_users.bob",
                 "bcrypt",
+            ),
+            (
+                &format!(
+                    "basic_auth_users:\n  eve: '{}'\n",
+                    HASH.replace("$10$", "$99$")
+                ),
+                "basic_auth_users.eve",
+                "cost 99 is outside 4..=31",
+            ),
+            (
+                &format!(
+                    "basic_auth_users:\n  eve: '{}'\n",
+                    HASH.replace("$10$", "$03$")
+                ),
+                "basic_auth_users.eve",
+                "cost 3 is outside",
             ),
             (
                 "http_server_config:\n  headers:\n    Server: x\n",

@@ -13,6 +13,7 @@ use super::topology::{read_topology, MAP_FIELDS};
 use crate::model::IdentitySource;
 use crate::sys::host::hostname;
 use crate::sys::sock::route_source;
+use crate::wire::probe::MAX_LABEL_LEN;
 use skeletonhunter_common::{Identity, Kind};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -173,7 +174,32 @@ pub(super) fn resolve(
         });
     }
     fill_default(&mut id, &mut origin, Kind::Nic, default_route_address);
+    node_fits_the_wire(&id, &origin)?;
     Ok((id, origin))
+}
+
+/// The node name travels in every echo reply, cut to [`MAX_LABEL_LEN`]
+/// bytes there: a longer one would label this node one way in its own
+/// `node_info` and another in its peers' `dst_node`, which then never join.
+/// Refused at start instead, naming where it came from.
+fn node_fits_the_wire(id: &Identity, origin: &IdentityOrigin) -> Result<(), ConfigError> {
+    let node = id.get(Kind::Node);
+    if node.len() <= MAX_LABEL_LEN {
+        return Ok(());
+    }
+    let key = match origin.source(Kind::Node) {
+        IdentitySource::FlagOrEnv => "--node (or SKELETONHUNTER_NODE)",
+        IdentitySource::ConfigFile => "identity.node",
+        _ => "identity.node (from the host name)",
+    };
+    Err(ConfigError::invalid(
+        key,
+        format!(
+            "the node name is {} bytes; at most {MAX_LABEL_LEN} (the longest a probe reply \
+             carries whole, so peers' dst_node matches this node's node_info)",
+            node.len()
+        ),
+    ))
 }
 
 /// Give an empty `kind` the host default, when there is one.

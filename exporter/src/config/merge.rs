@@ -4,7 +4,9 @@
 use super::args::Args;
 use super::ecmp::{flow_settings, FlowSettings};
 use super::error::ConfigError;
-use super::file::{parse_file, FileConfig, FileDiscovery, FileMetrics, FileProbe, FileResponder};
+use super::file::{
+    parse_file, read_mesh_list, FileConfig, FileDiscovery, FileMetrics, FileProbe, FileResponder,
+};
 use super::settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
@@ -358,10 +360,18 @@ fn dns_sources(fd: &FileDiscovery, args: &Args) -> Result<Vec<DnsSource>> {
         });
     }
     if let Some(name) = &args.dns {
-        let (srv, name) = match name.strip_prefix("srv:") {
-            Some(n) => (true, n),
-            None => (false, name.as_str()),
+        let (srv, name) = match name.trim().strip_prefix("srv:") {
+            Some(n) => (true, n.trim()),
+            None => (false, name.trim()),
         };
+        if name.is_empty() {
+            // An empty SKELETONHUNTER_DNS would otherwise resolve nothing,
+            // every refresh, without a word.
+            return Err(ConfigError::invalid(
+                "--dns",
+                "must name a DNS name (or srv:NAME); leave the flag out for no DNS peers",
+            ));
+        }
         dns.push(DnsSource {
             name: name.to_string(),
             srv,
@@ -404,6 +414,16 @@ fn tor_mesh(
             refresh: Duration::from_secs(30),
         });
         t.file = Some(f.clone());
+    }
+    if let Some(f) = tor_mesh.as_ref().and_then(|t| t.file.as_deref()) {
+        // Read now, as the topology map and the web config are: a missing
+        // or broken list is refused at start (and by a reload), not found
+        // by the first refresh. Its entries are checked as they are read.
+        let key = match args.tor_mesh_file {
+            Some(_) => "--tor-mesh-file",
+            None => "discovery.tor_mesh.file",
+        };
+        read_mesh_list(f).map_err(|e| ConfigError::invalid(key, e))?;
     }
     if tor_mesh.is_some() && identity.tor.is_empty() {
         if tor_waits {

@@ -30,9 +30,10 @@ pub mod validate;
 pub use args::Args;
 pub use ecmp::FlowSettings;
 pub use error::ConfigError;
-pub use file::{parse_file, FileConfig, MeshEntry};
+pub use file::{parse_file, parse_mesh_list, read_mesh_list, FileConfig, MeshEntry, MeshListError};
 pub use identity::default_route_address;
 pub use identity::{IdentityOrigin, TopologyLookup};
+pub use server::http_connection_cap;
 pub use settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
     DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,

@@ -38,6 +38,13 @@ pub(super) fn http_limits(args: &Args) -> Result<Limits, ConfigError> {
     Ok(limits)
 }
 
+/// The share of the open-file limit the HTTP server may hold: a quarter.
+/// The rest is the reserve for probing (TCP dials, sockets), discovery and
+/// path tracing, so no number of HTTP clients can make a probe fail here.
+pub fn http_connection_cap(nofile: u64) -> usize {
+    usize::try_from(nofile / 4).unwrap_or(usize::MAX).max(1)
+}
+
 /// Default of `--web.telemetry-path`.
 pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 

@@ -26,8 +26,9 @@ fn or_dash(s: &str) -> &str {
 }
 
 impl Config {
-    /// The readable summary `--check-config` prints.
-    pub fn summary(&self) -> String {
+    /// The readable summary `--check-config` prints; `nofile`: the
+    /// open-file limit the run would have, which caps the connections.
+    pub fn summary(&self, nofile: Option<u64>) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "configuration OK\n\nweb:");
         let _ = writeln!(o, "  listen-address: {}", self.listen);
@@ -38,10 +39,19 @@ impl Config {
         });
         let _ = writeln!(o, "  config-file: {web}");
         let h = &self.http;
+        // The limit in force, as the run computes it (app::http_limits).
+        let cap = nofile.map(|n| (n, super::http_connection_cap(n)));
+        let connections = match cap {
+            Some((n, cap)) if cap < h.max_connections => format!(
+                "{cap} connections (--http-max-connections {} lowered to a quarter of \
+                 the open-file limit {n})",
+                h.max_connections
+            ),
+            _ => format!("{} connections", h.max_connections),
+        };
         let _ = writeln!(
             o,
-            "  limits: {} connections, {} in flight, header timeout {}",
-            h.max_connections,
+            "  limits: {connections}, {} in flight, header timeout {}",
             h.max_in_flight,
             dur(h.header_timeout)
         );

@@ -59,7 +59,7 @@ fn check_config_summary_is_readable() {
         "identity: {node: n1, tor: t1}\nprobe: {interval: 20ms, protocols: [udp, icmp]}\ndiscovery:\n  ebpf: false\n  static:\n    - {address: 10.0.0.2, name: b}\n",
     )
     .unwrap();
-    let s = Config::merge(file, &args()).unwrap().summary();
+    let s = Config::merge(file, &args()).unwrap().summary(None);
     for want in [
         "listen-address: 0.0.0.0:9465",
         "telemetry-path: /metrics",
@@ -284,7 +284,7 @@ fn topology_map_fills_what_is_empty_and_explicit_values_win() {
     }
     assert!(o.topology.as_ref().unwrap().found);
     assert_eq!(o.warning(), None);
-    let s = c.summary();
+    let s = c.summary(None);
     assert!(s.contains("tor: map-tor (topology_file)"), "{s}");
     assert!(s.contains("(entry for host \"h1\": found)"), "{s}");
     // --topology-file wins over the key; the host comes from the flag.
@@ -324,7 +324,7 @@ fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
         "{w}"
     );
     assert!(!w.contains("tenant"), "{w}");
-    let s = c.summary();
+    let s = c.summary(None);
     assert!(
         s.contains("tor: - (missing)") && s.contains("MISSING"),
         "{s}"
@@ -394,4 +394,98 @@ fn a_reload_applies_the_topology_fields_only() {
         crate::reload::needs_restart(&old, &same),
         Vec::<&str>::new()
     );
+}
+
+#[test]
+fn a_node_name_longer_than_a_reply_carries_is_refused_naming_the_key() {
+    use crate::wire::probe::MAX_LABEL_LEN;
+    let long = "n".repeat(200_000);
+    let yaml = format!("identity: {{node: {long}}}");
+    let e = parse_file(&yaml)
+        .and_then(|f| Config::merge(f, &args()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("identity.node: "),
+        "{}",
+        &e[..200.min(e.len())]
+    );
+    assert!(e.contains("200000 bytes"), "{}", &e[..200.min(e.len())]);
+    let mut a = args();
+    a.node = Some("n".repeat(MAX_LABEL_LEN + 1));
+    let e = Config::merge(FileConfig::default(), &a)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("--node"), "{e}");
+    // The longest name a reply carries whole is accepted.
+    a.node = Some("n".repeat(MAX_LABEL_LEN));
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert_eq!(c.identity.node.len(), MAX_LABEL_LEN);
+}
+
+#[test]
+fn a_missing_or_broken_tor_mesh_file_is_refused_like_every_other_file() {
+    let dir = std::env::temp_dir().join(format!("sh-mesh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("nonexistent.yaml");
+    let broken = dir.join("broken.yaml");
+    std::fs::write(&broken, "- {address: 10.0.0.2, rack: x}\n").unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, "- {address: 10.0.0.2, tor: t}\n").unwrap();
+    let from_file = |p: &std::path::Path| {
+        let yaml = format!("identity: {{tor: t}}\ndiscovery: {{tor_mesh: {{file: {p:?}}}}}");
+        parse_file(&yaml).and_then(|f| Config::merge(f, &args()))
+    };
+    let from_flag = |p: &std::path::Path| {
+        let mut a = args();
+        a.tor = Some("t".into());
+        a.tor_mesh_file = Some(p.to_path_buf());
+        Config::merge(FileConfig::default(), &a)
+    };
+    for bad in [&missing, &broken] {
+        let e = from_file(bad).unwrap_err().to_string();
+        assert!(e.starts_with("discovery.tor_mesh.file: "), "{e}");
+        assert!(e.contains(&bad.display().to_string()), "{e}");
+        let e = from_flag(bad).unwrap_err().to_string();
+        assert!(e.starts_with("--tor-mesh-file: "), "{e}");
+    }
+    assert!(from_file(&good).is_ok());
+    assert!(from_flag(&good).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_config_prints_the_connection_limit_in_force_and_why() {
+    let mut a = args();
+    a.http_max_connections = Some(99_999_999_999);
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    let s = c.summary(Some(20_000));
+    assert!(
+        s.contains(
+            "limits: 5000 connections (--http-max-connections 99999999999 lowered to a \
+             quarter of the open-file limit 20000),"
+        ),
+        "{s}"
+    );
+    a.http_max_connections = Some(100);
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert!(c.summary(Some(20_000)).contains("limits: 100 connections,"));
+    assert!(c.summary(None).contains("limits: 100 connections,"));
+}
+
+#[test]
+fn an_empty_dns_flag_is_refused() {
+    for v in ["", " ", "srv:", "srv: "] {
+        let mut a = args();
+        a.dns = Some(v.into());
+        let e = Config::merge(FileConfig::default(), &a)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--dns: "), "{v:?}: {e}");
+    }
+    let mut a = args();
+    a.dns = Some("srv:peers.example".into());
+    let c = Config::merge(FileConfig::default(), &a).unwrap();
+    assert_eq!(c.dns[0].name, "peers.example");
+    assert!(c.dns[0].srv);
 }

@@ -10,15 +10,15 @@
 //! ```
 
 use super::error::ConfigError;
+use super::file::{read_capped, MAX_LIST_FILE_BYTES};
 use serde::Deserialize;
 use skeletonhunter_common::Kind;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 /// The largest topology file read (a ConfigMap holds at most 1 MiB; a
 /// file for systemd hosts may be larger, but not unbounded).
-pub const MAX_TOPOLOGY_FILE_BYTES: u64 = 16 << 20;
+pub const MAX_TOPOLOGY_FILE_BYTES: u64 = MAX_LIST_FILE_BYTES;
 
 /// The fields a map entry may set, in [`Kind::ALL`] order.
 pub const MAP_FIELDS: [Kind; 5] = [Kind::Nic, Kind::Tor, Kind::Spine, Kind::Pod, Kind::Tenant];
@@ -110,21 +110,15 @@ pub fn parse_topology(text: &str) -> Result<TopologyMap, String> {
 
 /// Read and parse the map at `path`, at most [`MAX_TOPOLOGY_FILE_BYTES`].
 pub fn read_topology(path: &Path) -> Result<TopologyMap, ConfigError> {
-    let read_err = |source| ConfigError::TopologyRead {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut text = String::new();
-    file.take(MAX_TOPOLOGY_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(read_err)?;
-    if text.len() as u64 > MAX_TOPOLOGY_FILE_BYTES {
-        return Err(ConfigError::Topology {
+    let text = read_capped(path)
+        .map_err(|source| ConfigError::TopologyRead {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| ConfigError::Topology {
             path: path.to_path_buf(),
             message: format!("larger than {} MiB", MAX_TOPOLOGY_FILE_BYTES >> 20),
-        });
-    }
+        })?;
     parse_topology(&text).map_err(|message| ConfigError::Topology {
         path: path.to_path_buf(),
         message,

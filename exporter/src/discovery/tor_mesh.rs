@@ -4,7 +4,7 @@
 //! the links that skeleton traffic alone may leave unobserved.
 
 use super::peer_set::PeerSet;
-use crate::config::{MeshEntry, TorMesh};
+use crate::config::{read_mesh_list, MeshEntry, TorMesh};
 use crate::model::{DiscoveryEvent, Peer, PeerSource};
 use crate::telemetry::Metrics;
 use std::net::IpAddr;
@@ -35,14 +35,6 @@ pub fn select(entries: &[MeshEntry], tor: &str, own: &[IpAddr]) -> (Vec<Peer>, V
     (peers, bad)
 }
 
-/// Parse a peer list file: a YAML list of entries.
-pub fn parse_list(text: &str) -> anyhow::Result<Vec<MeshEntry>> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    yaml_serde::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
 /// Keep the `tor_mesh` slot in line with the list until `shutdown`.
 pub async fn run(
     cfg: TorMesh,
@@ -57,17 +49,11 @@ pub async fn run(
         let mut entries = cfg.peers.clone();
         let mut ok = true;
         if let Some(path) = &cfg.file {
-            match std::fs::read_to_string(path)
-                .map_err(anyhow::Error::from)
-                .and_then(|t| parse_list(&t))
-            {
+            match read_mesh_list(path) {
                 Ok(list) => entries.extend(list),
                 Err(e) => {
                     ok = false;
-                    tracing::warn!(
-                        "ToR-mesh peer list {}: {e:#}; keeping the last list",
-                        path.display()
-                    );
+                    tracing::warn!("{e}; keeping the last list");
                     metrics.discovery_event(PeerSource::TorMesh, DiscoveryEvent::ReadFailed);
                 }
             }
@@ -98,6 +84,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_mesh_list as parse_list;
 
     #[test]
     fn selects_same_tor_peers_except_self() {

@@ -22,6 +22,7 @@ pub mod flows;
 pub mod icmp;
 pub mod inflight;
 pub mod peer_info;
+pub mod pins;
 pub mod rdma;
 pub mod registry;
 pub mod scheduler;

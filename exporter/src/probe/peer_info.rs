@@ -4,29 +4,29 @@
 //! their node name. Passed explicitly to the responder and the UDP prober
 //! (writers) and to path tracing (reader of names).
 //!
-//! Names are pinned: the first one an address gives is kept, and a reply
-//! claiming another is counted (`skeletonhunter_peer_identity_conflicts_total`)
-//! and logged at most once a minute, never believed — a peer cannot churn
-//! series or take another node's name (docs/security.md).
+//! Names are pinned (the book of who owns which name is here, the rule in
+//! [`Target::learn_node`](super::Target::learn_node)): the first one an
+//! address gives is kept, a name is held by one live address at a time,
+//! and a claim that is refused is counted
+//! (`skeletonhunter_peer_identity_conflicts_total`) and logged at most once
+//! a minute, never believed — a peer cannot churn series or take another
+//! node's name (docs/security.md).
 
+use super::pins::{NamePins, Owner, Refusal};
 use super::rdma::EndpointBook;
 use crate::model::{ProbeErrorReason, Protocol};
 use crate::telemetry::{Metrics, Repeats, Verdict};
-use crate::wire::probe::{Packet, TLV_RDMA_ENDPOINT, TYPE_REPLY};
-use std::collections::HashMap;
+use crate::wire::probe::{Packet, TLV_RDMA_ENDPOINT};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Names kept at most: one per peer probed, with room to spare; replies
-/// come only from probed peers (they must echo our random session).
-const MAX_NAMES: usize = 1 << 16;
 
 /// Shared book of peers' self-descriptions. Cheap to share (`Arc`).
 pub struct PeerInfo {
     metrics: Arc<Metrics>,
     rdma: Option<EndpointBook>,
-    names: Mutex<HashMap<IpAddr, String>>,
+    /// Who owns which name (one entry per live named target).
+    pins: Mutex<NamePins>,
     /// Conflict log lines: one a minute, the rest summarised.
     conflict_log: Mutex<Repeats>,
 }
@@ -44,7 +44,7 @@ impl PeerInfo {
         Arc::new(PeerInfo {
             metrics,
             rdma,
-            names: Mutex::new(HashMap::new()),
+            pins: Mutex::new(NamePins::default()),
             conflict_log: Mutex::new(Repeats::new(Duration::from_secs(60))),
         })
     }
@@ -59,32 +59,48 @@ impl PeerInfo {
                 tracing::debug!("{e}");
             }
         }
-        if p.header.typ != TYPE_REPLY {
-            return;
-        }
-        let node = p.identity().node;
-        if node.is_empty() {
-            return;
-        }
-        let mut names = self
-            .names
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if names.len() < MAX_NAMES {
-            names.entry(from).or_insert(node);
-        }
     }
 
-    /// A reply from `peer` claimed `claimed` while its label is pinned to
-    /// `pinned`: counted, and logged at most once a minute.
-    pub fn identity_conflict(&self, peer: IpAddr, pinned: &str, claimed: &str) {
+    fn pins(&self) -> std::sync::MutexGuard<'_, NamePins> {
+        self.pins
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A token for a new target (see [`Owner`]).
+    pub fn token(&self) -> u64 {
+        self.pins().token()
+    }
+
+    /// Give `name` to `owner` unless another live address holds it.
+    pub fn claim(&self, name: &str, owner: Owner) -> Result<(), Refusal> {
+        self.pins().claim(name, owner)
+    }
+
+    /// `owner` gives `name` up.
+    pub fn release(&self, name: &str, owner: Owner) {
+        self.pins().release(name, owner);
+    }
+
+    /// Count an identity conflict; `Some(repeats)` when it is to be logged
+    /// (once a minute).
+    fn count_conflict(&self) -> Option<u64> {
         self.metrics.identity_conflict();
         let verdict = self
             .conflict_log
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .hit("identity conflict", Instant::now());
-        if let Verdict::Log { repeated } = verdict {
+        match verdict {
+            Verdict::Log { repeated } => Some(repeated),
+            _ => None,
+        }
+    }
+
+    /// A reply from `peer` claimed `claimed` while its label is pinned to
+    /// `pinned`: counted, and logged at most once a minute.
+    pub fn identity_conflict(&self, peer: IpAddr, pinned: &str, claimed: &str) {
+        if let Some(repeated) = self.count_conflict() {
             tracing::warn!(
                 %peer,
                 pinned,
@@ -95,12 +111,28 @@ impl PeerInfo {
         }
     }
 
-    /// The first node name `addr` gave in a reply.
+    /// A name `peer` claimed (`claimed`, from a reply or its
+    /// configuration) is held by another address: counted, and logged at
+    /// most once a minute (with the other conflicts).
+    pub fn name_refused(&self, peer: IpAddr, claimed: &str, refusal: &Refusal) {
+        if let Some(repeated) = self.count_conflict() {
+            let owner = match refusal {
+                Refusal::Owned(a) => a.to_string(),
+                Refusal::OtherAddress => "another address".to_string(),
+            };
+            tracing::warn!(
+                %peer,
+                claimed = %claimed.escape_debug(),
+                %owner,
+                "a peer claims a node name another live peer holds; it keeps its address label \
+                 (repeated {repeated} times in the last 60 s)"
+            );
+        }
+    }
+
+    /// The node name pinned to `addr` (configured, discovered or from its
+    /// first reply), if it holds one.
     pub fn name(&self, addr: IpAddr) -> Option<String> {
-        self.names
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&addr)
-            .cloned()
+        self.pins().name(addr).map(str::to_string)
     }
 }

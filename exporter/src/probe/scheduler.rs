@@ -2,10 +2,10 @@
 //! evenly over the interval, keeps the targets in line with the peer set
 //! and expires in-flight probes.
 
-use super::{Ports, Prober, Target};
+use super::{PeerInfo, Ports, Prober, Target};
 use crate::discovery::PeerSet;
 use crate::telemetry::Metrics;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,23 +62,46 @@ pub struct Scheduler {
     pub peers: PeerSet,
     /// Where per-peer series are created and removed.
     pub metrics: Arc<Metrics>,
+    /// Who holds which node name (targets claim theirs).
+    pub peer_info: Arc<PeerInfo>,
 }
 
 impl Scheduler {
+    fn target(&self, peer: crate::model::Peer) -> Target {
+        Target::new(
+            peer,
+            self.config.ports,
+            self.metrics.clone(),
+            self.peer_info.clone(),
+        )
+    }
+
     /// Bring `targets` in line with the peer set: keep the state of peers
     /// that stay (their learned identity and series), retire the rest.
     fn sync_targets(&self, targets: &mut Vec<Arc<Target>>) {
         let snapshot = self.peers.snapshot();
         let mut old: HashMap<IpAddr, Arc<Target>> =
             targets.drain(..).map(|t| (t.addr(), t)).collect();
+        // Peers that left go first: their names (and series) are gone
+        // before a peer arriving in the same change claims the name.
+        let staying: HashSet<IpAddr> = snapshot.iter().map(|p| p.addr).collect();
+        old.retain(|addr, t| {
+            let stays = staying.contains(addr);
+            if !stays {
+                t.retire();
+                self.metrics.forget_peer(*addr);
+            }
+            stays
+        });
         for peer in snapshot {
             match old.remove(&peer.addr) {
                 Some(t) if t.peer == peer => targets.push(t),
                 Some(t) => {
                     // Ports, name or source changed: a fresh target keeps
-                    // the learned name so series do not flap.
-                    let fresh = Target::new(peer, self.config.ports, self.metrics.clone());
-                    if t.identity_learned() {
+                    // the learned name so series do not flap (it takes the
+                    // name over from the old one, at the same address).
+                    let fresh = self.target(peer);
+                    if t.identity_learned() && fresh.peer.name.is_none() {
                         // Kept unless the new entry names the peer itself.
                         fresh.learn_node(&t.dst_node());
                     }
@@ -88,16 +111,8 @@ impl Scheduler {
                     t.retire();
                     targets.push(Arc::new(fresh));
                 }
-                None => targets.push(Arc::new(Target::new(
-                    peer,
-                    self.config.ports,
-                    self.metrics.clone(),
-                ))),
+                None => targets.push(Arc::new(self.target(peer))),
             }
-        }
-        for (addr, t) in old {
-            t.retire();
-            self.metrics.forget_peer(addr);
         }
     }
 
@@ -199,13 +214,46 @@ mod tests {
     }
 
     #[test]
+    fn a_name_left_by_one_peer_goes_to_the_peer_arriving_in_the_same_change() {
+        let metrics = Arc::new(Metrics::new(&Default::default()));
+        let peers = PeerSet::new(None);
+        let named =
+            |last: u8| Peer::new(IpAddr::from([10, 0, 0, last]), PeerSource::Static).with_name("b");
+        peers.replace(PeerSource::Static, vec![named(1)]);
+        let s = Scheduler {
+            config: ScheduleConfig {
+                interval: Duration::from_secs(1),
+                min_tick: Duration::from_millis(1),
+                expire_every: Duration::from_millis(10),
+                ports: Ports { udp: 1, tcp: 2 },
+            },
+            probers: Vec::new(),
+            peers: peers.clone(),
+            metrics: metrics.clone(),
+            peer_info: PeerInfo::new(metrics.clone(), None),
+        };
+        let mut targets = Vec::new();
+        s.sync_targets(&mut targets);
+        assert_eq!(targets[0].dst_node(), "b");
+        // b moves to another address in one change: the new peer gets the
+        // name, no conflict.
+        peers.replace(PeerSource::Static, vec![named(2)]);
+        s.sync_targets(&mut targets);
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].addr(), IpAddr::from([10, 0, 0, 2]));
+        assert_eq!(targets[0].dst_node(), "b");
+        assert_eq!(metrics.identity_conflicts(), 0);
+    }
+
+    #[test]
     fn rounds_interleave_protocols_and_cover_every_pair_once() {
         let metrics = Arc::new(Metrics::new(&Default::default()));
+        let info = PeerInfo::new(metrics.clone(), None);
         let ports = Ports { udp: 1, tcp: 2 };
         let targets: Vec<Arc<Target>> = (0..10u8)
             .map(|i| {
                 let peer = Peer::new(IpAddr::from([10, 0, 0, i]), PeerSource::Static);
-                Arc::new(Target::new(peer, ports, metrics.clone()))
+                Arc::new(Target::new(peer, ports, metrics.clone(), info.clone()))
             })
             .collect();
         let probers: Vec<Arc<dyn Prober>> = vec![

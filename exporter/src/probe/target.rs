@@ -1,6 +1,8 @@
 //! One peer as the probers see it: its addresses, the `dst_node` label in
 //! use, and its cached metric handles.
 
+use super::pins::Owner;
+use super::PeerInfo;
 use crate::model::{Peer, Protocol};
 use crate::telemetry::{DialSeries, FlowSeries, Metrics, RdmaSeries, Series};
 use std::fmt;
@@ -24,11 +26,14 @@ pub enum NodeClaim {
     Same,
     /// The peer's first name: the label moved to it and is now pinned.
     Pinned,
-    /// Another name than the pinned one: ignored.
+    /// Another name than the pinned one: ignored (and counted).
     Conflict {
         /// The label kept.
         pinned: String,
     },
+    /// A name another live peer holds: ignored (and counted); the peer
+    /// keeps its address label.
+    Taken,
 }
 
 /// One peer as the probers see it: addresses, the `dst_node` label (learned
@@ -41,6 +46,10 @@ pub struct Target {
     /// Where TCP dials go.
     pub tcp_addr: SocketAddr,
     metrics: Arc<Metrics>,
+    /// The name book and conflict counter.
+    info: Arc<PeerInfo>,
+    /// This target's claim on names.
+    owner: Owner,
     state: Mutex<TargetState>,
     retired: AtomicBool,
 }
@@ -49,8 +58,9 @@ struct TargetState {
     dst_node: String,
     /// A reply confirmed the name.
     learned: bool,
-    /// The name is fixed: from configuration or discovery, or the first
-    /// name the peer gave (see [`Target::learn_node`]).
+    /// The name is fixed and held in the name book: from configuration or
+    /// discovery, or the first name the peer gave (see
+    /// [`Target::learn_node`]).
     pinned: bool,
     series: [Option<Series>; 4],
     dial: Option<DialSeries>,
@@ -68,15 +78,30 @@ impl fmt::Debug for Target {
 }
 
 impl Target {
-    /// A fresh target labelled with the peer's known name or address.
-    pub fn new(peer: Peer, ports: Ports, metrics: Arc<Metrics>) -> Target {
-        let dst_node = peer.name.clone().unwrap_or_else(|| peer.addr.to_string());
-        let pinned = peer.name.is_some();
+    /// A fresh target labelled with the peer's known name, or its address
+    /// while it has none or another live peer holds that name (a conflict,
+    /// counted).
+    pub fn new(peer: Peer, ports: Ports, metrics: Arc<Metrics>, info: Arc<PeerInfo>) -> Target {
+        let owner = Owner {
+            addr: peer.addr,
+            token: info.token(),
+        };
+        let claimed = peer.name.as_deref().filter(|n| match info.claim(n, owner) {
+            Ok(()) => true,
+            Err(r) => {
+                info.name_refused(peer.addr, n, &r);
+                false
+            }
+        });
+        let pinned = claimed.is_some();
+        let dst_node = claimed.map_or_else(|| peer.addr.to_string(), str::to_string);
         Target {
             udp_addr: peer.udp_addr(ports.udp),
             tcp_addr: peer.tcp_addr(ports.tcp),
             peer,
             metrics,
+            info,
+            owner,
             state: Mutex::new(TargetState {
                 pinned,
                 dst_node,
@@ -172,22 +197,36 @@ impl Target {
     /// then the label moves from the address to that name once (the old
     /// series are removed: a peer is one series per protocol, never two).
     /// A later, different claim changes nothing and is returned as a
-    /// [`NodeClaim::Conflict`], so a peer cannot churn series or take
-    /// another node's name.
+    /// [`NodeClaim::Conflict`], so a peer cannot churn series; a name
+    /// another live peer holds is refused ([`NodeClaim::Taken`]), so a peer
+    /// cannot take another node's name. Both are counted and logged.
     pub fn learn_node(&self, node: &str) -> NodeClaim {
-        if node.is_empty() || self.is_retired() {
+        if node.is_empty() {
             return NodeClaim::Same;
         }
         let mut st = self.lock();
+        // Under the lock: `retire` releases the name under it too.
+        if self.is_retired() {
+            return NodeClaim::Same;
+        }
         if st.dst_node == node {
             st.learned = true;
             st.pinned = true;
             return NodeClaim::Same;
         }
-        if st.pinned {
-            return NodeClaim::Conflict {
-                pinned: st.dst_node.clone(),
-            };
+        // The configured name (when another peer holds it) is the only one
+        // this peer may still take.
+        let want = self.peer.name.as_deref().filter(|_| !st.pinned);
+        if st.pinned || want.is_some_and(|w| w != node) {
+            let pinned = want.map_or_else(|| st.dst_node.clone(), str::to_string);
+            drop(st);
+            self.info.identity_conflict(self.peer.addr, &pinned, node);
+            return NodeClaim::Conflict { pinned };
+        }
+        if let Err(r) = self.info.claim(node, self.owner) {
+            drop(st);
+            self.info.name_refused(self.peer.addr, node, &r);
+            return NodeClaim::Taken;
         }
         let old = std::mem::replace(&mut st.dst_node, node.to_string());
         st.learned = true;
@@ -207,13 +246,30 @@ impl Target {
         self.lock().learned
     }
 
+    /// The peer left the peer set: its results are discarded and its name
+    /// is free for another peer.
     pub(super) fn retire(&self) {
-        self.retired.store(true, Ordering::Relaxed);
         let mut st = self.lock();
+        self.retired.store(true, Ordering::Relaxed);
         st.series = [None, None, None, None];
         st.dial = None;
         st.rdma = None;
         st.flow = None;
+        if st.pinned {
+            self.info.release(&st.dst_node, self.owner);
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let st = self
+            .state
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.pinned {
+            self.info.release(&st.dst_node, self.owner);
+        }
     }
 }
 
@@ -223,19 +279,25 @@ mod tests {
     use crate::model::PeerSource;
     use skeletonhunter_common::Identity;
 
-    fn target(name: Option<&str>) -> (Target, Arc<Metrics>) {
+    fn book() -> (Arc<Metrics>, Arc<PeerInfo>) {
         let metrics = Arc::new(Metrics::new(&Identity::default()));
-        let mut peer = Peer::new("10.0.0.2".parse().unwrap(), PeerSource::Ebpf);
+        let info = PeerInfo::new(metrics.clone(), None);
+        (metrics, info)
+    }
+
+    fn at(addr: &str, name: Option<&str>, book: &(Arc<Metrics>, Arc<PeerInfo>)) -> Target {
+        let mut peer = Peer::new(addr.parse().unwrap(), PeerSource::Ebpf);
         if let Some(n) = name {
             peer = peer.with_name(n);
         }
         let ports = Ports { udp: 1, tcp: 2 };
-        (Target::new(peer, ports, metrics.clone()), metrics)
+        Target::new(peer, ports, book.0.clone(), book.1.clone())
     }
 
     #[test]
     fn the_first_name_is_pinned_and_later_claims_are_conflicts() {
-        let (t, _) = target(None);
+        let b = book();
+        let t = at("10.0.0.2", None, &b);
         assert_eq!(t.dst_node(), "10.0.0.2");
         assert_eq!(t.learn_node(""), NodeClaim::Same);
         assert_eq!(t.learn_node("b"), NodeClaim::Pinned);
@@ -248,11 +310,13 @@ mod tests {
         }
         assert_eq!(t.dst_node(), "b");
         assert!(t.identity_learned());
+        assert_eq!(b.0.identity_conflicts(), 3);
     }
 
     #[test]
     fn a_configured_name_is_pinned_from_the_start() {
-        let (t, _) = target(Some("b"));
+        let b = book();
+        let t = at("10.0.0.2", Some("b"), &b);
         assert_eq!(
             t.learn_node("evil"),
             NodeClaim::Conflict { pinned: "b".into() }
@@ -261,5 +325,27 @@ mod tests {
         assert!(!t.identity_learned());
         assert_eq!(t.learn_node("b"), NodeClaim::Same);
         assert!(t.identity_learned());
+        assert_eq!(b.0.identity_conflicts(), 1);
+    }
+
+    #[test]
+    fn a_second_address_cannot_take_a_live_peers_name() {
+        let b = book();
+        let real = at("10.0.0.2", None, &b);
+        let impostor = at("10.0.0.3", None, &b);
+        assert_eq!(real.learn_node("b"), NodeClaim::Pinned);
+        assert_eq!(impostor.learn_node("b"), NodeClaim::Taken);
+        assert_eq!(impostor.dst_node(), "10.0.0.3");
+        assert_eq!(b.0.identity_conflicts(), 1);
+        // Nor as its configured name, nor as the other's address.
+        let configured = at("10.0.0.4", Some("b"), &b);
+        assert_eq!(configured.dst_node(), "10.0.0.4");
+        assert_eq!(impostor.learn_node("10.0.0.4"), NodeClaim::Taken);
+        assert_eq!(b.0.identity_conflicts(), 3);
+        // Once the owner leaves, the name is free.
+        real.retire();
+        assert_eq!(impostor.learn_node("b"), NodeClaim::Pinned);
+        assert_eq!(impostor.dst_node(), "b");
+        assert_eq!(b.1.name("10.0.0.3".parse().unwrap()).as_deref(), Some("b"));
     }
 }

@@ -244,13 +244,12 @@ impl UdpProber {
             .saturating_sub(sent.tx_ns)
             .saturating_sub(p.header.responder_delay_ns);
         let node = p.identity().node;
+        // Conflicts are counted and logged by the target.
         let moved = match sent.target.learn_node(&node) {
-            NodeClaim::Conflict { pinned } => {
-                let addr = sent.target.addr();
-                self.peer_info.identity_conflict(addr, &pinned, &node);
-                false
+            NodeClaim::Conflict { .. } | NodeClaim::Taken => false,
+            NodeClaim::Same | NodeClaim::Pinned => {
+                !node.is_empty() && node != sent.series.labels.dst_node
             }
-            _ => !node.is_empty() && node != sent.series.labels.dst_node,
         };
         let series = if moved {
             // The probe was counted as sent under the old name; count it

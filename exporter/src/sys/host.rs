@@ -66,9 +66,7 @@ pub fn raise_memlock() {
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
 
-/// Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit
-/// in force afterwards (the old one when raising failed).
-pub fn raise_nofile() -> io::Result<u64> {
+fn nofile() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -77,6 +75,19 @@ pub fn raise_nofile() -> io::Result<u64> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(lim)
+}
+
+/// The open-file limit [`raise_nofile`] would put in force (the hard
+/// limit), without changing anything: what `--check-config` reports.
+pub fn nofile_after_raise() -> io::Result<u64> {
+    nofile().map(|l| l.rlim_cur.max(l.rlim_max))
+}
+
+/// Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit
+/// in force afterwards (the old one when raising failed).
+pub fn raise_nofile() -> io::Result<u64> {
+    let lim = nofile()?;
     if lim.rlim_cur < lim.rlim_max {
         let raised = libc::rlimit {
             rlim_cur: lim.rlim_max,

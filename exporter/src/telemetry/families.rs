@@ -141,6 +141,8 @@ pub struct Families {
     pub socket_drops: Family<SocketLabels, Counter>,
     /// `skeletonhunter_host_udp_receive_buffer_errors`: UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors).
     pub host_udp_rcvbuf_errors: Counter,
+    /// `skeletonhunter_http_idle_connections_closed`: Idle HTTP connections closed to admit new ones at the connection limit.
+    pub http_idle_closed: Counter,
 }
 
 fn hist<L: Clone + std::hash::Hash + Eq>(mode: HistogramMode) -> HistFamily<L> {
@@ -179,6 +181,7 @@ impl Families {
             reload_time: Default::default(),
             socket_drops: Default::default(),
             host_udp_rcvbuf_errors: Default::default(),
+            http_idle_closed: Default::default(),
         };
         f.register_pairs(r);
         f.register_exporter(r);
@@ -350,6 +353,11 @@ impl Families {
             "skeletonhunter_host_udp_receive_buffer_errors",
             "UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors)",
             self.host_udp_rcvbuf_errors.clone(),
+        );
+        r.register(
+            "skeletonhunter_http_idle_connections_closed",
+            "Idle HTTP connections closed to admit new ones at the connection limit",
+            self.http_idle_closed.clone(),
         );
     }
 }

@@ -79,6 +79,8 @@ pub struct Metrics {
     owned: Mutex<HashMap<IpAddr, HashSet<String>>>,
     /// The last reading of UDP `RcvbufErrors`.
     rcvbuf_errors: KernelCounter,
+    /// The last reading of the HTTP server's idle connections closed.
+    http_idle_closed: KernelCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -103,6 +105,7 @@ impl Metrics {
             src_node: Mutex::new(String::new()),
             owned: Mutex::new(HashMap::new()),
             rcvbuf_errors: KernelCounter::default(),
+            http_idle_closed: KernelCounter::default(),
         };
         // Host-side loss is present at 0 from the start.
         for socket in [OwnSocket::UdpProber, OwnSocket::UdpResponder] {
@@ -370,6 +373,11 @@ impl Metrics {
         self.f.identity_conflicts.inc();
     }
 
+    /// The identity conflicts counted so far.
+    pub fn identity_conflicts(&self) -> u64 {
+        self.f.identity_conflicts.get()
+    }
+
     /// Count a probe the responder answered.
     pub fn responder_reply(&self, protocol: Protocol) {
         self.f
@@ -387,13 +395,17 @@ impl Metrics {
         SocketDrops::new(self.f.socket_drops.get_or_create(&labels).clone())
     }
 
-    /// Read the host's kernel counters (UDP `RcvbufErrors`); at start and
-    /// at every scrape.
+    /// Read the host's kernel counters (UDP `RcvbufErrors`) and the HTTP
+    /// server's idle connections closed; at start and at every scrape.
     fn read_host_counters(&self) {
         if let Some(total) = udp_rcvbuf_errors() {
             self.rcvbuf_errors
                 .update(&self.f.host_udp_rcvbuf_errors, total);
         }
+        self.http_idle_closed.update(
+            &self.f.http_idle_closed,
+            skeletonhunter_common::conns::evicted_total(),
+        );
     }
 
     /// Record the outcome of a configuration load or reload (the start-up

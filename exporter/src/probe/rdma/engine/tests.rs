@@ -158,7 +158,13 @@ impl Rnic for FakeNic {
 
 fn target(metrics: &Arc<Metrics>) -> Arc<Target> {
     let peer = Peer::new("198.18.50.2".parse().unwrap(), PeerSource::Static).with_name("node-b");
-    Arc::new(Target::new(peer, Ports { udp: 1, tcp: 2 }, metrics.clone()))
+    let info = crate::probe::PeerInfo::new(metrics.clone(), None);
+    Arc::new(Target::new(
+        peer,
+        Ports { udp: 1, tcp: 2 },
+        metrics.clone(),
+        info,
+    ))
 }
 
 /// Run `n` probes from A to B over the fake wire.
