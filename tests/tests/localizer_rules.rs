@@ -179,6 +179,16 @@ fn bad_flags_get_clear_errors() -> Result<()> {
         ),
         (
             &[
+                "run",
+                "--prometheus",
+                "http://127.0.0.2:1",
+                "--queue-capacity",
+                "0",
+            ][..],
+            "--queue-capacity",
+        ),
+        (
+            &[
                 "rules",
                 "--prometheus",
                 "http://127.0.0.2:1",

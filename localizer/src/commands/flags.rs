@@ -23,6 +23,9 @@ pub enum FlagError {
     /// Not a non-negative finite number.
     #[error("invalid ratio {0:?}: expected a non-negative number (e.g. 0.5)")]
     Ratio(String),
+    /// Not a whole number of at least one.
+    #[error("invalid count {0:?}: expected a whole number of at least 1")]
+    Count(String),
     /// Not a duration.
     #[error("invalid duration: {0}")]
     Duration(DurationError),
@@ -131,6 +134,15 @@ pub fn parse_ratio(s: &str) -> Result<f64, FlagError> {
     }
 }
 
+/// A whole number of at least one: a capacity of 0 would silently drop
+/// everything it exists to keep.
+pub fn positive_count(s: &str) -> Result<usize, FlagError> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(FlagError::Count(s.to_string())),
+    }
+}
+
 /// A positive duration (`500ms`, `10s`, `1m`, `1h30m`, or plain seconds).
 pub fn positive_duration(s: &str) -> Result<Duration, FlagError> {
     let d = duration::parse(s).map_err(FlagError::Duration)?;
@@ -168,6 +180,16 @@ pub fn parse_size(s: &str) -> Result<usize, FlagError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_whole_and_at_least_one() {
+        assert_eq!(positive_count("1").unwrap(), 1);
+        assert_eq!(positive_count(" 10000 ").unwrap(), 10_000);
+        for bad in ["0", "-1", "", "1.5", "many"] {
+            let e = positive_count(bad).unwrap_err().to_string();
+            assert!(e.contains("at least 1"), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn latency_flags_parse_with_units_and_reject_garbage() {

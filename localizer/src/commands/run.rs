@@ -1,8 +1,8 @@
 //! `skeletonhunter-localizer run`: the online localizer's flags.
 
 use super::flags::{
-    endpoint_config, parse_pair_shards, parse_ratio, parse_size, positive_duration, BadInput,
-    EngineArgs, HistogramsArg, PairShards,
+    endpoint_config, parse_pair_shards, parse_ratio, parse_size, positive_count, positive_duration,
+    BadInput, EngineArgs, HistogramsArg, PairShards,
 };
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
@@ -135,7 +135,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "", value_name = "URL", value_parser = grafana_url)]
     pub grafana_url: String,
     /// Resolved alerts kept per Alertmanager while it is unreachable.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = positive_count)]
     pub queue_capacity: usize,
     /// A component not alerting yet fires only when reported in this many consecutive cycles
     /// (1: at once). Partial evidence at the start of a fault lasts about a scrape interval.
