@@ -1,13 +1,12 @@
 //! Native histograms end to end: two exporters probing themselves over
-//! loopback (UDP and TCP), one with the shipped default of
-//! `metrics.histograms` (no `metrics:` key: `both`), one with `native`,
-//! each scraped by a real Prometheus started with
+//! loopback (UDP and TCP), one with `metrics.histograms: both`, one with
+//! `native`, each scraped by a real Prometheus started with
 //! `--enable-feature=native-histograms` (it negotiates the protobuf
 //! exposition) and by one without it (text). The native server answers
 //! `histogram_quantile` over the native series close to the classic
 //! server's answer from the buckets of the same exporter, and stores at
 //! most 12 series per peer and protocol; the classic server still reads
-//! the classic buckets (the default) or `_count`/`_sum` (`native`).
+//! the classic buckets (`both`) or `_count`/`_sum` (`native`).
 //! Unprivileged: loopback only.
 
 use anyhow::{Context, Result};
@@ -21,10 +20,10 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(120);
 const EVERY: Duration = Duration::from_millis(500);
 
-/// Start an exporter in histogram `mode` (`None`: the shipped default)
-/// probing its own responders on loopback as the peer `<name>-self`;
-/// returns it and its `/metrics` address once that answers.
-fn exporter(dir: &TempDir, name: &str, mode: Option<&str>) -> Result<(ChildGuard, SocketAddr)> {
+/// Start an exporter in histogram `mode` probing its own responders on
+/// loopback as the peer `<name>-self`; returns it and its `/metrics`
+/// address once that answers.
+fn exporter(dir: &TempDir, name: &str, mode: &str) -> Result<(ChildGuard, SocketAddr)> {
     let (listen, udp, tcp) = (
         free_loopback_addr()?,
         free_loopback_addr()?,
@@ -34,11 +33,10 @@ fn exporter(dir: &TempDir, name: &str, mode: Option<&str>) -> Result<(ChildGuard
         "listen: \"{listen}\"\nidentity: {{node: \"{name}\"}}\n\
          responder: {{udp: \"{udp}\", tcp: \"{tcp}\"}}\n\
          probe: {{interval: 100ms, timeout: 1s, protocols: [udp, tcp], udp_port: {}, tcp_port: {}}}\n\
-         {metrics}\
+         metrics: {{histograms: {mode}}}\n\
          discovery:\n  ebpf: false\n  static:\n    - {{address: \"127.0.0.1\", name: \"{name}-self\"}}\n",
         udp.port(),
-        tcp.port(),
-        metrics = mode.map_or(String::new(), |m| format!("metrics: {{histograms: {m}}}\n")),
+        tcp.port()
     );
     let child = exporter::start_on_loopback(dir.path(), name, &cfg, listen)?;
     Ok((child, listen))
@@ -94,14 +92,14 @@ fn series_per_protocol(prom: &Server, dst: &str) -> Result<Vec<(String, f64)>> {
 #[test]
 fn prometheus_reads_native_histograms_as_accurately_as_the_buckets() -> Result<()> {
     let dir = TempDir::new("native-hist")?;
-    let (_default, default_addr) = exporter(&dir, "nh-default", None)?;
-    let (_native, native_addr) = exporter(&dir, "nh-native", Some("native"))?;
-    let targets = [default_addr, native_addr];
+    let (_both, both_addr) = exporter(&dir, "nh-both", "both")?;
+    let (_native, native_addr) = exporter(&dir, "nh-native", "native")?;
+    let targets = [both_addr, native_addr];
     let native_prom = prometheus(&targets, true)?;
     let classic_prom = prometheus(&targets, false)?;
 
     let sel = |dst: &str| format!("{{dst_node=\"{dst}\",protocol=\"udp\"}}");
-    for dst in ["nh-default-self", "nh-native-self"] {
+    for dst in ["nh-both-self", "nh-native-self"] {
         // Native series: only a native histogram answers this form.
         let native_q = format!(
             "histogram_quantile(0.5, rate(skeletonhunter_probe_rtt_seconds{}[1m]))",
@@ -117,7 +115,7 @@ fn prometheus_reads_native_histograms_as_accurately_as_the_buckets() -> Result<(
             eprintln!("{dst} {protocol}: {n} series on the native server");
             assert!(n <= 12.0, "{dst} {protocol}: {n} series");
         }
-        if dst == "nh-default-self" {
+        if dst == "nh-both-self" {
             // The same probes through the classic buckets (text scrape).
             let classic_q = format!(
                 "histogram_quantile(0.5, sum by (le) (rate(skeletonhunter_probe_rtt_seconds_bucket{}[1m])))",

@@ -153,7 +153,7 @@ impl Config {
 fn histogram_mode(fm: &FileMetrics) -> Result<HistogramMode> {
     fm.histograms
         .as_deref()
-        .map_or(Ok(HistogramMode::default()), |v| {
+        .map_or(Ok(HistogramMode::Classic), |v| {
             v.parse()
                 .map_err(|e| ConfigError::invalid("metrics.histograms", e))
         })

@@ -97,10 +97,6 @@ fn file_flags_and_defaults_combine() {
     assert_eq!(c.static_peers[1].udp_port, Some(7000));
     assert_eq!(c.static_peers[1].name.as_deref(), Some("c"));
     assert_eq!(c.udp_port, DEFAULT_UDP_PORT);
-    // Shipped defaults: native histograms where the scraper negotiates
-    // protobuf (classic in text), several rotating flows per peer.
-    assert_eq!(c.histograms, crate::model::HistogramMode::Both);
-    assert_eq!((c.flows.ecmp_width, c.flows.flows), (4, 21));
 }
 
 #[test]

@@ -5,18 +5,15 @@
 pub enum HistogramMode {
     /// 24 classic buckets (25 `_bucket` series with `+Inf`) in every
     /// format: what servers without native histograms and the shipped
-    /// rules read.
+    /// rules read. The default.
+    #[default]
     Classic,
     /// Native (sparse exponential) buckets only. The protobuf exposition
     /// carries them; text formats, which cannot, show the histogram with
     /// its `+Inf` bucket, `_sum` and `_count` only.
     Native,
     /// Both: native buckets in protobuf, classic buckets in every format
-    /// (a native-enabled Prometheus keeps the native ones only). The
-    /// default: a server that negotiates protobuf stores ~5 series per
-    /// peer and protocol instead of ~31, one that scrapes text still gets
-    /// the classic buckets.
-    #[default]
+    /// (a native-enabled Prometheus keeps the native ones only).
     Both,
 }
 
@@ -72,7 +69,7 @@ mod tests {
         for m in HistogramMode::ALL {
             assert_eq!(m.as_str().parse::<HistogramMode>(), Ok(m));
         }
-        assert_eq!(HistogramMode::default(), HistogramMode::Both);
+        assert_eq!(HistogramMode::default(), HistogramMode::Classic);
         assert!("sparse".parse::<HistogramMode>().is_err());
         assert!(HistogramMode::Both.classic() && HistogramMode::Both.native());
         assert!(!HistogramMode::Native.classic());
