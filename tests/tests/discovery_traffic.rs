@@ -12,7 +12,8 @@
 //! Each of B, C, D runs an exporter whose UDP responder tells A who it is, so
 //! A's probe series carry `dst_node="node-b"` etc. The same scenario runs on
 //! the eBPF source (mode `ebpf`: failing to load is a test failure, not a
-//! silent fallback) and on the polling fallback (mode `poll`).
+//! silent fallback) and on the polling fallback (mode `poll`). Apart, the
+//! shipped defaults leave a host's control-plane connections out.
 
 use anyhow::{Context, Result};
 use skeletonhunter_tests::netns::veth;
@@ -530,4 +531,63 @@ fn discovery_poll_cgroup_filter_keeps_the_training_container() {
         return;
     }
     cgroup_scenario("disc-cg-poll", "poll").unwrap();
+}
+
+/// The shipped discovery defaults (`ebpf: true`, as the DaemonSet config
+/// has it) on a host's namespace: long-lived connections to an API server
+/// (6443) and from a scraper of the kubelet (10250), both open before the
+/// training connection (29500), never become peers; the training one does.
+#[test]
+fn discovery_defaults_leave_control_plane_connections_out() {
+    if !require_privileges("discovery_defaults_leave_control_plane_connections_out") {
+        return;
+    }
+    control_plane_scenario().unwrap();
+}
+
+fn control_plane_scenario() -> Result<()> {
+    let (a, b, k) = (Netns::new("dpa")?, Netns::new("dpb")?, Netns::new("dpk")?);
+    veth(&a, "a2b", "198.18.1.1/30", &b, "b2a", "198.18.1.2/30")?;
+    veth(&a, "a2k", "198.18.2.1/30", &k, "k2a", "198.18.2.2/30")?;
+    let dir = std::env::temp_dir().join(format!("skeletonhunter-disc-dflt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let cfg_b = exporter_config("node-b", "198.18.1.2", "  ebpf: false\n");
+    let mut eb = start_exporter(&b, &dir, "node-b", &cfg_b)?;
+    let (_api, _kubelet) = (
+        App::listen(&k, "198.18.2.2:6443".parse()?)?,
+        App::listen(&a, "198.18.2.1:10250".parse()?)?,
+    );
+    let mut to_api = connect(&a, "198.18.2.2:6443".parse()?)?;
+    let mut scraper = connect(&k, "198.18.2.1:10250".parse()?)?;
+    let mut ea = start_a(&a, &dir, "  ebpf: true\n", &[])?;
+    let _app = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
+    let mut ring = connect(&a, format!("198.18.1.2:{APP}").parse()?)?;
+    for s in [&mut to_api, &mut scraper, &mut ring] {
+        s.write_all(b"up")?;
+    }
+    // Default timing: long_lived 30s, 3 windows of 10s.
+    let body = wait_until(
+        "A discovers B and probes it",
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || scrape(&a).filter(|body| probes_to(body, "node-b")),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}; log of A:\n{}", ea.log()))?;
+    let peers = sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}");
+    assert_eq!(peers, Some(1.0), "{body}");
+    assert!(
+        !body.contains("198.18.2.2"),
+        "control plane probed:\n{body}"
+    );
+    assert!(
+        !ea.log().contains("skeleton peer 198.18.2.2"),
+        "{}",
+        ea.log()
+    );
+    let filtered = "skeletonhunter_discovery_events_total{source=\"ebpf\",event=\"filtered\"}";
+    assert!(sample(&body, filtered).is_some_and(|n| n >= 1.0), "{body}");
+    ea.check_running()?;
+    eb.check_running()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }

@@ -13,6 +13,13 @@ pub const MAX_FLOWS: u32 = 256;
 /// The widest ECMP group accepted; its coverage flow count (255) still
 /// fits under [`MAX_FLOWS`].
 pub const MAX_ECMP_WIDTH: u32 = 32;
+/// Default `probe.ecmp_width`: four equal-cost uplinks per ToR, so the
+/// default flow count (21) crosses every path of fabrics up to four wide
+/// with probability ≥ 0.99 and most paths of wider ones. Rotating flows
+/// costs no extra probes (each probe of a pair leaves from the next flow),
+/// only K sockets per family shared by all peers; one flow would leave
+/// multi-flow coverage and link blame off on most fabrics.
+pub const DEFAULT_ECMP_WIDTH: u32 = 4;
 /// Probability with which the default flow count covers every path.
 pub const COVERAGE: f64 = 0.99;
 /// Default `probe.flow_window`.
@@ -25,7 +32,8 @@ pub const MAX_FLOW_TRACES_PER_MINUTE: u32 = 6000;
 /// The validated multi-flow settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowSettings {
-    /// Equal-cost paths between two ToRs (`probe.ecmp_width`, default 1).
+    /// Equal-cost paths between two ToRs (`probe.ecmp_width`, default
+    /// [`DEFAULT_ECMP_WIDTH`]).
     pub ecmp_width: u32,
     /// UDP flows per peer (`probe.flows`, default from the width).
     pub flows: usize,
@@ -36,11 +44,12 @@ pub struct FlowSettings {
 }
 
 impl Default for FlowSettings {
-    /// One path, one flow: the single-flow probing of old.
+    /// The shipped default: [`DEFAULT_ECMP_WIDTH`] paths and the flows that
+    /// cover them.
     fn default() -> Self {
         FlowSettings {
-            ecmp_width: 1,
-            flows: 1,
+            ecmp_width: DEFAULT_ECMP_WIDTH,
+            flows: flows_for_coverage(DEFAULT_ECMP_WIDTH, COVERAGE) as usize,
             window: DEFAULT_FLOW_WINDOW,
             traces_per_minute: DEFAULT_FLOW_TRACES_PER_MINUTE,
         }
@@ -91,7 +100,7 @@ fn in_range(key: &str, v: u32, lo: u32, hi: u32) -> Result<u32, ConfigError> {
 pub fn flow_settings(fp: &FileProbe, interval: Duration) -> Result<FlowSettings, ConfigError> {
     let ecmp_width = match fp.ecmp_width {
         Some(w) => in_range("probe.ecmp_width", w, 1, MAX_ECMP_WIDTH)?,
-        None => 1,
+        None => DEFAULT_ECMP_WIDTH,
     };
     let flows = match fp.flows {
         Some(k) => in_range("probe.flows", k, 1, MAX_FLOWS)?,
@@ -168,6 +177,13 @@ mod tests {
     #[test]
     fn defaults_and_refusals_name_the_key() {
         assert_eq!(probe("{}").unwrap(), FlowSettings::default());
+        // The shipped default rotates several flows, so multi-flow coverage
+        // and link blame are on without an operator setting a width.
+        let d = probe("{}").unwrap();
+        assert_eq!((d.ecmp_width, d.flows), (4, 21));
+        // One flow stays available by choice.
+        let one = probe("{ecmp_width: 1}").unwrap();
+        assert_eq!((one.ecmp_width, one.flows), (1, 1));
         let s = probe("{ecmp_width: 4}").unwrap();
         assert_eq!((s.ecmp_width, s.flows), (4, 21));
         assert_eq!(probe("{ecmp_width: 4, flows: 3}").unwrap().flows, 3);

@@ -37,6 +37,28 @@ impl Mode {
     }
 }
 
+/// Default `exclude_ports`: the ports of a host's own long-lived
+/// connections, which in the host's network namespace (a DaemonSet with
+/// `hostNetwork`) would otherwise become skeleton peers that never answer
+/// probes: ssh (22), DNS (53), HTTP(S) (80, 443: object stores, the API
+/// server behind its Service), BGP (179: Calico), etcd (2379-2380), the
+/// API server (6443), Prometheus, Alertmanager, Pushgateway and
+/// node-exporter (9090-9100), and kubelet, kube-proxy, controller-manager
+/// and scheduler (10248-10260). Training traffic (torch.distributed's
+/// 29500, NCCL's ephemeral ports) uses none of them. Setting
+/// `exclude_ports` replaces the list (`[]`: none).
+pub const DEFAULT_EXCLUDE_PORTS: [&str; 9] = [
+    "22",
+    "53",
+    "80",
+    "179",
+    "443",
+    "2379-2380",
+    "6443",
+    "9090-9100",
+    "10248-10260",
+];
+
 /// A configured container cgroup and who it is.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -80,7 +102,8 @@ pub struct TrafficConfig {
     pub exclude_cidrs: Vec<String>,
     /// Only these ports (or ranges) count.
     pub ports: Vec<String>,
-    /// These ports (or ranges) never count.
+    /// These ports (or ranges) never count (default
+    /// [`DEFAULT_EXCLUDE_PORTS`]).
     pub exclude_ports: Vec<String>,
     /// Only sockets of these containers count.
     pub cgroups: Vec<CgroupEntry>,
@@ -101,7 +124,7 @@ impl Default for TrafficConfig {
             include_cidrs: Vec::new(),
             exclude_cidrs: Vec::new(),
             ports: Vec::new(),
-            exclude_ports: Vec::new(),
+            exclude_ports: DEFAULT_EXCLUDE_PORTS.map(String::from).to_vec(),
             cgroups: Vec::new(),
         }
     }
@@ -255,6 +278,19 @@ mod tests {
         assert!(e.to_string().contains("sometimes"), "{e}");
         let e = yaml_serde::from_str::<EbpfSection>("ttl: 3 days\n").unwrap_err();
         assert!(e.to_string().contains("unknown unit"), "{e}");
+    }
+
+    #[test]
+    fn control_plane_ports_are_left_out_by_default() {
+        let s = TrafficConfig::default().build("t", &[9465]).unwrap();
+        let out = |p: u16| s.filter.exclude_ports.iter().any(|r| r.contains(p));
+        // API server, kubelet, Prometheus, node-exporter, the exporter.
+        assert!([6443, 10250, 9090, 9100, 443, 9465].into_iter().all(out));
+        // torch.distributed and NCCL's ephemeral ports still count.
+        assert!(!out(29500) && !out(40000));
+        // A list of one's own replaces the defaults.
+        let own: TrafficConfig = yaml_serde::from_str("exclude_ports: []\n").unwrap();
+        assert!(own.build("t", &[]).unwrap().filter.exclude_ports.is_empty());
     }
 
     #[test]

@@ -82,9 +82,11 @@ pub struct RunArgs {
     /// cycle, reusing the others' latest answers: the store reads each pair every N cycles
     /// instead of every cycle. For fleets where those queries take most of --interval; set N to
     /// about --scrape-interval / --interval, since a pair's series change once per scrape, or
-    /// `auto` for exactly that (rounded down, at least 1). Data of a verdict is then up to N-1
-    /// cycles older, and --confirm-cycles counts N-1 more cycles. At most 64.
-    #[arg(long, default_value = "1", value_parser = parse_pair_shards, value_name = "N|auto")]
+    /// `auto` (the default) for exactly that (rounded down, at least 1), used once the fleet has
+    /// 4096 node identities: smaller fleets read every pair every cycle. Data of a verdict is then
+    /// up to N-1 cycles older, and --confirm-cycles counts N-1 more cycles while N shards are in
+    /// use. At most 64.
+    #[arg(long, default_value = "auto", value_parser = parse_pair_shards, value_name = "N|auto")]
     pub pair_shards: PairShards,
     /// Timeout of each HTTP request to Alertmanager and of connecting to Prometheus (at most 5s
     /// of it); Prometheus queries are bounded by --query.timeout.
@@ -247,6 +249,7 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         topology_window: args.topology_window,
         topology_refresh: args.topology_refresh,
         pair_shards: args.pair_shards.count(args.interval, args.scrape_interval),
+        pair_shards_min_nodes: args.pair_shards.min_nodes(),
         timeout: args.timeout,
         query_timeout: args.query_timeout,
         histograms: args.histograms.run_form(),
@@ -341,6 +344,7 @@ fn check_args(args: &RunArgs) -> Result<(), BadInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::flags::AUTO_MIN_NODES;
     use crate::input::histograms::RttForm;
     use clap::Parser;
 
@@ -436,7 +440,18 @@ mod tests {
     #[test]
     fn pair_shards_fixed_or_auto() {
         let shards = |extra: &[&str]| settings(parse(extra).unwrap()).unwrap().pair_shards;
-        assert_eq!(shards(&[]), 1, "unsharded by default");
+        // auto by default: a pair read once per scrape (15s over 10s: every
+        // cycle; 30s over 10s: every third), on fleets of AUTO_MIN_NODES.
+        assert_eq!(shards(&[]), 1, "the default intervals shard nothing");
+        assert_eq!(shards(&["--scrape-interval=30s"]), 3, "auto by default");
+        let s = settings(parse(&["--scrape-interval=30s"]).unwrap()).unwrap();
+        assert_eq!(s.pair_shards_min_nodes, AUTO_MIN_NODES);
+        // Unsharded at run time, a finding confirms as fast as with 1.
+        assert_eq!(s.confirm_after(1), s.confirm_cycles);
+        assert_eq!(s.confirm_after(3), s.confirm_cycles + 2);
+        assert_eq!(s.clear_hold(3) - s.clear_hold(1), 2 * s.interval);
+        let fixed = settings(parse(&["--pair-shards=3"]).unwrap()).unwrap();
+        assert_eq!(fixed.pair_shards_min_nodes, 0, "a count is used as given");
         assert_eq!(shards(&["--pair-shards=3"]), 3);
         // auto: the scrape interval over the cycle interval, rounded down.
         let auto = ["--pair-shards=auto", "--interval=10s"];

@@ -130,6 +130,13 @@ impl Confirmer {
         self
     }
 
+    /// New confirmation cycles and hold (the shards in use changed); the
+    /// state kept so far stays.
+    pub fn retime(&mut self, confirm_cycles: u32, hold: Duration) {
+        self.confirm_cycles = confirm_cycles.max(1);
+        self.hold = hold;
+    }
+
     /// What the last [`Confirmer::admit`] kept alerting without a report.
     pub fn kept(&self) -> &[(Component, Kept)] {
         &self.kept

@@ -95,6 +95,8 @@ pub(super) struct Localizer {
     topology_refresh: Duration,
     /// The per-pair answers of `--pair-shards`.
     shards: PairShards,
+    /// What the confirmation timing of the shards in use comes from.
+    settings: Settings,
     /// The status page's state.
     board: Arc<Board>,
     /// Alerts fired and resolved in the cycle in progress (for the page).
@@ -127,7 +129,7 @@ impl Localizer {
             protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
-            confirmer: Confirmer::new(s.confirm_after(), s.clear_hold())
+            confirmer: Confirmer::new(s.confirm_after(1), s.clear_hold(1))
                 .resolve_after(s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
@@ -138,7 +140,8 @@ impl Localizer {
             paths_failing: false,
             topology: None,
             topology_refresh: s.topology_refresh,
-            shards: PairShards::new(s.pair_shards),
+            shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
+            settings: s.clone(),
             board,
             events: Vec::new(),
         })

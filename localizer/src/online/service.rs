@@ -117,10 +117,11 @@ fn log_start(s: &Settings, loc: &Localizer) {
     }
     if s.pair_shards > 1 {
         tracing::info!(
-            "--pair-shards {}: each cycle reads one shard of the pairs once the node names are known, so a pair is read every {} cycles, and a finding fires once reported in {} consecutive cycles",
+            "--pair-shards {}: each cycle reads one shard of the pairs once the node names are known (and at least {} nodes), so a pair is read every {} cycles, and a finding fires once reported in {} consecutive cycles",
             s.pair_shards,
+            s.pair_shards_min_nodes,
             s.pair_shards,
-            s.confirm_after()
+            s.confirm_after(s.pair_shards)
         );
     }
 }

@@ -41,6 +41,9 @@ pub struct Settings {
     pub topology_refresh: Duration,
     /// `--pair-shards`: the per-pair queries read in this many parts.
     pub pair_shards: usize,
+    /// Fewest node identities at which those parts are used (`auto`);
+    /// `0`: whenever the node names allow.
+    pub pair_shards_min_nodes: usize,
     /// Timeout of each Alertmanager request and of connecting to the store.
     pub timeout: Duration,
     /// Bound of each query (`--query.timeout`); `None`: the larger of
@@ -96,23 +99,18 @@ impl Settings {
             .unwrap_or_else(|| self.interval.max(self.timeout))
     }
 
-    /// Cycles a sharded reading repeats for after the one that read it
-    /// (`--pair-shards` − 1).
-    fn shard_repeats(&self) -> u32 {
-        u32::try_from(self.pair_shards.max(1) - 1).unwrap_or(u32::MAX)
+    /// Consecutive cycles a finding needs to fire with `shards` in use:
+    /// `--confirm-cycles`, and as many more as a sharded reading repeats
+    /// (`shards` − 1), so an unsharded fleet confirms as fast as ever.
+    pub fn confirm_after(&self, shards: usize) -> u32 {
+        self.confirm_cycles.saturating_add(shard_repeats(shards))
     }
 
-    /// Consecutive cycles a finding needs to fire: `--confirm-cycles`, and
-    /// as many more as a sharded reading repeats.
-    pub fn confirm_after(&self) -> u32 {
-        self.confirm_cycles.saturating_add(self.shard_repeats())
-    }
-
-    /// How long a cleared component is held before it may fire again: the
-    /// window plus a scrape interval, and the intervals a sharded reading
-    /// repeats.
-    pub fn clear_hold(&self) -> Duration {
-        self.window + self.scrape_interval + self.interval.saturating_mul(self.shard_repeats())
+    /// How long a cleared component is held before it may fire again with
+    /// `shards` in use: the window plus a scrape interval, and the
+    /// intervals a sharded reading repeats.
+    pub fn clear_hold(&self, shards: usize) -> Duration {
+        self.window + self.scrape_interval + self.interval.saturating_mul(shard_repeats(shards))
     }
 
     /// The links every alert carries.
@@ -123,6 +121,11 @@ impl Settings {
             grafana_base: self.grafana_url.clone(),
         }
     }
+}
+
+/// Cycles a sharded reading repeats for after the one that read it.
+fn shard_repeats(shards: usize) -> u32 {
+    u32::try_from(shards.max(1) - 1).unwrap_or(u32::MAX)
 }
 
 /// Why the online loop could not start or (with `once`) had nothing to say.

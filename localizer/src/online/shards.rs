@@ -150,8 +150,9 @@ struct Part {
 
 /// Per-shard answers and pairs kept between cycles.
 pub(super) struct PairShards {
-    /// `--pair-shards`.
+    /// `--pair-shards`, used from `min_nodes` node names on (`auto`).
     requested: usize,
+    min_nodes: usize,
     partition: Partition,
     /// One per shard; `None` until read.
     kept: Vec<Option<PairAnswers>>,
@@ -165,10 +166,11 @@ pub(super) struct PairShards {
 }
 
 impl PairShards {
-    /// Up to `requested` shards; one until the node names are known.
-    pub(super) fn new(requested: usize) -> PairShards {
+    /// Up to `requested` shards once `min_nodes` node names are known.
+    pub(super) fn new(requested: usize, min_nodes: usize) -> PairShards {
         PairShards {
             requested: requested.max(1),
+            min_nodes,
             partition: Partition::new([], 1),
             kept: vec![None],
             pairs: Vec::new(),
@@ -244,14 +246,16 @@ impl PairShards {
         }
     }
 
-    /// Split by the names now known, when that changes the partition; the
-    /// kept answers are split again (or dropped if incomplete), and their
-    /// pairs assembled again.
+    /// Split by the names now known (one shard below `min_nodes`), when that
+    /// changes the partition; the kept answers are split again (or dropped
+    /// if incomplete), and their pairs assembled again.
     pub(super) fn repartition<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         if self.requested == 1 {
             return;
         }
-        let partition = Partition::new(names, self.requested);
+        let names: Vec<&str> = names.into_iter().collect();
+        let few = names.len() < self.min_nodes;
+        let partition = Partition::new(names, if few { 1 } else { self.requested });
         if partition == self.partition {
             return;
         }
@@ -403,7 +407,7 @@ mod tests {
 
     /// Three shards over `NODES`, every pair read and assembled once.
     fn three_shards() -> PairShards {
-        let mut s = PairShards::new(3);
+        let mut s = PairShards::new(3, 0);
         assert_eq!(s.plan(), PairRead::All);
         s.received(PairRead::All, answers(&NODES, 1.0));
         s.repartition(NODES);
@@ -524,7 +528,7 @@ mod tests {
     #[test]
     fn whether_the_cycle_counted_answers_survives_the_shards() {
         for counted in [false, true] {
-            let mut s = PairShards::new(3);
+            let mut s = PairShards::new(3, 0);
             let mut r = QueryResults {
                 sent: NODES.iter().map(|n| sample(n, 1.0)).collect(),
                 rtt_count: counted.then(|| NODES.iter().map(|n| sample(n, 9.0)).collect()),
@@ -552,7 +556,7 @@ mod tests {
 
     #[test]
     fn one_shard_keeps_nothing_between_cycles() {
-        let mut s = PairShards::new(1);
+        let mut s = PairShards::new(1, 0);
         s.repartition(NODES);
         assert_eq!(s.shards(), 1);
         s.received(PairRead::All, answers(&NODES, 1.0));
@@ -566,8 +570,17 @@ mod tests {
     }
 
     #[test]
+    fn auto_shards_only_fleets_of_min_nodes() {
+        let mut s = PairShards::new(3, 6);
+        s.repartition(NODES);
+        assert_eq!(s.shards(), 3);
+        s.repartition(NODES[..5].iter().copied());
+        assert_eq!(s.shards(), 1, "fewer names than min_nodes: one shard");
+    }
+
+    #[test]
     fn a_new_partition_splits_the_kept_answers_again() {
-        let mut s = PairShards::new(3);
+        let mut s = PairShards::new(3, 0);
         s.received(PairRead::All, answers(&NODES[..3], 1.0));
         s.repartition(NODES[..3].iter().copied());
         let before = s.shards();

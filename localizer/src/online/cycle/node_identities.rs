@@ -79,6 +79,9 @@ impl Localizer {
         let after = self.shards.shards();
         if after != before {
             tracing::info!("--pair-shards: per-pair queries split into {after} shard(s) by source node, one read per cycle");
+            let s = &self.settings;
+            self.confirmer
+                .retime(s.confirm_after(after), s.clear_hold(after));
         }
         self.metrics.pair_shards.set(after as i64);
         read
