@@ -217,8 +217,20 @@ impl<F: Family> Tester<'_, F> {
             .skip(self.config.min_pairs)
             .map(|&(_, i)| i)
             .collect();
-        let (_, stat_rest) = f.fit(model, &rest);
-        one_sided_lr_p_value(stat_rest) < self.config.alpha
+        let p_rest = one_sided_lr_p_value(f.fit(model, &rest).1);
+        if p_rest < self.config.alpha {
+            return true;
+        }
+        // A gray fault on a small component (a container's 4 pairs losing
+        // 4, 3, 1 and 0 of 70 probes): dropping two of its pairs leaves too
+        // little for `alpha`. Noisy pairs explain the evidence only if it
+        // sits on no more than `min_pairs` pairs; spread over more, what is
+        // left after the drop must still lean its way (`coverage_alpha`).
+        let spread = rows
+            .iter()
+            .filter(|&&i| f.shows_any(model, i as usize))
+            .count();
+        spread > self.config.min_pairs && p_rest < self.config.coverage_alpha
     }
 
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
