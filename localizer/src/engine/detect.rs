@@ -5,15 +5,16 @@
 //!   themselves significant, iterated);
 //! - unreachable: failed dials against Binomial(rounds, d0), d0 estimated the
 //!   same way;
-//! - latency: a pair's typical RTT against the healthy baseline of its path
-//!   class (same host / same ToR / cross ToR), read robustly from the lower
+//! - latency: a pair's typical RTT against the healthy baseline of its
+//!   route level (same host, same ToR, cross-ToR over one spine, over two
+//!   spines: each switch tier costs a little), read robustly from the lower
 //!   quantiles because faults only add delay. A large component can slow
-//!   most pairs of a class (one spine of two carries half the cross-ToR
-//!   pairs, one of one all of them), so the baseline is also read from its
-//!   peers: the cross-ToR class per spine, the same-ToR class per ToR; the
-//!   pairs of the peers whose median RTT is at or below the lower quartile
-//!   of the peers' medians give a second estimate, and the lower of the two
-//!   is the baseline ([`peer_reference`]).
+//!   most pairs of a level, so the baseline is also read from its peers
+//!   (same-ToR pairs per ToR, cross-ToR pairs per set of spines crossed;
+//!   [`peer_reference`]), and a cross-ToR level is capped at the level
+//!   below plus what a healthy switch tier can cost ([`level_baselines`]):
+//!   when one spine slows every route, the same-ToR class says how slow
+//!   they may be.
 //!
 //! Pair-level calls use a Bonferroni-corrected level (`pair_alpha / pairs`),
 //! so on a healthy fabric of any size the expected number of anomalous pairs
