@@ -12,7 +12,7 @@
 //!   most pairs of a level, so the baseline is also read from its peers
 //!   (same-ToR pairs per ToR, cross-ToR pairs per set of spines crossed;
 //!   [`peer_reference`]), and a cross-ToR level is capped at the level
-//!   below plus what a healthy switch tier can cost ([`level_baselines`]):
+//!   below plus what a healthy switch tier can cost (`level_baselines`):
 //!   when one spine slows every route, the same-ToR class says how slow
 //!   they may be.
 //!
