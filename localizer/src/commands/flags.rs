@@ -111,9 +111,15 @@ pub struct EngineArgs {
     #[arg(long, value_parser = parse_latency, value_name = "DURATION")]
     pub min_latency_excess: Option<f64>,
     /// Smallest RTT excess reported as latency, as a share of the path
-    /// class's baseline RTT (default 0.1; the larger of the two minimums applies).
+    /// class's baseline RTT (default 0.25; the larger of the two minimums applies).
     #[arg(long, value_parser = parse_ratio, value_name = "RATIO")]
     pub min_latency_excess_ratio: Option<f64>,
+    /// Smallest extra loss rate (or share of failed dials) a component must
+    /// add, on the flows it hits, to be reported (default 0.005 = 0.5%).
+    /// Next to the p-value: on a large window a tiny excess is significant
+    /// but not worth a page.
+    #[arg(long, value_parser = parse_ratio, value_name = "RATE")]
+    pub min_loss_excess: Option<f64>,
 }
 
 impl EngineArgs {
@@ -125,6 +131,9 @@ impl EngineArgs {
         }
         if let Some(r) = self.min_latency_excess_ratio {
             c.min_latency_excess_ratio = r;
+        }
+        if let Some(q) = self.min_loss_excess {
+            c.min_loss_excess = q;
         }
         c
     }
@@ -223,9 +232,11 @@ mod tests {
         let c = EngineArgs {
             min_latency_excess: Some(2e-4),
             min_latency_excess_ratio: None,
+            min_loss_excess: Some(0.01),
         }
         .config();
         assert_eq!(c.min_latency_excess_seconds, 2e-4);
+        assert_eq!(c.min_loss_excess, 0.01);
         assert_eq!(
             c.min_latency_excess_ratio,
             Config::default().min_latency_excess_ratio

@@ -5,15 +5,16 @@
 //!   themselves significant, iterated);
 //! - unreachable: failed dials against Binomial(rounds, d0), d0 estimated the
 //!   same way;
-//! - latency: a pair's typical RTT against the healthy baseline of its path
-//!   class (same host / same ToR / cross ToR), read robustly from the lower
+//! - latency: a pair's typical RTT against the healthy baseline of its
+//!   route level (same host, same ToR, cross-ToR over one spine, over two
+//!   spines: each switch tier costs a little), read robustly from the lower
 //!   quantiles because faults only add delay. A large component can slow
-//!   most pairs of a class (one spine of two carries half the cross-ToR
-//!   pairs, one of one all of them), so the baseline is also read from its
-//!   peers: the cross-ToR class per spine, the same-ToR class per ToR; the
-//!   pairs of the peers whose median RTT is at or below the lower quartile
-//!   of the peers' medians give a second estimate, and the lower of the two
-//!   is the baseline ([`peer_reference`]).
+//!   most pairs of a level, so the baseline is also read from its peers
+//!   (same-ToR pairs per ToR, cross-ToR pairs per set of spines crossed;
+//!   [`peer_reference`]), and a cross-ToR level is capped at the level
+//!   below plus what a healthy switch tier can cost (`level_baselines`):
+//!   when one spine slows every route, the same-ToR class says how slow
+//!   they may be.
 //!
 //! Pair-level calls use a Bonferroni-corrected level (`pair_alpha / pairs`),
 //! so on a healthy fabric of any size the expected number of anomalous pairs
@@ -172,11 +173,28 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
     }
 }
 
-fn class_index(c: PathClass) -> usize {
+/// Route levels, by the switch tiers a pair's path climbs: same host,
+/// same ToR, cross-ToR over one spine (or spines unknown), cross-ToR over
+/// two spines.
+const LEVELS: usize = 4;
+
+/// The route level of a pair and its peer key within that level (none for
+/// same-host pairs: they have no peers): the ToR for same-ToR pairs, the
+/// set of spines crossed for cross-ToR pairs.
+fn route(p: &PairStats, c: PathClass) -> (usize, Option<(&str, &str)>) {
     match c {
-        PathClass::SameHost => 0,
-        PathClass::SameTor => 1,
-        PathClass::CrossTor => 2,
+        PathClass::SameHost => (0, None),
+        PathClass::SameTor => (1, Some((p.src.tor.as_str(), ""))),
+        PathClass::CrossTor => {
+            let (a, b) = (p.src.spine.as_str(), p.dst.spine.as_str());
+            match (a.is_empty(), b.is_empty()) {
+                (true, true) => (2, None),
+                (false, true) => (2, Some((a, ""))),
+                (true, false) => (2, Some((b, ""))),
+                _ if a == b => (2, Some((a, ""))),
+                _ => (3, Some((a.min(b), a.max(b)))),
+            }
+        }
     }
 }
 
@@ -193,37 +211,34 @@ pub fn min_excess(baseline: f64, config: &Config) -> f64 {
 /// Peers need at least this many pairs with an RTT to count.
 const MIN_PEER_PAIRS: usize = 5;
 
-/// RTTs per peer group of each path class: none for same-host pairs, per
-/// ToR for same-ToR pairs, per spine (each of the pair's spines) for
-/// cross-ToR pairs.
-fn peer_groups<'p>(
+type PeerGroups<'p> = HashMap<(&'p str, &'p str), Vec<f64>>;
+
+/// RTTs per route level, and per peer group within each level.
+fn level_rtts<'p>(
     pairs: &[&'p PairStats],
     class: &[PathClass],
     rtt: &[Option<f64>],
-) -> [HashMap<&'p str, Vec<f64>>; 3] {
-    let mut groups: [HashMap<&str, Vec<f64>>; 3] = Default::default();
+) -> (Vec<usize>, [Vec<f64>; LEVELS], [PeerGroups<'p>; LEVELS]) {
+    let mut level = Vec::with_capacity(pairs.len());
+    let mut all: [Vec<f64>; LEVELS] = Default::default();
+    let mut groups: [PeerGroups<'p>; LEVELS] = Default::default();
     for ((p, c), r) in pairs.iter().zip(class).zip(rtt) {
+        let (l, key) = route(p, *c);
+        level.push(l);
         let Some(r) = *r else { continue };
-        let keys: [&str; 2] = match c {
-            PathClass::SameHost => continue,
-            PathClass::SameTor => [p.src.tor.as_str(), ""],
-            PathClass::CrossTor => [p.src.spine.as_str(), p.dst.spine.as_str()],
-        };
-        let g = &mut groups[class_index(*c)];
-        for (k, key) in keys.iter().enumerate() {
-            if !key.is_empty() && (k == 0 || *key != keys[0]) {
-                g.entry(key).or_default().push(r);
-            }
+        all[l].push(r);
+        if let Some(key) = key {
+            groups[l].entry(key).or_default().push(r);
         }
     }
-    groups
+    (level, all, groups)
 }
 
 /// The RTTs of the peers whose median is at or below the lower quartile
 /// of the peers' medians; `None` with fewer than two peers of
 /// [`MIN_PEER_PAIRS`] pairs.
-fn peer_reference(groups: HashMap<&str, Vec<f64>>) -> Option<Vec<f64>> {
-    let mut peers: Vec<(f64, Vec<f64>)> = groups
+fn peer_reference(groups: PeerGroups<'_>) -> Option<Vec<f64>> {
+    let peers: Vec<(f64, Vec<f64>)> = groups
         .into_values()
         .filter(|v| v.len() >= MIN_PEER_PAIRS)
         .map(|mut v| (median(&mut v), v))
@@ -234,7 +249,6 @@ fn peer_reference(groups: HashMap<&str, Vec<f64>>) -> Option<Vec<f64>> {
     let mut medians: Vec<f64> = peers.iter().map(|p| p.0).collect();
     medians.sort_by(f64::total_cmp);
     let cut = quantile_sorted(&medians, 0.25);
-    peers.sort_by(|a, b| a.0.total_cmp(&b.0));
     Some(
         peers
             .into_iter()
@@ -242,6 +256,56 @@ fn peer_reference(groups: HashMap<&str, Vec<f64>>) -> Option<Vec<f64>> {
             .flat_map(|p| p.1)
             .collect(),
     )
+}
+
+/// Healthy (location, scale) of each route level; `None` for a level with
+/// no RTT. Per level, the lower of its own robust location and its
+/// peers' ([`peer_reference`]); then the physics: a cross-ToR level costs
+/// at most [`Config::max_hop_latency_seconds`] (or the ratio of the
+/// same-ToR baseline) more than the level below it, so when most of a
+/// level is slowed by one spine, the same-ToR class says how slow it
+/// may be, and the level takes that cap and the scale of the level
+/// below.
+fn level_baselines(
+    mut all: [Vec<f64>; LEVELS],
+    groups: [PeerGroups<'_>; LEVELS],
+    config: &Config,
+) -> [Option<(f64, f64)>; LEVELS] {
+    let mut base: [Option<(f64, f64)>; LEVELS] = [None; LEVELS];
+    for (l, (v, peer)) in all.iter_mut().zip(groups).enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let (mut loc, mut sd) = lower_robust_location_scale(v);
+        if let Some(mut reference) = peer_reference(peer) {
+            // Only a practical difference says the level is slowed: a
+            // small group's noise must not shift a healthy level.
+            let (ploc, psd) = lower_robust_location_scale(&mut reference);
+            if ploc + min_excess(ploc, config) < loc {
+                (loc, sd) = (ploc, psd);
+            }
+        }
+        base[l] = Some((loc, sd.max(config.min_latency_scale_seconds)));
+    }
+    let Some((same_tor, _)) = base[1] else {
+        return base;
+    };
+    let hop = config
+        .max_hop_latency_seconds
+        .max(config.max_hop_latency_ratio * same_tor)
+        .max(0.0);
+    let mut below = base[1];
+    for b in base.iter_mut().skip(2) {
+        if let (Some((loc, _)), Some((lower, lower_sd))) = (*b, below) {
+            if loc > lower + hop {
+                *b = Some((lower + hop, lower_sd));
+            }
+        }
+        if b.is_some() {
+            below = *b;
+        }
+    }
+    base
 }
 
 fn latency_obs(
@@ -258,30 +322,8 @@ fn latency_obs(
             })
         })
         .collect();
-    let mut per_class: [Vec<f64>; 3] = Default::default();
-    for (r, c) in rtt.iter().zip(class) {
-        if let Some(r) = r {
-            per_class[class_index(*c)].push(*r);
-        }
-    }
-    let peers = peer_groups(pairs, class, &rtt);
-    let base: Vec<(f64, f64)> = per_class
-        .iter_mut()
-        .zip(peers)
-        .map(|(v, peer)| {
-            if v.is_empty() {
-                return (0.0, config.min_latency_scale_seconds);
-            }
-            let (mut loc, mut sd) = lower_robust_location_scale(v);
-            if let Some(mut reference) = peer_reference(peer) {
-                let (ploc, psd) = lower_robust_location_scale(&mut reference);
-                if ploc < loc {
-                    (loc, sd) = (ploc, psd);
-                }
-            }
-            (loc, sd.max(config.min_latency_scale_seconds))
-        })
-        .collect();
+    let (route_level, all, groups) = level_rtts(pairs, class, &rtt);
+    let base = level_baselines(all, groups, config);
     let z = normal_upper_quantile(level);
     let n = pairs.len();
     let mut out = LatencyObs {
@@ -293,7 +335,7 @@ fn latency_obs(
         anomalous: vec![false; n],
     };
     for i in 0..n {
-        let (loc, sd) = base[class_index(class[i])];
+        let (loc, sd) = base[route_level[i]].unwrap_or((0.0, config.min_latency_scale_seconds));
         out.sigma[i] = sd;
         out.baseline[i] = loc;
         out.min_excess[i] = min_excess(loc, config);

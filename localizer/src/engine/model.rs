@@ -96,6 +96,21 @@ pub struct Config {
     /// Smallest excess RTT worth reporting, relative to the healthy baseline
     /// RTT of the pair's path class (0.25 = a quarter of the baseline).
     pub min_latency_excess_ratio: f64,
+    /// Most RTT a healthy path adds per switch tier it climbs beyond the
+    /// tier below (same ToR → cross-ToR over one spine → over two spines),
+    /// absolute. Caps a cross-ToR level's baseline at the level below plus
+    /// this (or `max_hop_latency_ratio` of the same-ToR baseline, the
+    /// larger): one slow spine can slow most of its level, but two more
+    /// hops do not cost tens of µs on a healthy fabric.
+    pub max_hop_latency_seconds: f64,
+    /// The same cap relative to the same-ToR baseline RTT.
+    pub max_hop_latency_ratio: f64,
+    /// Smallest extra loss rate (or share of failed dials) worth paging, on
+    /// the flows a component hits: next to the p-value, a verdict needs an
+    /// effect an operator would act on. On a large window any tiny excess
+    /// is significant (0.2% on a ToR's thousands of pairs); a gray NIC at
+    /// 1–2% is well above it.
+    pub min_loss_excess: f64,
     /// A pair's RTT counts only when summarized from at least this many
     /// samples (a median of fewer is not robust to one delayed reply).
     pub min_latency_samples: f64,
@@ -129,9 +144,12 @@ impl Default for Config {
             max_background_rate: 0.01,
             min_latency_scale_seconds: 0.5e-6,
             min_latency_excess_seconds: 2e-6,
-            min_latency_excess_ratio: 0.1,
+            min_latency_excess_ratio: 0.25,
             unreachable_min_loss: 0.9,
             min_latency_samples: 3.0,
+            max_hop_latency_seconds: 5e-6,
+            max_hop_latency_ratio: 0.3,
+            min_loss_excess: 0.005,
             lambda_ratio: 0.05,
             min_pairs: 2,
             min_coverage_ratio: 0.5,

@@ -43,6 +43,7 @@ pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) 
     let t2 = std::time::Instant::now();
     let mut report = tomography::localize(&matrix, &evidence, config);
     hold_tor_verdicts(&mut report, &rows, config);
+    drop_departed_containers(&mut report, &rows);
     for f in &mut report.faults {
         for i in &mut f.hit_pairs {
             *i = kept[*i];
@@ -93,6 +94,40 @@ fn hold_tor_verdicts(report: &mut Report, rows: &[&PairStats], config: &Config) 
     });
     for b in &mut report.blame {
         if b.component.kind == Kind::Tor && held.contains(&b.component.id) {
+            b.faulty = false;
+        }
+    }
+}
+
+/// A container that left (or joined) the job mid-window is not
+/// unreachable: the dials towards it fail in the rounds it was gone, and
+/// in those rounds it probed nobody, so its own pairs have fewer rounds
+/// (at most) than its most-probed inbound pair, and no failed dial. An unreachable container fails dials both ways
+/// (a dial needs the round trip) in every round it is probed. Such a
+/// `node` unreachable verdict is dropped, its blame not faulty.
+fn drop_departed_containers(report: &mut Report, rows: &[&PairStats]) {
+    let departed = |id: &str| {
+        let (mut out_rounds, mut out_failed, mut in_rounds) = (None::<f64>, 0.0, None::<f64>);
+        for p in rows {
+            if p.src.node == id {
+                out_rounds = Some(out_rounds.unwrap_or(0.0).max(p.rounds));
+                out_failed += p.failed_dials;
+            } else if p.dst.node == id {
+                in_rounds = Some(in_rounds.unwrap_or(0.0).max(p.rounds));
+            }
+        }
+        matches!((out_rounds, in_rounds), (Some(o), Some(i)) if out_failed == 0.0 && o < i)
+    };
+    let mut dropped = Vec::new();
+    report.faults.retain(|f| {
+        let drop = f.kind == Kind::Node && f.symptom == Symptom::Unreachable && departed(&f.id);
+        if drop {
+            dropped.push(f.id.clone());
+        }
+        !drop
+    });
+    for b in &mut report.blame {
+        if b.component.kind == Kind::Node && dropped.contains(&b.component.id) {
             b.faulty = false;
         }
     }

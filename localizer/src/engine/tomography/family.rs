@@ -100,6 +100,10 @@ pub(super) trait Family {
     /// Not when the model already fails (nearly) all its trials: a pair
     /// cut by a dead ToR says nothing about a container behind it.
     fn informative(&self, model: &Model, i: usize) -> bool;
+    /// Does pair `i` show any failure that the model makes unusual (a
+    /// single lost probe where fewer than even odds expect one)? Latency
+    /// has no such count: never.
+    fn shows_any(&self, model: &Model, i: usize) -> bool;
     /// Fit one extra component effect over `rows`: (parameter, LR statistic).
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64);
     /// Evidence of pair `i` alone (saturated LR statistic), for ranking.
@@ -155,6 +159,10 @@ impl Family for BinomialFamily<'_> {
             )
             .is_finite()
     }
+    fn shows_any(&self, model: &Model, i: usize) -> bool {
+        let (n, k) = (self.obs.n[i], self.obs.k[i]);
+        self.usable(model, i) && k >= 1.0 && 1.0 - self.survival(model, i).powf(n) < 0.5
+    }
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
         let r = self.rows(model, rows);
         let q = fit_q(&r);
@@ -182,8 +190,9 @@ impl Family for BinomialFamily<'_> {
     fn effect(&self, q: f64) -> f64 {
         (1.0 - q).max(1e-12).ln()
     }
+    /// The fitted rate must reach [`Config::min_loss_excess`].
     fn big_enough(&self, _rows: &[u32], q: f64) -> bool {
-        q > 0.0
+        q > 0.0 && q >= self.config.min_loss_excess
     }
 }
 
@@ -208,6 +217,9 @@ impl Family for LatencyFamily<'_> {
     }
     fn informative(&self, model: &Model, i: usize) -> bool {
         self.usable(model, i)
+    }
+    fn shows_any(&self, _model: &Model, _i: usize) -> bool {
+        false
     }
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
         let (mut sw, mut swe) = (0.0, 0.0);

@@ -134,7 +134,7 @@ impl<F: Family> Tester<'_, F> {
             return v;
         }
         if v.ecmp {
-            self.ecmp_test(model, chance, &rows, &hit, &mut v);
+            self.ecmp_test(model, chance, (&rows, param), &hit, &mut v);
         } else {
             v.passes = self.component_test(model, j, &rows, &hit, param);
         }
@@ -150,7 +150,14 @@ impl<F: Family> Tester<'_, F> {
     /// hits: two spines share the cross-block pairs, and the culprit is the
     /// one whose hit flows carry more evidence, not the one with fewer
     /// healthy flows.
-    fn ecmp_test(&self, model: &Model, chance: Chance, rows: &[u32], hit: &[u32], v: &mut Verdict) {
+    fn ecmp_test(
+        &self,
+        model: &Model,
+        chance: Chance,
+        (rows, param_all): (&[u32], f64),
+        hit: &[u32],
+        v: &mut Verdict,
+    ) {
         let (f, config) = (self.family, self.config);
         let (n_pairs, m_hit) = (rows.len() as f64, hit.len() as f64);
         let null = chance.outside(m_hit, n_pairs, config.coverage_alpha);
@@ -159,8 +166,15 @@ impl<F: Family> Tester<'_, F> {
         v.stat = stat_hit;
         v.p_value = v.p_value.max(p_count);
         v.score = f.score(hit, param_hit);
+        // The share of its flows hit: of the pairs that its rate over all
+        // of them, on every flow, would make show it (a gray 2% spine
+        // shows on 7% of its pairs of 90 probes, all its flows hit).
+        let full: f64 = rows
+            .iter()
+            .map(|&i| f.p_hit(model, i as usize, param_all))
+            .sum();
         v.passes = p_count < self.level
-            && m_hit / n_pairs >= config.ecmp_min_fraction
+            && m_hit >= config.ecmp_min_fraction * full.min(n_pairs)
             && f.big_enough(hit, param_hit);
     }
 
@@ -217,8 +231,20 @@ impl<F: Family> Tester<'_, F> {
             .skip(self.config.min_pairs)
             .map(|&(_, i)| i)
             .collect();
-        let (_, stat_rest) = f.fit(model, &rest);
-        one_sided_lr_p_value(stat_rest) < self.config.alpha
+        let p_rest = one_sided_lr_p_value(f.fit(model, &rest).1);
+        if p_rest < self.config.alpha {
+            return true;
+        }
+        // A gray fault on a small component (a container's 4 pairs losing
+        // 4, 3, 1 and 0 of 70 probes): dropping two of its pairs leaves too
+        // little for `alpha`. Noisy pairs explain the evidence only if it
+        // sits on no more than `min_pairs` pairs; spread over more, what is
+        // left after the drop must still lean its way (`coverage_alpha`).
+        let spread = rows
+            .iter()
+            .filter(|&&i| f.shows_any(model, i as usize))
+            .count();
+        spread > self.config.min_pairs && p_rest < self.config.coverage_alpha
     }
 
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of

@@ -1,0 +1,270 @@
+//! Failure classes of issue 27, on small hand-built windows shaped like
+//! production logs (one spine per ToR, a cross-ToR pair over two spines
+//! when its ToRs hang off different ones; each extra switch tier costs a
+//! few µs): every test failed on the engine before the fix it names.
+//!
+//! Deterministic: per-pair jitter and loss come from a hash of the pair,
+//! so each window is one fixed draw.
+
+use skeletonhunter_common::topology::{Identity, Kind};
+use skeletonhunter_localizer::{analyze, Config, PairStats, Report};
+
+/// A fabric: `spine_of[t]` is the spine of ToR `t`; `hosts` hosts per
+/// ToR, two containers per host sharing its NIC.
+struct Fabric {
+    spine_of: Vec<usize>,
+    hosts: usize,
+}
+
+/// What is wrong, per component: extra loss rate and extra RTT (µs).
+#[derive(Default, Clone, Copy)]
+struct Effect {
+    loss: f64,
+    delay_us: f64,
+}
+
+fn id(kind: &str, n: usize) -> String {
+    format!("{kind}-{n}")
+}
+
+fn identity(f: &Fabric, tor: usize, host: usize, c: usize) -> Identity {
+    let h = tor * f.hosts + host;
+    Identity {
+        node: id("node", h * 2 + c),
+        nic: id("nic", h),
+        host: id("host", h),
+        tor: id("tor", tor),
+        spine: id("spine", f.spine_of[tor]),
+        ..Default::default()
+    }
+}
+
+/// A uniform draw in [0, 1) from a string.
+fn unit(s: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Lost probes of `n` at rate `p`: one Bernoulli draw per probe from a
+/// generator seeded by `key`.
+fn binomial(n: f64, p: f64, key: &str) -> f64 {
+    let mut x = (unit(key) * (1u64 << 53) as f64) as u64 | 1;
+    let mut lost = 0.0;
+    for _ in 0..n as u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if ((x >> 11) as f64 / (1u64 << 53) as f64) < p {
+            lost += 1.0;
+        }
+    }
+    lost
+}
+
+/// The window: same-host pairs between a host's two containers, a ring
+/// over each ToR's hosts, and host i of every ToR to host i of every other
+/// ToR. `effect(kind, id)` says what each component does; `probes` per
+/// pair in all (rounds of 10).
+fn window(f: &Fabric, probes: f64, effect: &dyn Fn(Kind, &str) -> Effect) -> Vec<PairStats> {
+    window_with(f, probes, 1e-4, effect)
+}
+
+/// [`window`] with a background loss rate.
+fn window_with(
+    f: &Fabric,
+    probes: f64,
+    background: f64,
+    effect: &dyn Fn(Kind, &str) -> Effect,
+) -> Vec<PairStats> {
+    let tors = f.spine_of.len();
+    let mut pairs = Vec::new();
+    for t in 0..tors {
+        for h in 0..f.hosts {
+            pairs.push((identity(f, t, h, 0), identity(f, t, h, 1)));
+            pairs.push((identity(f, t, h, 0), identity(f, t, (h + 1) % f.hosts, 0)));
+            for u in t + 1..tors {
+                pairs.push((identity(f, t, h, 1), identity(f, u, h, 1)));
+            }
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|(a, b)| {
+            let path = skeletonhunter_common::topology::path(&a, &b);
+            let (mut survive, mut delay) = (1.0 - background, 0.0);
+            for c in &path {
+                let e = effect(c.kind, &c.id);
+                survive *= 1.0 - e.loss;
+                delay += e.delay_us;
+            }
+            let spines = path.iter().filter(|c| c.kind == Kind::Spine).count();
+            let tors_crossed = path.iter().filter(|c| c.kind == Kind::Tor).count();
+            let base = match (tors_crossed, spines) {
+                (0, _) => 11.0,
+                (1, _) => 15.0,
+                (_, 1) => 17.6,
+                _ => 20.2,
+            };
+            let key = format!("{}>{}", a.node, b.node);
+            let rtt = base + (unit(&format!("rtt{key}")) - 0.5) + delay;
+            let lost = binomial(probes, 1.0 - survive, &format!("loss{key}"));
+            PairStats {
+                src: a,
+                dst: b,
+                rounds: probes / 10.0,
+                sent: probes,
+                lost,
+                rtt_seconds: Some(rtt * 1e-6),
+                rtt_samples: probes / 10.0,
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+fn named(r: &Report) -> Vec<String> {
+    r.faults
+        .iter()
+        .map(|f| format!("{}:{}:{}", f.kind, f.id, f.symptom))
+        .collect()
+}
+
+/// Every verdict with its evidence, for failure messages.
+fn detail(r: &Report) -> String {
+    r.faults
+        .iter()
+        .map(|f| {
+            format!(
+                "{}:{}:{} score {:.4} p {:.1e} pairs {}\n",
+                f.kind, f.id, f.symptom, f.score, f.p_value, f.pairs
+            )
+        })
+        .collect()
+}
+
+/// Two spine blocks; spine 1 carries five sixths of the cross-ToR pairs
+/// (ToRs 0 and 1 hang off spine 0, ToRs 2 and 3 off spine 1; every pair
+/// between the blocks crosses both) and adds +30 µs. The cross-ToR class
+/// is mostly slow, so a baseline taken over it (or over its spines, which
+/// share the slow pairs) is the faulty majority: before the fix, nothing
+/// was reported.
+#[test]
+fn latency_of_the_spine_carrying_most_cross_tor_pairs() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1, 1],
+        hosts: 8,
+    };
+    let pairs = window(&f, 100.0, &|k, i| Effect {
+        delay_us: if k == Kind::Spine && i == "spine-1" {
+            30.0
+        } else {
+            0.0
+        },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    assert_eq!(named(&r), vec!["spine:spine-1:latency"]);
+}
+
+/// One spine for the whole fabric, +30 µs: every cross-ToR pair is slow
+/// and no peer is left to compare with; the same-ToR class and the cost
+/// of a switch tier say it. Before the fix: nothing reported.
+#[test]
+fn latency_of_the_only_spine() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0],
+        hosts: 8,
+    };
+    let pairs = window(&f, 100.0, &|k, _| Effect {
+        delay_us: if k == Kind::Spine { 30.0 } else { 0.0 },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    assert_eq!(named(&r), vec!["spine:spine-0:latency"]);
+}
+
+/// A healthy fabric whose two-spine pairs cost 2.6 µs more than its
+/// one-spine pairs (two more hops): nothing to report. Before the fix the
+/// cross-ToR class had one baseline, and the spine carrying most two-spine
+/// pairs was reported as slow.
+#[test]
+fn two_more_hops_are_not_a_fault() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0, 1, 2],
+        hosts: 8,
+    };
+    let pairs = window(&f, 100.0, &|_, _| Effect::default());
+    let r = analyze(&pairs, &Config::default());
+    assert!(r.faults.is_empty(), "{:?}", named(&r));
+}
+
+/// Significance is not importance: on a large window (24 ToRs × 16 hosts,
+/// 1,000 probes a pair) three ToRs add 0.2% loss, which is overwhelmingly
+/// significant and not worth a page; a NIC adds 2%. Before the fix the
+/// ToRs were reported.
+#[test]
+fn a_tiny_significant_excess_is_not_paged_and_a_gray_nic_is() {
+    let f = Fabric {
+        spine_of: (0..24).map(|t| t / 6).collect(),
+        hosts: 16,
+    };
+    let pairs = window(&f, 1000.0, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Tor, "tor-3" | "tor-11" | "tor-20") => 0.002,
+            (Kind::Nic, "nic-100") => 0.02,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    assert_eq!(named(&r), vec!["nic:nic-100:loss"], "{}", detail(&r));
+    // The floor is a setting: without it the 0.2% excess is significant
+    // and paged (on the ToRs' hosts' NICs: below the floor the engine's
+    // choice among them is not what this test is about).
+    let no_floor = Config {
+        min_loss_excess: 0.0,
+        ..Config::default()
+    };
+    let r = analyze(&pairs, &no_floor);
+    assert!(r.faults.len() > 1, "{}", detail(&r));
+}
+
+/// A gray spine (2% loss on every flow) next to a gray container, rows of
+/// 10 probes × 9 rounds over a 0.1% background: one lost probe is no sign,
+/// so only about a tenth of the spine's pairs show it. Before the fix the
+/// spine failed the ECMP rule's minimum share of hit pairs (8% of all its
+/// pairs, not of those a fault on every flow would show), and its loss was
+/// paged as a dozen ToRs.
+#[test]
+fn a_gray_spine_is_one_spine_not_its_tors() {
+    let f = Fabric {
+        spine_of: (0..12).map(|t| t / 4).collect(),
+        hosts: 16,
+    };
+    let pairs = window_with(&f, 90.0, 1e-3, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Spine, "spine-1") => 0.02,
+            (Kind::Node, "node-7") => 0.028,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    let names = named(&r);
+    assert!(
+        names.contains(&"spine:spine-1:loss".to_string()),
+        "{}",
+        detail(&r)
+    );
+    let wrong = names
+        .iter()
+        .filter(|n| !["spine:spine-1:loss", "node:node-7:loss"].contains(&n.as_str()))
+        .count();
+    assert_eq!(wrong, 0, "{}", detail(&r));
+}
