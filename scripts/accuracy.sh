@@ -19,7 +19,7 @@ scenarios=${SCENARIOS:-240}
 windows=${WINDOWS:-510}
 
 cargo build --release -q -p skeletonhunter-localizer
-bin=target/release/skeletonhunter-localizer
+bin="${CARGO_TARGET_DIR:-target}/release/skeletonhunter-localizer"
 
 echo "== simulator: $bin bench --scenarios $scenarios --seed $seed"
 "$bin" bench --scenarios "$scenarios" --seed "$seed"
