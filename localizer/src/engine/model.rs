@@ -101,9 +101,14 @@ pub struct Config {
     /// absolute. Caps a cross-ToR level's baseline at the level below plus
     /// this (or `max_hop_latency_ratio` of the same-ToR baseline, the
     /// larger): one slow spine can slow most of its level, but two more
-    /// hops do not cost tens of µs on a healthy fabric.
+    /// hops do not cost tens of µs on a healthy fabric. Generous on
+    /// purpose (10 µs): software fabrics (veth, namespaces) and RTTs read
+    /// back from histogram buckets put a healthy cross-ToR median 8 µs
+    /// above the same-ToR one, and a cap below that pages the spine.
     pub max_hop_latency_seconds: f64,
-    /// The same cap relative to the same-ToR baseline RTT.
+    /// The same cap relative to the same-ToR baseline RTT (1.0: one more
+    /// tier crosses two more switches and at most doubles the RTT of a
+    /// path through one).
     pub max_hop_latency_ratio: f64,
     /// Smallest extra loss rate (or share of failed dials) worth paging, on
     /// the flows a component hits: next to the p-value, a verdict needs an
@@ -147,8 +152,8 @@ impl Default for Config {
             min_latency_excess_ratio: 0.25,
             unreachable_min_loss: 0.9,
             min_latency_samples: 3.0,
-            max_hop_latency_seconds: 5e-6,
-            max_hop_latency_ratio: 0.3,
+            max_hop_latency_seconds: 10e-6,
+            max_hop_latency_ratio: 1.0,
             min_loss_excess: 0.005,
             lambda_ratio: 0.05,
             min_pairs: 2,
