@@ -167,8 +167,10 @@ fn trace_follows_the_routed_path() -> Result<()> {
     let (status, body) = post(&a, "/trace?target=198.18.99.9").context("POST /trace")?;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("not a skeleton peer"), "{body}");
-    let (status, body) = post(&a, "/trace?target=198.18.41.2&flow=1").context("POST /trace")?;
-    assert_eq!(status, 400, "one flow only: {body}");
+    // The default ECMP width of 4 probes over flows 0-20.
+    let (status, body) = post(&a, "/trace?target=198.18.41.2&flow=21").context("POST /trace")?;
+    assert_eq!(status, 400, "flows 0-20 only: {body}");
+    assert!(body.contains("0..21"), "{body}");
 
     // On demand.
     let (status, body) = post(&a, "/trace?target=198.18.41.2").context("POST /trace")?;

@@ -2,6 +2,14 @@
 //! candidate against the model of faults accepted so far, accept the
 //! strongest one that passes, explain it away, repeat; then re-test each
 //! accepted fault given all the others and drop those that no longer pass.
+//!
+//! A spine whose every pair also crosses an accepted non-ECMP fault (two
+//! ToRs under one spine: each cross-ToR pair crosses both ToRs) is never
+//! accepted beside it: whatever it would explain, that fault explains too,
+//! and a fault that grows or shrinks during the window (loss escalating to
+//! an outage, probes of some sources read later than others) leaves more
+//! loss on some of its pairs than on others — the very shape of a second,
+//! partial (ECMP) fault on the subset. One component is the explanation.
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
@@ -94,6 +102,13 @@ impl<F: Family> Greedy<'_, F> {
         }
     }
 
+    /// Whether ECMP verdict `v`'s pairs all cross one of the non-ECMP
+    /// faults `accepted` (see the module docs).
+    fn nested<'v>(&self, v: &Verdict, mut accepted: impl Iterator<Item = &'v Verdict>) -> bool {
+        let m = self.tester.m;
+        v.ecmp && accepted.any(|a| !a.ecmp && is_subset(m.col(v.col), m.col(a.col)))
+    }
+
     fn evaluate(&self, model: &Model, j: usize) -> Verdict {
         self.tester.evaluate(model, j, self.chance(model))
     }
@@ -111,7 +126,10 @@ impl<F: Family> Greedy<'_, F> {
             let chance = self.chance(&model);
             let mut best: Option<Verdict> = None;
             for &j in remaining.iter() {
-                let v = self.tester.evaluate(&model, j, chance);
+                let mut v = self.tester.evaluate(&model, j, chance);
+                if v.passes && self.nested(&v, accepted.iter()) {
+                    v.passes = false;
+                }
                 if v.passes && best.as_ref().is_none_or(|b| v.stat > b.stat) {
                     best = Some(v.clone());
                 }
@@ -147,6 +165,14 @@ impl<F: Family> Greedy<'_, F> {
                     }
                 }
                 let mut v = self.evaluate(&model, accepted[idx].col);
+                let others = accepted
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| k != idx)
+                    .map(|(_, a)| a);
+                if v.passes && self.nested(&v, others) {
+                    v.passes = false;
+                }
                 if !v.passes {
                     drop = Some((idx, v));
                     break;
@@ -165,5 +191,34 @@ impl<F: Family> Greedy<'_, F> {
                 }
             }
         }
+    }
+}
+
+/// Whether every element of sorted `a` is in sorted `b`.
+fn is_subset(a: &[u32], b: &[u32]) -> bool {
+    if a.len() > b.len() {
+        return false;
+    }
+    let mut rest = b;
+    a.iter().all(|x| match rest.binary_search(x) {
+        Ok(i) => {
+            rest = &rest[i + 1..];
+            true
+        }
+        Err(_) => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_subset;
+
+    #[test]
+    fn subset_of_sorted_rows() {
+        assert!(is_subset(&[], &[1]));
+        assert!(is_subset(&[1, 4], &[1, 2, 4, 7]));
+        assert!(!is_subset(&[1, 5], &[1, 2, 4, 7]));
+        assert!(!is_subset(&[1, 2, 3], &[1, 2]));
+        assert!(!is_subset(&[8], &[1, 2, 4, 7]));
     }
 }
