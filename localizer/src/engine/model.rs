@@ -110,6 +110,13 @@ pub struct Config {
     /// tier crosses two more switches and at most doubles the RTT of a
     /// path through one).
     pub max_hop_latency_ratio: f64,
+    /// How much a delay fault's size varies from one flow to the next,
+    /// relative to its size (queues differ: the pairs a +80 µs fault slows
+    /// sit a few µs apart around its fitted delay). Once a delay is
+    /// accepted, what is left of a slowed pair's RTT is tested against the
+    /// healthy jitter widened by this share of that delay, so a fault's own
+    /// spread is not paged as a second fault on its slowest pairs.
+    pub latency_fault_spread: f64,
     /// Smallest extra loss rate (or share of failed dials) worth paging, on
     /// the flows a component hits: next to the p-value, a verdict needs an
     /// effect an operator would act on. On a large window any tiny excess
@@ -154,6 +161,7 @@ impl Default for Config {
             min_latency_samples: 3.0,
             max_hop_latency_seconds: 10e-6,
             max_hop_latency_ratio: 1.0,
+            latency_fault_spread: 0.05,
             min_loss_excess: 0.005,
             lambda_ratio: 0.05,
             min_pairs: 2,

@@ -204,6 +204,19 @@ pub(super) struct LatencyFamily<'a> {
     pub(super) z_cov: f64,
 }
 
+impl LatencyFamily<'_> {
+    /// Noise scale of pair `i` given the model: the healthy scale of its
+    /// route level, widened by the spread of the delays already accepted
+    /// on its path (what is left of a slowed pair's RTT after the fitted
+    /// delay is that fault's own variation, not a second fault, until it
+    /// exceeds it; [`Config::latency_fault_spread`]).
+    fn sd(&self, model: &Model, i: usize) -> f64 {
+        let spread = self.config.latency_fault_spread.max(0.0);
+        let (s, e) = (self.obs.sigma[i], spread * model.effect[i].max(0.0));
+        (s * s + e * e).sqrt()
+    }
+}
+
 impl Family for LatencyFamily<'_> {
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.present[i] && !model.explained[i]
@@ -213,7 +226,7 @@ impl Family for LatencyFamily<'_> {
             return false;
         }
         let e = self.obs.excess[i] - model.effect[i];
-        e > self.z_cov * self.obs.sigma[i] && e >= self.obs.min_excess[i]
+        e > self.z_cov * self.sd(model, i) && e >= self.obs.min_excess[i]
     }
     fn informative(&self, model: &Model, i: usize) -> bool {
         self.usable(model, i)
@@ -225,7 +238,7 @@ impl Family for LatencyFamily<'_> {
         let (mut sw, mut swe) = (0.0, 0.0);
         for &i in rows {
             let i = i as usize;
-            let s = self.obs.sigma[i];
+            let s = self.sd(model, i);
             sw += 1.0 / (s * s);
             swe += (self.obs.excess[i] - model.effect[i]) / (s * s);
         }
@@ -237,15 +250,15 @@ impl Family for LatencyFamily<'_> {
         (swe / sw, swe * swe / sw)
     }
     fn pair_evidence(&self, model: &Model, i: usize) -> f64 {
-        let z = (self.obs.excess[i] - model.effect[i]) / self.obs.sigma[i];
+        let z = (self.obs.excess[i] - model.effect[i]) / self.sd(model, i);
         if z > 0.0 {
             z * z
         } else {
             0.0
         }
     }
-    fn p_hit(&self, _model: &Model, i: usize, d: f64) -> f64 {
-        normal_upper_tail(self.z_cov - d / self.obs.sigma[i])
+    fn p_hit(&self, model: &Model, i: usize, d: f64) -> f64 {
+        normal_upper_tail(self.z_cov - d / self.sd(model, i))
     }
     fn score(&self, rows: &[u32], d: f64) -> f64 {
         let base = rows
