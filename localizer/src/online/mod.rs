@@ -18,6 +18,7 @@ pub mod coverage;
 mod cycle;
 mod delivery;
 pub mod findings;
+pub mod flapping;
 pub mod metrics;
 mod queries;
 pub mod routes;
