@@ -272,3 +272,161 @@ fn two_localizers_page_once_and_survive_losing_one() -> Result<()> {
     assert_eq!(all.len(), 2, "{}", describe_notifications(&all));
     Ok(())
 }
+
+/// Every (symptom label, startsAt, status) of the alerts of `kind/id` in
+/// the notifications so far, in order.
+fn alert_states(sink: &Sink, kind: &str, id: &str) -> Vec<(String, String, String)> {
+    notifications_of(sink, kind, id)
+        .iter()
+        .flat_map(|n| n["alerts"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&a["labels"]["symptom"]),
+                s(&a["startsAt"]),
+                s(&a["status"]),
+            )
+        })
+        .collect()
+}
+
+/// The localizer with a 20-cycle flap window (20 s here), so the test
+/// sees a flap end within a minute.
+fn flap_localizer(prom: &str, am: &str) -> Result<Localizer> {
+    Localizer::start_with(
+        prom,
+        Some(am),
+        &["--flap-window-cycles".into(), "20".into()],
+    )
+}
+
+/// Flap t1 `flaps` times: cut for 2 cycles, healthy for 12 (longer than
+/// the 5 s window plus 3 resolve cycles, so each outage would resolve and
+/// page anew). Paced by the localizer's cycles, not the clock.
+fn flap_tor(fabric: &FakeFabric, loc: &Localizer, flaps: usize, fault: bool) -> Result<()> {
+    for _ in 0..flaps {
+        if fault {
+            fabric.set_fault(Some((tor("t1"), 1.0)));
+        }
+        wait_cycles(loc, "ok", 2.0, Duration::from_secs(30))?;
+        fabric.set_fault(None);
+        wait_cycles(loc, "ok", 12.0, Duration::from_secs(60))?;
+    }
+    Ok(())
+}
+
+/// A ToR cut for 2 s every 14 cycles for about 70 s: its first outage may
+/// page as itself, then one `flapping` alert stands through all the others
+/// (no resolve/fire churn at the receiver) and resolves once after the
+/// flapping stops.
+#[test]
+fn flapping_tor_is_one_flapping_alert_without_churn() -> Result<()> {
+    let sink = Sink::start()?;
+    let fabric = FakeFabric::start()?;
+    let prom = start_prometheus_per_node(&fabric)?;
+    let am = start_shipped_alertmanager(&sink, Some("2s"))?;
+    let loc = flap_localizer(&prom.url(), &am.url())?;
+    wait_cycles(&loc, "ok", 3.0, Duration::from_secs(40))?;
+    let start = std::time::Instant::now();
+    let flapping = |a: &[Value]| a.iter().any(|x| x["labels"]["symptom"] == "flapping");
+    // Three flaps make the transitions fault, clear, fault (and a margin).
+    flap_tor(&fabric, &loc, 3, true)?;
+    let alerts = wait_for_alerts_among(&am, &[("tor", "t1")], flapping, Duration::from_secs(20))
+        .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    let found_in = start.elapsed();
+    assert!(
+        found_in < Duration::from_secs(60),
+        "flapping after {found_in:?}"
+    );
+    let flap = alerts
+        .iter()
+        .find(|a| a["labels"]["symptom"] == "flapping")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(flap["labels"]["severity"], "critical");
+    let started = flap["startsAt"].clone();
+    let notified = notifications_of(&sink, "tor", "t1").len();
+
+    // Two more flaps: the same alert stands, nothing is notified.
+    flap_tor(&fabric, &loc, 2, true)?;
+    let alerts = sh_alerts(&am)?;
+    assert_eq!(alerts.len(), 1, "{}", describe(&alerts));
+    assert_eq!(alerts[0]["labels"]["symptom"], "flapping");
+    assert_eq!(
+        alerts[0]["startsAt"], started,
+        "the flapping alert restarted"
+    );
+
+    // Quiet: it resolves once (20 quiet cycles, then 3 resolve cycles).
+    wait_until(
+        "the flapping alert resolved",
+        Duration::from_secs(90),
+        Duration::from_millis(250),
+        || {
+            alert_states(&sink, "tor", "t1")
+                .iter()
+                .any(|(s, _, st)| s == "flapping" && st == "resolved")
+                .then_some(())
+        },
+    )
+    .with_context(|| {
+        format!(
+            "webhooks so far:\n{}\nlocalizer log:\n{}",
+            describe_notifications(&sink.webhooks()),
+            loc.child.log()
+        )
+    })?;
+    let all = sink.webhooks();
+    let log = describe_notifications(&all);
+    let states = alert_states(&sink, "tor", "t1");
+    // At most one alert before the flapping one, one flapping alert, each
+    // fired once and resolved once.
+    let mut alerts: Vec<(String, String)> = states
+        .iter()
+        .map(|(s, at, _)| (s.clone(), at.clone()))
+        .collect();
+    alerts.dedup();
+    alerts.sort();
+    alerts.dedup();
+    let flaps = alerts.iter().filter(|(s, _)| s == "flapping").count();
+    assert_eq!(flaps, 1, "one flapping alert:\n{log}");
+    assert!(
+        alerts.len() <= 2,
+        "more than one page before flapping:\n{log}"
+    );
+    for a in &alerts {
+        let resolved = states
+            .iter()
+            .filter(|(s, at, st)| (s, at) == (&a.0, &a.1) && st == "resolved")
+            .count();
+        assert!(resolved <= 1, "{a:?} resolved {resolved} times:\n{log}");
+    }
+    assert!(
+        notifications_of(&sink, "tor", "t1").len() <= notified + 1,
+        "notified again while flapping:\n{log}"
+    );
+    assert!(
+        all.iter().all(|n| n["groupLabels"]["component"] == "t1"),
+        "another component was paged:\n{log}"
+    );
+    Ok(())
+}
+
+/// The same run without faults: nothing is paged, nothing flaps.
+#[test]
+fn healthy_run_has_no_flapping_alert() -> Result<()> {
+    let sink = Sink::start()?;
+    let fabric = FakeFabric::start()?;
+    let prom = start_prometheus_per_node(&fabric)?;
+    let am = start_shipped_alertmanager(&sink, Some("2s"))?;
+    let loc = flap_localizer(&prom.url(), &am.url())?;
+    wait_cycles(&loc, "ok", 3.0, Duration::from_secs(40))?;
+    flap_tor(&fabric, &loc, 5, false)?;
+    let all = sink.webhooks();
+    assert!(all.is_empty(), "{}", describe_notifications(&all));
+    let alerts = sh_alerts(&am)?;
+    assert!(alerts.is_empty(), "{}", describe(&alerts));
+    let m = loc.metrics();
+    assert!(!m.contains("symptom=\"flapping\""), "{m}");
+    Ok(())
+}

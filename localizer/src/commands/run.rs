@@ -147,6 +147,16 @@ pub struct RunArgs {
     /// covered (see --min-coverage) and not reported; cycles without enough data do not count.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100), value_name = "N")]
     pub resolve_cycles: u32,
+    /// A component whose fault fires and resolves (as --confirm-cycles and --resolve-cycles
+    /// count) this many times in all within --flap-window-cycles is flapping: it gets one alert
+    /// with symptom="flapping", held through its healthy spells, instead of a page per outage.
+    /// 3 = an outage, its end and its return; 0 turns flap detection off.
+    #[arg(long, default_value_t = 3, value_parser = flap_transitions, value_name = "N")]
+    pub flap_transitions: u32,
+    /// Cycles over which --flap-transitions are counted; a flapping component's alert resolves
+    /// after this many covered cycles without a fault, then --resolve-cycles.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
+    pub flap_window_cycles: u32,
     /// Fraction (0.01-1) of a component's expected pairs that need fresh data in a cycle for
     /// its alert to fire or resolve; below it the component is unknown and keeps its state.
     #[arg(long, default_value_t = 0.5, value_parser = parse_ratio, value_name = "RATIO")]
@@ -267,9 +277,20 @@ fn settings(args: RunArgs) -> Result<Settings, BadInput> {
         confirm_cycles: args.confirm_cycles,
         scrape_interval: args.scrape_interval,
         resolve_cycles: args.resolve_cycles,
+        flap_transitions: args.flap_transitions,
+        flap_window_cycles: args.flap_window_cycles,
         min_coverage: args.min_coverage,
         once: args.once,
     })
+}
+
+/// `--flap-transitions`: 0 (off) or 3-100 (2 would be any fault that ended).
+fn flap_transitions(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n == 0 || (3..=100).contains(&n) => Ok(n),
+        Ok(_) => Err("must be 0 (off) or between 3 and 100".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--runbook-url`: an absolute http(s) URL without a fragment (the
@@ -358,6 +379,23 @@ mod tests {
         let mut argv = vec!["x", "--prometheus", "http://127.0.0.1:9090"];
         argv.extend_from_slice(extra);
         Cli::try_parse_from(argv).map(|c| c.run)
+    }
+
+    #[test]
+    fn flap_flags_have_defaults_and_bounds() {
+        let a = parse(&[]).unwrap();
+        assert_eq!((a.flap_transitions, a.flap_window_cycles), (3, 30));
+        assert_eq!(
+            parse(&["--flap-transitions=0"]).unwrap().flap_transitions,
+            0
+        );
+        for bad in [
+            "--flap-transitions=2",
+            "--flap-transitions=101",
+            "--flap-window-cycles=0",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

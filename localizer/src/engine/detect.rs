@@ -87,6 +87,8 @@ impl Evidence {
             Symptom::Loss => self.loss.anomalous[i],
             Symptom::Unreachable => self.unreachable.anomalous[i],
             Symptom::Latency => self.latency.anomalous[i],
+            // Online only: no pair shows it.
+            Symptom::Flapping => false,
         }
     }
 }

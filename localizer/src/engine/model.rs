@@ -183,10 +183,14 @@ pub enum Symptom {
     Unreachable,
     /// Packets are delayed.
     Latency,
+    /// Its faults come and go repeatedly (online only: the `run` loop's
+    /// flap detector sets it on an incident; the engine never reports it,
+    /// and it is not in [`Symptom::ALL`]).
+    Flapping,
 }
 
 impl Symptom {
-    /// Every symptom, in report order.
+    /// Every symptom the engine reports, in report order.
     pub const ALL: [Symptom; 3] = [Symptom::Loss, Symptom::Unreachable, Symptom::Latency];
 
     /// The label / JSON value.
@@ -195,6 +199,7 @@ impl Symptom {
             Symptom::Loss => "loss",
             Symptom::Unreachable => "unreachable",
             Symptom::Latency => "latency",
+            Symptom::Flapping => "flapping",
         }
     }
 }

@@ -125,12 +125,20 @@ impl Finding {
 }
 
 /// How bad a symptom is, to pick one when a component shows several.
-fn symptom_rank(s: Symptom) -> u8 {
+pub(crate) fn symptom_rank(s: Symptom) -> u8 {
     match s {
         Symptom::Latency => 0,
         Symptom::Loss => 1,
         Symptom::Unreachable => 2,
+        Symptom::Flapping => 3,
     }
+}
+
+/// Whether a finding with `symptom` ends an alert opened with `opened` and
+/// starts another: a component found flapping is a new incident (see
+/// `flapping.rs`), the alert of its first outage resolves.
+fn supersedes(symptom: Symptom, opened: Symptom) -> bool {
+    symptom == Symptom::Flapping && opened != Symptom::Flapping
 }
 
 /// The `severity` label, for routing.
@@ -152,15 +160,15 @@ impl Severity {
     }
 }
 
-/// Severity for routing: an unreachable component or a lossy switch stalls
-/// whole jobs (critical); latency, or loss on a single container, degrades
-/// them (warning).
+/// Severity for routing: an unreachable component or a lossy or flapping
+/// switch, host or link stalls whole jobs (critical); latency, or loss or
+/// flapping on a single container, degrades them (warning).
 pub fn severity(kind: Kind, symptom: Symptom) -> Severity {
     match symptom {
         Symptom::Unreachable => Severity::Critical,
         Symptom::Latency => Severity::Warning,
-        Symptom::Loss if kind == Kind::Node => Severity::Warning,
-        Symptom::Loss => Severity::Critical,
+        Symptom::Loss | Symptom::Flapping if kind == Kind::Node => Severity::Warning,
+        Symptom::Loss | Symptom::Flapping => Severity::Critical,
     }
 }
 
@@ -248,6 +256,7 @@ pub fn alert_for(
         Symptom::Unreachable => "is unreachable",
         Symptom::Latency => "adds latency",
         Symptom::Loss => "drops packets",
+        Symptom::Flapping => "is flapping (its fault comes and goes)",
     };
     annotations.insert(
         "summary".into(),
@@ -339,7 +348,8 @@ impl AlertBook {
     /// symptom), an alert of a severity the component no longer shows stays
     /// while the component alerts at all (an incident ends as a whole), and
     /// alerts of components with no finding any more resolve with
-    /// `endsAt = now`. Returns everything to post: all firing alerts plus the
+    /// `endsAt = now`; so do the other alerts of a component found
+    /// flapping, which starts a `flapping` alert. Returns everything to post: all firing alerts plus the
     /// ones that just resolved.
     pub fn update(&mut self, findings: Vec<Finding>, now: SystemTime) -> Vec<PostableAlert> {
         let mut next: BTreeMap<AlertKey, Active> = BTreeMap::new();
@@ -362,7 +372,10 @@ impl AlertBook {
                 }
                 continue;
             }
-            let old = self.active.get(&key);
+            let old = self
+                .active
+                .get(&key)
+                .filter(|a| !supersedes(f.symptom, a.opened));
             next.insert(
                 key,
                 Active {
@@ -374,14 +387,19 @@ impl AlertBook {
         }
         let mut out = Vec::new();
         for (key, old) in &self.active {
-            if next.contains_key(key) {
-                continue;
-            }
-            if let Some(w) = worst.get(&(key.kind, key.id.clone())) {
-                let mut kept = old.clone();
-                kept.finding = w.clone();
-                next.insert(key.clone(), kept);
-                continue;
+            let superseded = |s: Symptom| supersedes(s, old.opened);
+            match next.get(key) {
+                Some(n) if !superseded(n.opened) => continue,
+                Some(_) => {}
+                None => match worst.get(&(key.kind, key.id.clone())) {
+                    Some(w) if !superseded(w.symptom) => {
+                        let mut kept = old.clone();
+                        kept.finding = w.clone();
+                        next.insert(key.clone(), kept);
+                        continue;
+                    }
+                    _ => {}
+                },
             }
             // endsAt must not precede startsAt, even with clock steps.
             let ends = now.max(old.starts_at);

@@ -15,6 +15,7 @@ use super::confirm::{Confirmer, Held, Kept};
 use super::coverage::{Coverage, CycleCoverage};
 use super::delivery::{unix_now, Delivery};
 use super::findings::{blame_map, findings};
+use super::flapping::FlapDetector;
 use super::metrics::{
     AlertLabels, CycleResult, Metrics, PairReadLabels, QueryLabels, ResultLabels,
 };
@@ -79,6 +80,8 @@ pub(super) struct Localizer {
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).
     confirmer: Confirmer,
+    /// Which components flap (before confirmation).
+    flaps: FlapDetector,
     /// Which pairs are expected, and which each cycle covers.
     coverage: Coverage,
     metrics: Arc<Metrics>,
@@ -131,6 +134,8 @@ impl Localizer {
             book: AlertBook::new(s.ttl(), s.alert_links()),
             confirmer: Confirmer::new(s.confirm_after(1), s.clear_hold(1))
                 .resolve_after(s.resolve_cycles),
+            flaps: FlapDetector::new(s.flap_transitions, s.flap_window_cycles)
+                .debounce(s.confirm_after(1), s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
             config: s.engine.clone(),
@@ -474,7 +479,8 @@ impl Localizer {
         }
     }
 
-    /// Confirmation, then the alert book; logs what fires and resolves.
+    /// Flapping, confirmation, then the alert book; logs what fires and
+    /// resolves.
     fn decide(
         &mut self,
         found: Vec<Finding>,
@@ -482,6 +488,7 @@ impl Localizer {
         now: SystemTime,
     ) -> Vec<PostableAlert> {
         let covered = |c: &Component| coverage.is_covered(c);
+        let found = self.flaps.observe(found, &covered);
         let (found, held) = self.confirmer.admit_covered(found, &covered, now);
         log_held(&held);
         for (c, why) in self.confirmer.kept() {

@@ -91,7 +91,9 @@ fn evidence_line(symptom: Symptom, p: &PairStats, score: f64) -> String {
             "{name}: {:.0} of {:.0} probe rounds got no answer",
             p.failed_dials, p.rounds
         ),
-        Symptom::Latency => format!("{name}: median RTT {:.1} us", score * 1e6),
+        Symptom::Latency | Symptom::Flapping => {
+            format!("{name}: median RTT {:.1} us", score * 1e6)
+        }
     }
 }
 

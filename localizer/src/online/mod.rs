@@ -4,7 +4,8 @@
 //!
 //! One file per job: [`settings`] (what the loop is told), [`cycle`] (one
 //! cycle), [`queries`] (the cycle's queries: histogram form, timing),
-//! [`findings`] (report to findings and blame), [`confirm`] (which
+//! [`findings`] (report to findings and blame), [`flapping`] (faults that
+//! come and go become one `flapping` finding), [`confirm`] (which
 //! findings may page and when they resolve), [`coverage`] (which pairs and
 //! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
 //! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
@@ -18,6 +19,7 @@ pub mod coverage;
 mod cycle;
 mod delivery;
 pub mod findings;
+pub mod flapping;
 pub mod metrics;
 mod queries;
 pub mod routes;

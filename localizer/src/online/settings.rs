@@ -74,6 +74,12 @@ pub struct Settings {
     pub confirm_cycles: u32,
     /// Covered, clean cycles an alerting component needs before it resolves.
     pub resolve_cycles: u32,
+    /// `--flap-transitions`: debounced fault/clear transitions within
+    /// `flap_window_cycles` that make a component flapping (0: off).
+    pub flap_transitions: u32,
+    /// `--flap-window-cycles`: the cycles those transitions are counted
+    /// over, and the quiet cycles that end flapping.
+    pub flap_window_cycles: u32,
     /// Fraction of a component's expected pairs that must have fresh data
     /// for its state to change.
     pub min_coverage: f64,

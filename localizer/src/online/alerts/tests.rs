@@ -306,3 +306,31 @@ fn outbox_drops_resolutions_superseded_by_firing_and_bounds_its_size() {
     assert_eq!(outbox.pending_len(), 2);
     assert!(outbox.dropped >= 1);
 }
+
+#[test]
+fn a_component_found_flapping_resolves_its_alert_and_starts_a_flapping_one() {
+    let mut book = AlertBook::new(Duration::from_secs(30), AlertLinks::default());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let host = |s: Symptom| {
+        let mut f = finding(Kind::Host, "h1", "unreachable");
+        f.symptom = s;
+        f
+    };
+    let posted = book.update(vec![host(Symptom::Unreachable)], t0);
+    assert_eq!(posted.len(), 1);
+    let t1 = t0 + Duration::from_secs(20);
+    let posted = book.update(vec![host(Symptom::Flapping)], t1);
+    let view: Vec<(&str, bool)> = posted
+        .iter()
+        .map(|a| (a.labels["symptom"].as_str(), a.resolved))
+        .collect();
+    assert_eq!(view, [("unreachable", true), ("flapping", false)]);
+    assert_eq!(posted[1].starts_at, rfc3339(t1));
+    assert_eq!(posted[1].labels["severity"], "critical");
+    assert!(posted[1].annotations["summary"].contains("is flapping"));
+    // It stays one flapping alert, whatever it is found as next.
+    let posted = book.update(vec![host(Symptom::Flapping)], t1 + Duration::from_secs(1));
+    assert_eq!(posted.len(), 1);
+    assert!(!posted[0].resolved);
+    assert_eq!(posted[0].starts_at, rfc3339(t1));
+}

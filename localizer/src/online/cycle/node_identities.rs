@@ -82,6 +82,7 @@ impl Localizer {
             let s = &self.settings;
             self.confirmer
                 .retime(s.confirm_after(after), s.clear_hold(after));
+            self.flaps.retime(s.confirm_after(after));
         }
         self.metrics.pair_shards.set(after as i64);
         read

@@ -1,0 +1,314 @@
+use super::*;
+use skeletonhunter_common::topology::{Identity, Kind};
+
+/// Node `t<T>-h<H>-c<C>` of the e2e fabric shape.
+fn id(t: u32, h: u32, c: u32) -> Identity {
+    Identity {
+        node: format!("t{t}-h{h}-c{c}"),
+        nic: format!("nic-t{t}-h{h}"),
+        host: format!("host-t{t}-h{h}"),
+        tor: format!("tor{t}"),
+        spine: "spine0".into(),
+        pod: "pod0".into(),
+        tenant: format!("job{c}"),
+    }
+}
+
+/// Every directed same-rail pair of 2 ToRs x 3 hosts.
+fn all_pairs() -> Vec<(Identity, Identity)> {
+    let mut out = Vec::new();
+    for c in 0..2 {
+        let nodes: Vec<Identity> = (0..2)
+            .flat_map(|t| (0..3).map(move |h| id(t, h, c)))
+            .collect();
+        for a in &nodes {
+            for b in &nodes {
+                if a.node != b.node {
+                    out.push((a.clone(), b.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
+    let component = Component::new(kind, cid);
+    let hit_pairs = all_pairs()
+        .into_iter()
+        .filter(|(a, b)| path(a, b).contains(&component))
+        .collect();
+    Finding {
+        component,
+        symptom: match symptom {
+            "loss" => Symptom::Loss,
+            "unreachable" => Symptom::Unreachable,
+            _ => Symptom::Latency,
+        },
+        score: 0.3,
+        p_value: 1e-9,
+        pairs: 0,
+        equivalent: Vec::new(),
+        context: BTreeMap::new(),
+        evidence: Vec::new(),
+        hit_pairs,
+    }
+}
+
+fn at(s: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
+}
+
+fn names(v: &[Finding]) -> Vec<String> {
+    v.iter().map(|f| f.component.to_string()).collect()
+}
+
+/// 2 cycles to confirm, hold 11 s (10 s window + 1 s scrapes), a cycle
+/// every 2 s as in the e2e test.
+fn confirmer() -> Confirmer {
+    Confirmer::new(2, Duration::from_secs(11))
+}
+
+#[test]
+fn a_new_fault_fires_on_its_second_consecutive_cycle() {
+    let mut c = confirmer();
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    let (a, h) = c.admit(vec![tor()], at(0));
+    assert!(a.is_empty());
+    assert_eq!(h[0].1, Held::Unconfirmed { seen: 1 });
+    let (a, _) = c.admit(vec![tor()], at(2));
+    assert_eq!(names(&a), ["tor/tor1"]);
+    // Stays without delay; a symptom change of an alerting component is
+    // not a new fault.
+    let (a, _) = c.admit(vec![finding(Kind::Tor, "tor1", "unreachable")], at(4));
+    assert_eq!(names(&a), ["tor/tor1"]);
+}
+
+#[test]
+fn an_unreachable_alert_does_not_turn_into_a_loss_alert_while_clearing() {
+    let mut c = confirmer();
+    let host = |s: &str| finding(Kind::Host, "host-t0-h1", s);
+    let symptoms = |v: &[Finding]| -> Vec<&str> { v.iter().map(|f| f.symptom.as_str()).collect() };
+    c.admit(vec![host("loss")], at(0));
+    // Onset: partial loss first, then the window holds only the outage.
+    assert_eq!(symptoms(&c.admit(vec![host("loss")], at(2)).0), ["loss"]);
+    assert_eq!(
+        symptoms(&c.admit(vec![host("unreachable")], at(4)).0),
+        ["unreachable"]
+    );
+    // The link is back: leftover partial loss keeps the unreachable alert.
+    assert_eq!(
+        symptoms(&c.admit(vec![host("loss")], at(6)).0),
+        ["unreachable"]
+    );
+    assert_eq!(
+        symptoms(&c.admit(vec![host("loss")], at(8)).0),
+        ["unreachable"]
+    );
+    assert!(c.admit(vec![], at(10)).0.is_empty());
+    // A later fault on it starts afresh.
+    c.admit(vec![], at(30));
+    c.admit(vec![host("loss")], at(32));
+    assert_eq!(symptoms(&c.admit(vec![host("loss")], at(34)).0), ["loss"]);
+}
+
+#[test]
+fn a_flapping_alert_stays_flapping_until_it_resolves() {
+    let mut c = confirmer().resolve_after(2);
+    let host = |s: &str| finding(Kind::Host, "host-t0-h1", s);
+    let mut flap = host("loss");
+    flap.symptom = Symptom::Flapping;
+    c.admit(vec![flap.clone()], at(0));
+    assert_eq!(c.admit(vec![flap], at(2)).0[0].symptom, Symptom::Flapping);
+    // Its flapping is over but it is reported again before it resolved.
+    assert_eq!(c.admit(vec![], at(4)).0[0].symptom, Symptom::Flapping);
+    let (a, _) = c.admit(vec![host("unreachable")], at(6));
+    assert_eq!(a[0].symptom, Symptom::Flapping);
+    c.admit(vec![], at(8));
+    assert!(c.admit(vec![], at(10)).0.is_empty());
+}
+
+#[test]
+fn a_one_cycle_blip_never_fires_and_a_gap_restarts_the_count() {
+    let mut c = confirmer();
+    let node = || finding(Kind::Node, "t0-h0-c0", "loss");
+    assert!(c.admit(vec![node()], at(0)).0.is_empty());
+    assert!(c.admit(vec![], at(2)).0.is_empty());
+    assert!(c.admit(vec![node()], at(4)).0.is_empty());
+    assert_eq!(names(&c.admit(vec![node()], at(6)).0), ["node/t0-h0-c0"]);
+}
+
+#[test]
+fn confirm_cycles_of_one_fires_at_once() {
+    let mut c = Confirmer::new(1, Duration::from_secs(11));
+    let (a, _) = c.admit(vec![finding(Kind::Tor, "tor1", "loss")], at(0));
+    assert_eq!(names(&a), ["tor/tor1"]);
+}
+
+#[test]
+fn onset_blames_a_node_first_then_the_tor_without_delay() {
+    // Partial evidence at onset: one cycle points at a node under the
+    // ToR, then the ToR's evidence is complete.
+    let mut c = confirmer();
+    let node = finding(Kind::Node, "t1-h0-c0", "loss");
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    assert!(c.admit(vec![node], at(0)).0.is_empty());
+    assert!(c.admit(vec![tor()], at(2)).0.is_empty());
+    assert_eq!(names(&c.admit(vec![tor()], at(4)).0), ["tor/tor1"]);
+}
+
+#[test]
+fn resolution_is_immediate() {
+    let mut c = confirmer();
+    let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+    c.admit(vec![host()], at(0));
+    assert_eq!(names(&c.admit(vec![host()], at(2)).0), ["host/host-t0-h1"]);
+    let (a, h) = c.admit(vec![], at(4));
+    assert!(a.is_empty() && h.is_empty());
+}
+
+#[test]
+fn leftovers_of_a_cleared_fault_do_not_page() {
+    let mut c = confirmer();
+    let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+    c.admit(vec![host()], at(0));
+    c.admit(vec![host()], at(2));
+    // Last reported at 4 s; the link came back at some point before.
+    c.admit(vec![host()], at(4));
+    // Staggered scrapes: only one container's pairs still show loss,
+    // for three cycles.
+    let node = || finding(Kind::Node, "t0-h1-c0", "loss");
+    let (a, h) = c.admit(vec![node()], at(6));
+    assert!(a.is_empty(), "{:?}", names(&a));
+    assert_eq!(h[0].1, Held::Unconfirmed { seen: 1 });
+    for t in [8, 10, 12, 14] {
+        let (a, h) = c.admit(vec![node()], at(t));
+        assert!(a.is_empty(), "at {t}: {:?}", names(&a));
+        assert_eq!(
+            h[0].1,
+            Held::AfterClear {
+                cleared: Component::new(Kind::Host, "host-t0-h1")
+            }
+        );
+    }
+    // The same after a ToR fault: the spine explains its cross-ToR pairs.
+    let mut c = confirmer();
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    c.admit(vec![tor()], at(0));
+    c.admit(vec![tor()], at(2));
+    let spine = || finding(Kind::Spine, "spine0", "unreachable");
+    c.admit(vec![spine()], at(4));
+    assert!(c.admit(vec![spine()], at(6)).0.is_empty());
+}
+
+#[test]
+fn a_held_finding_that_persists_past_the_hold_fires() {
+    let mut c = confirmer();
+    let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+    c.admit(vec![host()], at(0));
+    c.admit(vec![host()], at(2));
+    let node = || finding(Kind::Node, "t0-h1-c0", "unreachable");
+    for t in (4..=12).step_by(2) {
+        assert!(c.admit(vec![node()], at(t)).0.is_empty(), "at {t}");
+    }
+    // 2 s + 11 s: the host's leftovers are out of the window.
+    assert_eq!(names(&c.admit(vec![node()], at(14)).0), ["node/t0-h1-c0"]);
+}
+
+#[test]
+fn a_new_fault_elsewhere_is_not_held() {
+    let mut c = confirmer();
+    let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+    c.admit(vec![host()], at(0));
+    c.admit(vec![host()], at(2));
+    // A container on another host of the other rail: none of its pairs
+    // cross host-t0-h1.
+    let other = || finding(Kind::Node, "t1-h2-c1", "unreachable");
+    assert!(c.admit(vec![other()], at(4)).0.is_empty());
+    assert_eq!(names(&c.admit(vec![other()], at(6)).0), ["node/t1-h2-c1"]);
+}
+
+#[test]
+fn a_fault_with_evidence_the_cleared_one_cannot_explain_is_not_held() {
+    // tor1 clears, tor0 fails at once: most of tor0's pairs cross tor1
+    // too, but its pairs inside tor0 do not.
+    let mut c = confirmer();
+    let tor1 = finding(Kind::Tor, "tor1", "loss");
+    c.admit(vec![tor1.clone()], at(0));
+    c.admit(vec![tor1], at(2));
+    let tor0 = || finding(Kind::Tor, "tor0", "loss");
+    assert!(c.admit(vec![tor0()], at(4)).0.is_empty());
+    assert_eq!(names(&c.admit(vec![tor0()], at(6)).0), ["tor/tor0"]);
+}
+
+#[test]
+fn a_second_fault_while_the_first_stands_is_only_confirmed() {
+    let mut c = confirmer();
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    c.admit(vec![tor()], at(0));
+    c.admit(vec![tor()], at(2));
+    // Most of this node's pairs cross tor1, which still stands.
+    let node = || finding(Kind::Node, "t0-h0-c0", "unreachable");
+    assert!(c.admit(vec![tor(), node()], at(4)).0.len() == 1);
+    let (a, _) = c.admit(vec![tor(), node()], at(6));
+    assert_eq!(names(&a), ["tor/tor1", "node/t0-h0-c0"]);
+}
+
+#[test]
+fn the_same_component_coming_back_is_confirmed_again_not_held() {
+    let mut c = confirmer();
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    c.admit(vec![tor()], at(0));
+    c.admit(vec![tor()], at(2));
+    c.admit(vec![], at(4));
+    assert!(c.admit(vec![tor()], at(6)).0.is_empty());
+    assert_eq!(names(&c.admit(vec![tor()], at(8)).0), ["tor/tor1"]);
+}
+
+#[test]
+fn resolution_needs_several_covered_clean_cycles() {
+    let mut c = confirmer().resolve_after(3);
+    let tor = || finding(Kind::Tor, "tor1", "loss");
+    c.admit(vec![tor()], at(0));
+    assert_eq!(names(&c.admit(vec![tor()], at(2)).0), ["tor/tor1"]);
+    assert_eq!(names(&c.admit(vec![], at(4)).0), ["tor/tor1"]);
+    assert_eq!(c.kept(), [(tor().component, Kept::Clearing { clean: 1 })]);
+    assert_eq!(names(&c.admit(vec![], at(6)).0), ["tor/tor1"]);
+    assert!(c.admit(vec![], at(8)).0.is_empty());
+    assert!(c.kept().is_empty());
+}
+
+#[test]
+fn a_report_during_clearing_starts_the_count_again() {
+    let mut c = confirmer().resolve_after(2);
+    let tor = || finding(Kind::Tor, "tor1", "unreachable");
+    c.admit(vec![tor()], at(0));
+    c.admit(vec![tor()], at(2));
+    assert_eq!(names(&c.admit(vec![], at(4)).0), ["tor/tor1"]);
+    // Back again: no new confirmation, the alert just stays.
+    assert_eq!(names(&c.admit(vec![tor()], at(6)).0), ["tor/tor1"]);
+    assert_eq!(names(&c.admit(vec![], at(8)).0), ["tor/tor1"]);
+    assert!(c.admit(vec![], at(10)).0.is_empty());
+}
+
+#[test]
+fn an_unknown_component_keeps_its_alert_and_symptom() {
+    let mut c = confirmer().resolve_after(2);
+    let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
+    let blind = |_: &Component| false;
+    c.admit(vec![host()], at(0));
+    c.admit(vec![host()], at(2));
+    // A data gap: five cycles without fresh pairs for the host.
+    for t in (4..=12).step_by(2) {
+        let (a, _) = c.admit_covered(vec![], &blind, at(t));
+        assert_eq!(names(&a), ["host/host-t0-h1"], "at {t}");
+        assert_eq!(a[0].symptom, Symptom::Unreachable);
+        assert_eq!(c.kept(), [(host().component, Kept::Unknown)]);
+    }
+    // Data again, still faulty: the same alert, no confirmation needed.
+    assert_eq!(names(&c.admit(vec![host()], at(14)).0), ["host/host-t0-h1"]);
+    // Unknown cycles neither count nor reset: clean, unknown, clean.
+    assert_eq!(names(&c.admit(vec![], at(16)).0), ["host/host-t0-h1"]);
+    assert_eq!(names(&c.admit_covered(vec![], &blind, at(18)).0).len(), 1);
+    assert!(c.admit(vec![], at(20)).0.is_empty());
+}
