@@ -4,6 +4,7 @@
 //! dashboards in `ops_dashboards.rs`.
 
 use anyhow::Result;
+use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
 use skeletonhunter_tests::repo::{repo_file, yaml_files};
 use skeletonhunter_tests::servers::{self, ServerOpts};
 use std::time::Duration;
@@ -188,6 +189,49 @@ fn vmalert_accepts_the_rules() -> Result<()> {
             out.stdout, out.stderr
         );
     }
+    Ok(())
+}
+
+/// Every expression of the shipped rule files evaluates in a real
+/// VictoriaMetrics. `vmalert -dryRun` (above) checks syntax, not function
+/// names: a rule naming a function MetricsQL lacks (`histogram_count`,
+/// `histogram_sum`, `histogram_fraction`, which the mixin uses only with
+/// `nativeHistograms: true`) passes it and then fails every evaluation,
+/// its classic half included.
+#[test]
+fn victoriametrics_evaluates_every_shipped_rule() -> Result<()> {
+    let vm = servers::start_victoria_metrics(ServerOpts::new(servers::free_loopback_addr()?, ""))?;
+    let mut checked = 0;
+    for f in yaml_files("rules") {
+        let text = std::fs::read_to_string(&f)?;
+        for doc in yaml_docs(&text, &f)? {
+            for (group, rule) in group_rules(&doc) {
+                let name = rule["record"]
+                    .as_str()
+                    .or(rule["alert"].as_str())
+                    .unwrap_or("?");
+                let expr = rule["expr"].as_str().unwrap_or_default();
+                if let Err(e) = vm.query(expr) {
+                    // VictoriaMetrics repeats the expression once per `or`:
+                    // its last words name the cause.
+                    let msg = format!("{e:#}");
+                    let tail: String = msg.chars().rev().take(300).collect();
+                    let tail: String = tail.chars().rev().collect();
+                    anyhow::bail!(
+                        "{f}: group {group}, rule {name}: VictoriaMetrics fails it: ...{tail}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} rules");
+    // The check can fail: a Prometheus-only function is refused.
+    let native = "histogram_count(sum(rate(skeletonhunter_probe_rtt_seconds[1m])))";
+    let err = vm
+        .query(native)
+        .expect_err("VictoriaMetrics knows histogram_count");
+    assert!(format!("{err:#}").contains("histogram_count"), "{err:#}");
     Ok(())
 }
 
