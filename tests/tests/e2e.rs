@@ -512,6 +512,54 @@ fn e2e_link_fault_is_blamed_on_the_link() {
     );
 }
 
+/// Loss at one spine of the multipath fabric (3 ToRs under 3 spines): the
+/// flows hashed onto it lose, on every pair of every ToR, in both
+/// directions, while same-ToR pairs and the flows over the other spines do
+/// not. The spine must be paged — not its ToRs, and not one of its links
+/// (the router rule sees every link of the spine lossy) — and resolve once
+/// the loss is gone. The spine label is the aggregation block
+/// ([`Fabric::spine_name`]), the only spine name the containers' labels
+/// carry.
+#[test]
+fn e2e_spine_loss_pages_the_spine() {
+    if !require_privileges("e2e_spine_loss_pages_the_spine") {
+        return;
+    }
+    let mut opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    opts.spec = FabricSpec::multipath();
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("healthy baseline");
+    // With the paths mapped, the link stage sees the spine's links lossy
+    // and must hand the fault to the spine, not blame a link.
+    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
+    let spine = 1;
+    let sc = Scenario {
+        name: "30% loss at spine1",
+        inject: Box::new(move |f| f.spine_loss(spine, 30)),
+        clear: Box::new(move |f| f.spine_loss(spine, 0)),
+        expect: vec![("spine".into(), stack.fabric.spine_name.clone())],
+    };
+    let mut show = |stack: &Stack| {
+        let alerts = stack.labelled_alerts().unwrap_or_default();
+        for a in alerts.iter().filter(|a| sc.is_expected(a)) {
+            println!("  alert while the fault stands: {}", a.json["annotations"]);
+        }
+    };
+    let (detected, resolved) = run_scenario(&mut stack, &sc, opts.settle_time(), &mut show)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    println!(
+        "  {:<32} detect {:>5.1} s   resolve {:>5.1} s",
+        sc.name,
+        detected.as_secs_f64(),
+        resolved.as_secs_f64()
+    );
+}
+
 /// Wait until Prometheus holds traced paths for every skeleton pair, and
 /// most of each pair's flows are mapped (the probes its paths count over
 /// the flow window against the UDP probes it sent): a link can only be

@@ -1,5 +1,5 @@
-//! Fault injection: loss at a ToR, a dead ToR–spine link, a host's NIC
-//! link down, a container cut off the data plane. The management network is never touched, so the
+//! Fault injection: loss at a ToR or a spine, a dead ToR–spine link, a
+//! host's NIC link down, a container cut off the data plane. The management network is never touched, so the
 //! monitoring keeps seeing every exporter.
 
 use super::build::reachable;
@@ -15,6 +15,19 @@ impl Fabric {
         self.tors
             .get(tor)
             .with_context(|| format!("no ToR {tor}"))?
+            .ns
+            .set_loss(percent, "")
+    }
+
+    /// Drop `percent`% of every packet spine `spine` forwards or receives
+    /// (0 clears), on all its links. On a multipath fabric only the flows
+    /// hashed onto this spine lose, in both directions (a reply may come
+    /// back over another spine), so a pair's round-trip loss depends on
+    /// how many of its flows cross it.
+    pub fn spine_loss(&self, spine: usize, percent: u32) -> Result<()> {
+        self.spines
+            .get(spine)
+            .with_context(|| format!("no spine {spine}"))?
             .ns
             .set_loss(percent, "")
     }
@@ -95,6 +108,9 @@ impl Fabric {
                     self.link_fault(t, s, false)?;
                 }
             }
+        }
+        for s in 0..self.spines.len() {
+            self.spine_loss(s, 0)?;
         }
         for h in &self.hosts {
             self.host_link(h, true)?;
