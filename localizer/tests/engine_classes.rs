@@ -291,6 +291,8 @@ fn a_spine_whose_pairs_all_cross_a_faulty_tor_is_not_paged_beside_it() {
     });
     let r = analyze(&pairs, &Config::default());
     assert_eq!(named(&r), vec!["tor:tor-1:loss"], "{}", detail(&r));
+}
+
 /// A host adds +80 µs, a little more or less per flow (±4%), and the
 /// pairs of its container node-10 happen to sit at the top (+10%, about
 /// 6 µs above the fitted delay, more than the smallest excess worth
