@@ -512,14 +512,9 @@ fn e2e_link_fault_is_blamed_on_the_link() {
     );
 }
 
-/// Loss at one spine of the multipath fabric (3 ToRs under 3 spines): the
-/// flows hashed onto it lose, on every pair of every ToR, in both
-/// directions, while same-ToR pairs and the flows over the other spines do
-/// not. The spine must be paged — not its ToRs, and not one of its links
-/// (the router rule sees every link of the spine lossy) — and resolve once
-/// the loss is gone. The spine label is the aggregation block
-/// ([`Fabric::spine_name`]), the only spine name the containers' labels
-/// carry.
+/// Loss at one spine of the multipath fabric (3 ToRs, 3 spines): the spine
+/// (its block, [`Fabric::spine_name`]: the only spine name the labels
+/// carry) must be paged, not its ToRs nor its links, and resolve.
 #[test]
 #[ignore = "pages one of the spine's links, a ToR or a hop beside the spine while the fault starts or clears under load (docs/demo.md)"]
 fn e2e_spine_loss_pages_the_spine() {
