@@ -411,11 +411,7 @@ fn e2e_faults_are_localized_and_alerted() {
     }
     println!("detection times (injection -> alert in Alertmanager; target <= 10 s):");
     for (name, d, r) in &times {
-        println!(
-            "  {name:<32} detect {:>5.1} s   resolve {:>5.1} s",
-            d.as_secs_f64(),
-            r.as_secs_f64()
-        );
+        print_times(name, *d, *r);
     }
     if failures.is_empty() {
         let mean = times.iter().map(|t| t.1.as_secs_f64()).sum::<f64>() / times.len() as f64;
@@ -481,16 +477,7 @@ fn e2e_link_fault_is_blamed_on_the_link() {
     if !require_privileges("e2e_link_fault_is_blamed_on_the_link") {
         return;
     }
-    let mut opts = StackOpts::new(
-        bin_path("skeletonhunter-exporter"),
-        Some(bin_path("skeletonhunter-localizer")),
-    );
-    opts.spec = FabricSpec::multipath();
-    let mut stack = Stack::start(&opts).expect("start the stack");
-    stack
-        .wait_healthy(Duration::from_secs(90))
-        .expect("healthy baseline");
-    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
+    let (mut stack, settle) = mapped_multipath_stack();
     let (tor, spine) = (0, 1);
     let (spine_side, tor_side) = link_addresses(spine, tor);
     let sc = Scenario {
@@ -502,14 +489,9 @@ fn e2e_link_fault_is_blamed_on_the_link() {
             ("link".into(), tor_side.to_string()),
         ],
     };
-    let (detected, resolved) = run_scenario(&mut stack, &sc, opts.settle_time(), &mut |_| {})
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    println!(
-        "  {:<32} detect {:>5.1} s   resolve {:>5.1} s",
-        sc.name,
-        detected.as_secs_f64(),
-        resolved.as_secs_f64()
-    );
+    let (detected, resolved) =
+        run_scenario(&mut stack, &sc, settle, &mut |_| {}).unwrap_or_else(|e| panic!("{e:#}"));
+    print_times(sc.name, detected, resolved);
 }
 
 /// Loss at one spine of the multipath fabric (3 ToRs, 3 spines): the spine
@@ -521,18 +503,9 @@ fn e2e_spine_loss_pages_the_spine() {
     if !require_privileges("e2e_spine_loss_pages_the_spine") {
         return;
     }
-    let mut opts = StackOpts::new(
-        bin_path("skeletonhunter-exporter"),
-        Some(bin_path("skeletonhunter-localizer")),
-    );
-    opts.spec = FabricSpec::multipath();
-    let mut stack = Stack::start(&opts).expect("start the stack");
-    stack
-        .wait_healthy(Duration::from_secs(90))
-        .expect("healthy baseline");
     // With the paths mapped, the link stage sees the spine's links lossy
     // and must hand the fault to the spine, not blame a link.
-    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
+    let (mut stack, settle) = mapped_multipath_stack();
     let spine = 1;
     let sc = Scenario {
         name: "30% loss at spine1",
@@ -546,11 +519,31 @@ fn e2e_spine_loss_pages_the_spine() {
             println!("  alert while the fault stands: {}", a.json["annotations"]);
         }
     };
-    let (detected, resolved) = run_scenario(&mut stack, &sc, opts.settle_time(), &mut show)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (detected, resolved) =
+        run_scenario(&mut stack, &sc, settle, &mut show).unwrap_or_else(|e| panic!("{e:#}"));
+    print_times(sc.name, detected, resolved);
+}
+
+/// The stack on the multipath fabric, healthy and with every pair's flows
+/// mapped to paths; with the time a scenario lets it settle.
+fn mapped_multipath_stack() -> (Stack, Duration) {
+    let mut opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    opts.spec = FabricSpec::multipath();
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("healthy baseline");
+    wait_paths_mapped(&stack, opts.localizer_window).expect("every pair's flows mapped to paths");
+    (stack, opts.settle_time())
+}
+
+/// One line of the detection-time table.
+fn print_times(name: &str, detected: Duration, resolved: Duration) {
     println!(
-        "  {:<32} detect {:>5.1} s   resolve {:>5.1} s",
-        sc.name,
+        "  {name:<32} detect {:>5.1} s   resolve {:>5.1} s",
         detected.as_secs_f64(),
         resolved.as_secs_f64()
     );

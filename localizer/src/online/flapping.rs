@@ -32,7 +32,7 @@
 
 use super::alerts::{symptom_rank, Finding};
 use crate::engine::model::Symptom;
-use skeletonhunter_common::topology::{path, Component};
+use skeletonhunter_common::topology::{crosses, Component};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most components tracked at once; beyond it new ones are not tracked
@@ -227,7 +227,7 @@ fn explains(by: &Finding, f: &Finding) -> bool {
         && !f.hit_pairs.is_empty()
         && f.hit_pairs
             .iter()
-            .all(|(a, b)| path(a, b).contains(&by.component))
+            .all(|(a, b)| crosses(a, b, by.component.kind, &by.component.id))
 }
 
 #[cfg(test)]

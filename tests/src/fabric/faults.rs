@@ -1,6 +1,7 @@
 //! Fault injection: loss at a ToR or a spine, a dead ToR–spine link, a
-//! host's NIC link down, a container cut off the data plane. The management network is never touched, so the
-//! monitoring keeps seeing every exporter.
+//! host's NIC link down, a container cut off the data plane. The
+//! management network is never touched, so the monitoring keeps seeing
+//! every exporter.
 
 use super::build::reachable;
 use super::topology::{Fabric, Host, Node};

@@ -1,5 +1,5 @@
 use super::*;
-use skeletonhunter_common::topology::{Identity, Kind};
+use skeletonhunter_common::topology::{path, Identity, Kind};
 
 /// Node `t<T>-h<H>` of a 2 ToR x 2 host fabric.
 fn id(t: u32, h: u32) -> Identity {
