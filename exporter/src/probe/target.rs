@@ -62,7 +62,7 @@ struct TargetState {
     /// discovery, or the first name the peer gave (see
     /// [`Target::learn_node`]).
     pinned: bool,
-    series: [Option<Series>; 4],
+    series: [Option<Series>; Protocol::ALL.len()],
     dial: Option<DialSeries>,
     rdma: Option<RdmaSeries>,
     flow: Option<FlowSeries>,
@@ -106,7 +106,7 @@ impl Target {
                 pinned,
                 dst_node,
                 learned: false,
-                series: [None, None, None, None],
+                series: Default::default(),
                 dial: None,
                 rdma: None,
                 flow: None,
@@ -231,7 +231,7 @@ impl Target {
         let old = std::mem::replace(&mut st.dst_node, node.to_string());
         st.learned = true;
         st.pinned = true;
-        st.series = [None, None, None, None];
+        st.series = Default::default();
         st.dial = None;
         st.rdma = None;
         st.flow = None;
@@ -251,7 +251,7 @@ impl Target {
     pub(super) fn retire(&self) {
         let mut st = self.lock();
         self.retired.store(true, Ordering::Relaxed);
-        st.series = [None, None, None, None];
+        st.series = Default::default();
         st.dial = None;
         st.rdma = None;
         st.flow = None;
