@@ -7,7 +7,7 @@ use crate::netns::{veth, Netns};
 use crate::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
 use anyhow::{bail, Context, Result};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where every test exporter serves `/metrics`: its namespace's loopback,
@@ -59,6 +59,100 @@ pub fn static_peer(ip: &str) -> String {
     format!("  static:\n    - {{address: \"{ip}\"}}\n")
 }
 
+/// How one test exporter is started: the one place the tests spawn the
+/// exporter binary. In a namespace or on this machine's loopback, behind
+/// an optional wrapper command (`setpriv`, `cgexec`, …), with extra flags.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    name: String,
+    ns: Option<&'a Netns>,
+    bin: PathBuf,
+    wrap: Vec<String>,
+    flags: Vec<String>,
+    log_info: bool,
+    net_only: bool,
+}
+
+impl<'a> Launch<'a> {
+    /// An exporter named `name` (its config file and log are named after
+    /// it), on this machine's loopback, logging at `info`.
+    pub fn new(name: &str) -> Launch<'a> {
+        Launch {
+            name: name.to_string(),
+            ns: None,
+            bin: bin_path("skeletonhunter-exporter"),
+            wrap: Vec::new(),
+            flags: Vec::new(),
+            log_info: true,
+            net_only: false,
+        }
+    }
+
+    /// Run it inside `ns`.
+    pub fn within(mut self, ns: &'a Netns) -> Self {
+        self.ns = Some(ns);
+        self
+    }
+
+    /// Enter only the namespace's network ([`Netns::net_command`]).
+    pub fn net_only(mut self) -> Self {
+        self.net_only = true;
+        self
+    }
+
+    /// Run it behind `cmd` (the exporter's path is appended to it).
+    pub fn wrap<S: AsRef<str>>(mut self, cmd: &[S]) -> Self {
+        self.wrap = cmd.iter().map(|s| s.as_ref().to_string()).collect();
+        self
+    }
+
+    /// Run this copy of the binary (e.g. one an unprivileged user can reach).
+    pub fn bin(mut self, path: PathBuf) -> Self {
+        self.bin = path;
+        self
+    }
+
+    /// Extra command-line flags after `--config`.
+    pub fn flags(mut self, flags: &[&str]) -> Self {
+        self.flags = flags.iter().map(ToString::to_string).collect();
+        self
+    }
+
+    /// Leave `RUST_LOG` unset: the exporter's own default level.
+    pub fn default_log(mut self) -> Self {
+        self.log_info = false;
+        self
+    }
+
+    /// Write `cfg` to `dir/<name>.yaml` and spawn the exporter with it;
+    /// returns at once (see [`start`] for one that waits until it serves).
+    pub fn spawn(&self, dir: &Path, cfg: &str) -> Result<ChildGuard> {
+        let path = dir.join(format!("{}.yaml", self.name));
+        std::fs::write(&path, cfg).with_context(|| format!("write {}", path.display()))?;
+        let bin = self.bin.to_str().context("utf-8 binary path")?;
+        let (program, rest): (&str, Vec<&str>) = match self.wrap.split_first() {
+            Some((first, rest)) => {
+                let mut v: Vec<&str> = rest.iter().map(String::as_str).collect();
+                v.push(bin);
+                (first, v)
+            }
+            None => (bin, Vec::new()),
+        };
+        let mut cmd = match self.ns {
+            Some(ns) if self.net_only => ns.net_command(program),
+            Some(ns) => ns.command(program),
+            None => std::process::Command::new(program),
+        };
+        cmd.args(rest).arg("--config").arg(&path).args(&self.flags);
+        if self.log_info {
+            cmd.env("RUST_LOG", "info");
+        } else {
+            cmd.env_remove("RUST_LOG");
+        }
+        ChildGuard::spawn(&self.name, cmd)
+    }
+}
+
 /// Write `cfg` to `dir/<name>.yaml`, start the exporter with it in `ns`,
 /// and return once `/healthz` answers.
 pub fn start(ns: &Netns, dir: &Path, name: &str, cfg: &str) -> Result<ChildGuard> {
@@ -73,15 +167,7 @@ pub fn start_with(
     cfg: &str,
     flags: &[&str],
 ) -> Result<ChildGuard> {
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, cfg)?;
-    let bin = bin_path("skeletonhunter-exporter");
-    let mut cmd = ns.command(bin.to_str().context("utf-8 binary path")?);
-    cmd.arg("--config")
-        .arg(&path)
-        .args(flags)
-        .env("RUST_LOG", "info");
-    let mut child = ChildGuard::spawn(name, cmd)?;
+    let mut child = Launch::new(name).within(ns).flags(flags).spawn(dir, cfg)?;
     wait_until(
         &format!("{name} /healthz"),
         Duration::from_secs(10),
@@ -107,11 +193,7 @@ pub fn start_on_loopback(
     cfg: &str,
     listen: SocketAddr,
 ) -> Result<ChildGuard> {
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, cfg)?;
-    let mut cmd = std::process::Command::new(bin_path("skeletonhunter-exporter"));
-    cmd.arg("--config").arg(&path).env_remove("RUST_LOG");
-    let mut child = ChildGuard::spawn(name, cmd)?;
+    let mut child = Launch::new(name).default_log().spawn(dir, cfg)?;
     let up = wait_http_ok(
         &format!("{name} /metrics"),
         listen,

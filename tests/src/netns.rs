@@ -57,6 +57,16 @@ impl Netns {
         c
     }
 
+    /// A command running `program` with only this namespace's network
+    /// (`nsenter --net`), in the caller's mount namespace: `ip netns exec`
+    /// remounts `/sys`, which hides the cgroup2 hierarchy and tracefs.
+    pub fn net_command(&self, program: &str) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.name))
+            .args(["--", program]);
+        c
+    }
+
     /// Run `args` inside the namespace and return stdout, or fail with stderr.
     pub fn exec(&self, args: &[&str]) -> Result<String> {
         let out = self

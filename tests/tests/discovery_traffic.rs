@@ -16,8 +16,9 @@
 //! shipped defaults leave a host's control-plane connections out.
 
 use anyhow::{Context, Result};
+use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::netns::veth;
-use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
+use skeletonhunter_tests::{http_get, require_privileges, wait_until, ChildGuard, Netns};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -53,26 +54,13 @@ fn start_exporter_with(
     config: &str,
     wrap: &[&str],
 ) -> Result<ChildGuard> {
-    let path = dir.join(format!("{name}.yaml"));
     // Log files are named after the guard: keep them apart across the
     // scenarios running in parallel in this process.
-    let name = &format!(
+    let name = format!(
         "{}-{name}",
         dir.file_name().and_then(|n| n.to_str()).unwrap_or("x")
     );
-    std::fs::write(&path, config)?;
-    let exe = bin_path("skeletonhunter-exporter");
-    let exe = exe.to_str().context("utf8 path")?;
-    let mut cmd = match wrap.split_first() {
-        Some((first, rest)) => {
-            let mut c = ns.command(first);
-            c.args(rest).arg(exe);
-            c
-        }
-        None => ns.command(exe),
-    };
-    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
-    ChildGuard::spawn(name, cmd)
+    Launch::new(&name).within(ns).wrap(wrap).spawn(dir, config)
 }
 
 fn scrape(ns: &Netns) -> Option<String> {
@@ -403,12 +391,12 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     // bash opens the connection itself (fd 3) after moving into the cgroup,
     // so the socket belongs to it; `sleep` keeps it open.
     let procs = cg.0.join("cgroup.procs");
-    let mut inside = nsenter(&a, "bash");
+    let mut inside = a.net_command("bash");
     inside.arg("-c").arg(format!(
         "echo $$ > {} && exec 3<>/dev/tcp/198.18.1.2/{APP} && exec sleep 30",
         procs.display()
     ));
-    let mut outside = nsenter(&a, "bash");
+    let mut outside = a.net_command("bash");
     outside.arg("-c").arg(format!(
         "exec 3<>/dev/tcp/198.18.2.2/{APP} && exec sleep 30"
     ));
@@ -420,15 +408,6 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     drop(ea);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-/// A command running `prog` inside `a`'s network namespace, via `nsenter`.
-fn nsenter(a: &Netns, prog: &str) -> std::process::Command {
-    let mut cmd = std::process::Command::new("nsenter");
-    cmd.arg(format!("--net=/run/netns/{}", a.name()))
-        .arg("--")
-        .arg(prog);
-    cmd
 }
 
 /// Start A's exporter in `mode` with the cgroup `/<cgroup>` as its training
@@ -447,16 +426,10 @@ fn start_a_for_cgroup(
             "  ebpf:\n    mode: {mode}\n    poll_interval: 200ms\n{TIMING}    cgroups:\n      - {{path: /{name}, node: rank-0, tenant: job-7}}\n"
         ),
     );
-    let path = dir.join("node-a.yaml");
-    std::fs::write(&path, cfg)?;
-    let mut cmd = nsenter(
-        a,
-        bin_path("skeletonhunter-exporter")
-            .to_str()
-            .context("utf8")?,
-    );
-    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
-    let ea = ChildGuard::spawn(&format!("{test}-node-a"), cmd)?;
+    let ea = Launch::new(&format!("{test}-node-a"))
+        .within(a)
+        .net_only()
+        .spawn(dir, &cfg)?;
     wait_until(
         "exporter A serving /metrics",
         Duration::from_secs(15),

@@ -6,9 +6,10 @@
 //! `nsenter --net` (not `ip netns exec`, which remounts /sys and so hides
 //! the host's tracefs).
 
-use skeletonhunter_tests::exporter::{counts, scrape, start, Pair, METRICS, TCP, UDP};
+use skeletonhunter_tests::exporter::{
+    counts, pair, scrape, start, Launch, Pair, METRICS, TCP, UDP,
+};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::netns::veth;
 use skeletonhunter_tests::process::{bin_path, ChildGuard};
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until, Netns};
@@ -20,13 +21,6 @@ use std::time::Duration;
 const CAPS: &str = "net_raw,bpf,perfmon,dac_read_search";
 /// `CAP_NET_RAW` as a capability mask: all it keeps after set-up.
 const NET_RAW: u64 = 1 << 13;
-
-fn pair(tag: &str) -> Pair {
-    let a = Netns::new(&format!("{tag}a")).unwrap();
-    let b = Netns::new(&format!("{tag}b")).unwrap();
-    veth(&a, "a0", "198.18.1.1/24", &b, "b0", "198.18.1.2/24").unwrap();
-    Pair { a, b }
-}
 
 /// Exporter `a`: UDP, TCP and ICMP probes, eBPF discovery only (no static
 /// peer: b must be found from the traffic).
@@ -57,11 +51,7 @@ fn reachable(dir: &TempDir, bin: &str) -> std::path::PathBuf {
 /// Start the exporter in `ns` as uid/gid 65534 with exactly `caps`
 /// (inheritable, ambient and bounding), or as root when `caps` is `None`.
 fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>) -> ChildGuard {
-    let path = dir.path().join(format!("{name}.yaml"));
-    std::fs::write(&path, cfg).unwrap();
-    let bin = reachable(dir, "skeletonhunter-exporter");
-    let mut cmd = Command::new("nsenter");
-    cmd.arg(format!("--net=/run/netns/{}", ns.name())).arg("--");
+    let mut wrap: Vec<String> = Vec::new();
     if let Some(caps) = caps {
         let set = |flag: &str| {
             let list: String = caps
@@ -71,20 +61,25 @@ fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>
                 .collect();
             format!("--{flag}=-all{list}")
         };
-        cmd.args([
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ])
-        .args([set("inh-caps"), set("ambient-caps"), set("bounding-set")])
-        .arg("--");
+        wrap.extend(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ]
+            .map(String::from),
+        );
+        wrap.extend([set("inh-caps"), set("ambient-caps"), set("bounding-set")]);
+        wrap.push("--".into());
     }
-    cmd.arg(bin)
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "info");
-    ChildGuard::spawn(name, cmd).unwrap()
+    Launch::new(name)
+        .within(ns)
+        .net_only()
+        .bin(reachable(dir, "skeletonhunter-exporter"))
+        .wrap(&wrap)
+        .spawn(dir.path(), cfg)
+        .unwrap()
 }
 
 /// (effective, permitted, bounding, ambient) of every thread of `pid`.
@@ -143,7 +138,7 @@ fn nobody_with_the_listed_capabilities_probes_discovers_and_serves() {
     if !require_privileges("nobody_with_the_listed_capabilities_probes_discovers_and_serves") {
         return;
     }
-    let p = pair("prv");
+    let p = pair("prv").unwrap();
     let dir = TempDir::new("prv").unwrap();
     let cfg_b =
         skeletonhunter_tests::exporter::config("b", "198.18.1.2", "100ms", "500ms", "udp", "");
@@ -186,7 +181,7 @@ fn root_keeps_only_net_raw_in_every_thread_and_its_bounding_set() {
     if !require_privileges("root_keeps_only_net_raw_in_every_thread_and_its_bounding_set") {
         return;
     }
-    let p = pair("prr");
+    let p = pair("prr").unwrap();
     let dir = TempDir::new("prr").unwrap();
     let mut a = start_as(&p.a, &dir, "a", &config_a("ebpf"), None);
     serving(&p.a, &mut a);
@@ -213,7 +208,7 @@ fn root_keeps_only_net_raw_in_every_thread_and_its_bounding_set() {
 /// Start the exporter without some capability and wait for it to exit:
 /// status 1 and a log naming `needed`.
 fn fails_naming(tag: &str, mode: &str, caps: &str, needed: &str) {
-    let p = pair(tag);
+    let p = pair(tag).unwrap();
     let dir = TempDir::new(tag).unwrap();
     let mut a = start_as(&p.a, &dir, "a", &config_a(mode), Some(caps));
     let err = wait_until(

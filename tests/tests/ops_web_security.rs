@@ -7,6 +7,7 @@
 //! Certificates come from the real `openssl`, requests from `curl`.
 
 use anyhow::{bail, Context, Result};
+use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::servers::{self, free_loopback_addr, run_tool, ServerOpts, TempDir};
 use skeletonhunter_tests::tls::{file_name, Ca, Issued};
 use skeletonhunter_tests::{bin_path, wait_until, ChildGuard};
@@ -124,20 +125,11 @@ fn mtls_web_config(server: &Issued, ca: &Path, hash: &str) -> String {
 /// responder) with `flags`.
 fn start_exporter(dir: &Path, listen: SocketAddr, flags: &[&str]) -> Result<ChildGuard> {
     let udp = free_loopback_addr()?;
-    let cfg = dir.join("exporter.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: \"{listen}\"\nidentity: {{node: \"web-a\", host: \"host-a\", tor: \"tor1\", spine: \"s1\"}}\n\
-             responder: {{udp: \"{udp}\", tcp: \"off\"}}\nprobe: {{protocols: [udp]}}\ndiscovery:\n  ebpf: false\n"
-        ),
-    )?;
-    let mut cmd = Command::new(bin_path("skeletonhunter-exporter"));
-    cmd.arg("--config")
-        .arg(&cfg)
-        .args(flags)
-        .env("RUST_LOG", "info");
-    ChildGuard::spawn("web-exporter", cmd)
+    let cfg = format!(
+        "listen: \"{listen}\"\nidentity: {{node: \"web-a\", host: \"host-a\", tor: \"tor1\", spine: \"s1\"}}\n\
+         responder: {{udp: \"{udp}\", tcp: \"off\"}}\nprobe: {{protocols: [udp]}}\ndiscovery:\n  ebpf: false\n"
+    );
+    Launch::new("web-exporter").flags(flags).spawn(dir, &cfg)
 }
 
 /// Wait until `url` answers 200 to a request with `opts`.

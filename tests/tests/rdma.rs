@@ -11,9 +11,10 @@
 //! instead; that path is covered by the unit tests of the exchange logic
 //! and by docs/rdma.md's verification steps.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::netns::veth;
-use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
+use skeletonhunter_tests::{http_get, require_privileges, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -39,15 +40,9 @@ fn start(
     own: &str,
     peer: &str,
 ) -> Result<ChildGuard> {
-    let path = dir.join(format!("{node}.yaml"));
-    std::fs::write(&path, config(node, own, peer))?;
-    let mut cmd = ns.command(
-        bin_path("skeletonhunter-exporter")
-            .to_str()
-            .context("utf8 path")?,
-    );
-    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
-    ChildGuard::spawn(&format!("rdma-{node}"), cmd)
+    Launch::new(&format!("rdma-{node}"))
+        .within(ns)
+        .spawn(dir, &config(node, own, peer))
 }
 
 fn scrape(ns: &Netns) -> Option<String> {

@@ -11,9 +11,10 @@
 //! `skeletonhunter_path_hop_info` under the path's id.
 
 use anyhow::{Context, Result};
+use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::http::http_request;
 use skeletonhunter_tests::netns::veth;
-use skeletonhunter_tests::{bin_path, http_get, require_privileges, wait_until, ChildGuard, Netns};
+use skeletonhunter_tests::{http_get, require_privileges, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -42,15 +43,9 @@ fn start(
     own: &str,
     peer: Option<&str>,
 ) -> Result<ChildGuard> {
-    let path = dir.join(format!("{node}.yaml"));
-    std::fs::write(&path, config(node, own, peer))?;
-    let mut cmd = ns.command(
-        bin_path("skeletonhunter-exporter")
-            .to_str()
-            .context("utf8 path")?,
-    );
-    cmd.arg("--config").arg(&path).env("RUST_LOG", "info");
-    ChildGuard::spawn(&format!("trace-{node}"), cmd)
+    Launch::new(&format!("trace-{node}"))
+        .within(ns)
+        .spawn(dir, &config(node, own, peer))
 }
 
 fn get(ns: &Netns, path: &'static str) -> Option<(u16, String)> {
