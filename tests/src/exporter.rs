@@ -59,6 +59,48 @@ pub fn static_peer(ip: &str) -> String {
     format!("  static:\n    - {{address: \"{ip}\"}}\n")
 }
 
+/// The probe settings the two exporters of a [`Pair`] share.
+#[derive(Debug, Clone, Copy)]
+pub struct Probing<'a> {
+    /// `probe.interval`, e.g. `20ms`.
+    pub interval: &'a str,
+    /// `probe.timeout`.
+    pub timeout: &'a str,
+    /// `probe.protocols`, e.g. `udp, tcp`.
+    pub protocols: &'a str,
+}
+
+/// Exporters `a` (198.18.1.1) and `b` (198.18.1.2) on `p` with the same
+/// probe settings; `a_peers` and `b_peers` are their `discovery:` lines
+/// (e.g. [`static_peer`], or empty). `b` starts first, so `a`'s first
+/// probes find it answering. Returns `(a, b)` once both serve.
+pub fn start_both(
+    p: &Pair,
+    dir: &Path,
+    probing: Probing,
+    a_peers: &str,
+    b_peers: &str,
+) -> Result<(ChildGuard, ChildGuard)> {
+    let Probing {
+        interval,
+        timeout,
+        protocols,
+    } = probing;
+    let b = start(
+        &p.b,
+        dir,
+        "b",
+        &config("b", "198.18.1.2", interval, timeout, protocols, b_peers),
+    )?;
+    let a = start(
+        &p.a,
+        dir,
+        "a",
+        &config("a", "198.18.1.1", interval, timeout, protocols, a_peers),
+    )?;
+    Ok((a, b))
+}
+
 /// How one test exporter is started: the one place the tests spawn the
 /// exporter binary. In a namespace or on this machine's loopback, behind
 /// an optional wrapper command (`setpriv`, `cgexec`, …), with extra flags.

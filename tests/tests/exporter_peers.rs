@@ -3,7 +3,7 @@
 //! followed as the name's records change. Two namespaces on one veth link
 //! (198.18.1.0/24), metrics scraped on each namespace's loopback.
 
-use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start};
+use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, Probing};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until, Netns};
@@ -32,18 +32,16 @@ fn exporter_drops_series_of_removed_peers_and_stops_cleanly() {
         "  tor_mesh: {{file: \"{}\", refresh: 1s}}\n",
         list.display()
     );
-    let _b = start(
-        &p.b,
+    let (mut a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config("b", "198.18.1.2", "20ms", "100ms", "udp", ""),
-    )
-    .unwrap();
-    let mut a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config("a", "198.18.1.1", "20ms", "100ms", "udp, tcp", &mesh),
+        Probing {
+            interval: "20ms",
+            timeout: "100ms",
+            protocols: "udp, tcp",
+        },
+        &mesh,
+        "",
     )
     .unwrap();
     let body = wait_until(
@@ -179,18 +177,16 @@ fn exporter_follows_dns_peers() {
     let stop = Arc::new(AtomicBool::new(false));
     let server = dns_server(&p.a, "127.0.0.1:5353", records.clone(), stop.clone());
     let dns = "  dns:\n    - {name: peers.test., record: a, refresh: 1s, nameserver: \"127.0.0.1:5353\"}\n";
-    let _b = start(
-        &p.b,
+    let (_a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config("b", "198.18.1.2", "20ms", "100ms", "udp", ""),
-    )
-    .unwrap();
-    let _a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config("a", "198.18.1.1", "20ms", "100ms", "udp", dns),
+        Probing {
+            interval: "20ms",
+            timeout: "100ms",
+            protocols: "udp",
+        },
+        dns,
+        "",
     )
     .unwrap();
     let body = wait_until(

@@ -8,7 +8,7 @@
 //! are in `exporter_responder.rs`, peer lifecycle (removal, DNS) in
 //! `exporter_peers.rs`; the shared helpers in `skeletonhunter_tests::exporter`.
 
-use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start, static_peer};
+use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, static_peer, Probing};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
@@ -21,32 +21,16 @@ fn exporter_reports_injected_loss_within_binomial_bounds() {
     }
     let p = pair("exloss").unwrap();
     let dir = TempDir::new("exloss").unwrap();
-    let _b = start(
-        &p.b,
+    let (_a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config(
-            "b",
-            "198.18.1.2",
-            "10ms",
-            "200ms",
-            "udp",
-            &static_peer("198.18.1.1"),
-        ),
-    )
-    .unwrap();
-    let _a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config(
-            "a",
-            "198.18.1.1",
-            "10ms",
-            "200ms",
-            "udp",
-            &static_peer("198.18.1.2"),
-        ),
+        Probing {
+            interval: "10ms",
+            timeout: "200ms",
+            protocols: "udp",
+        },
+        &static_peer("198.18.1.2"),
+        &static_peer("198.18.1.1"),
     )
     .unwrap();
     // Wait for A to learn B's name from B's replies.
@@ -108,25 +92,16 @@ fn exporter_link_down_then_up() {
     }
     let p = pair("exlink").unwrap();
     let dir = TempDir::new("exlink").unwrap();
-    let _b = start(
-        &p.b,
+    let (_a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config("b", "198.18.1.2", "20ms", "100ms", "udp, tcp", ""),
-    )
-    .unwrap();
-    let _a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config(
-            "a",
-            "198.18.1.1",
-            "20ms",
-            "100ms",
-            "udp, tcp",
-            &static_peer("198.18.1.2"),
-        ),
+        Probing {
+            interval: "20ms",
+            timeout: "100ms",
+            protocols: "udp, tcp",
+        },
+        &static_peer("198.18.1.2"),
+        "",
     )
     .unwrap();
     let dial = |body: &str| {

@@ -4,7 +4,7 @@
 //! each, metrics scraped on each namespace's loopback.
 
 use anyhow::{Context, Result};
-use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start, static_peer};
+use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, static_peer, Probing};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
@@ -17,25 +17,16 @@ fn exporter_responder_drops_and_counts_bad_datagrams() {
     }
     let p = pair("exfuzz").unwrap();
     let dir = TempDir::new("exfuzz").unwrap();
-    let _b = start(
-        &p.b,
+    let (_a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config("b", "198.18.1.2", "20ms", "200ms", "udp", ""),
-    )
-    .unwrap();
-    let _a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config(
-            "a",
-            "198.18.1.1",
-            "20ms",
-            "200ms",
-            "udp",
-            &static_peer("198.18.1.2"),
-        ),
+        Probing {
+            interval: "20ms",
+            timeout: "200ms",
+            protocols: "udp",
+        },
+        &static_peer("198.18.1.2"),
+        "",
     )
     .unwrap();
 
@@ -152,25 +143,16 @@ fn exporter_metrics_pass_promtool() {
     }
     let p = pair("exprom").unwrap();
     let dir = TempDir::new("exprom").unwrap();
-    let _b = start(
-        &p.b,
+    let (_a, _b) = start_both(
+        &p,
         dir.path(),
-        "b",
-        &config("b", "198.18.1.2", "20ms", "100ms", "udp, tcp", ""),
-    )
-    .unwrap();
-    let _a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &config(
-            "a",
-            "198.18.1.1",
-            "20ms",
-            "100ms",
-            "udp, tcp, icmp",
-            &static_peer("198.18.1.2"),
-        ),
+        Probing {
+            interval: "20ms",
+            timeout: "100ms",
+            protocols: "udp, tcp, icmp",
+        },
+        &static_peer("198.18.1.2"),
+        "",
     )
     .unwrap();
     let body = wait_until(
