@@ -1,5 +1,6 @@
 //! One cycle of the online loop: query Prometheus, assemble pairs, run the
-//! engine, decide which findings alert, post, record.
+//! engine, decide which findings alert, post, then write the cycle's
+//! record (`record.rs`).
 //!
 //! A cycle whose data cannot be trusted — a failed query, a partial answer,
 //! no topology — changes nothing: no new alert, no resolution, only the
@@ -14,15 +15,14 @@ use super::alerts::{AlertBook, AlertKey, Finding};
 use super::confirm::{Confirmer, Held, Kept};
 use super::coverage::{Coverage, CycleCoverage};
 use super::delivery::{unix_now, Delivery};
-use super::findings::{blame_map, findings};
+use super::findings::findings;
 use super::flapping::FlapDetector;
-use super::metrics::{
-    AlertLabels, CycleResult, Metrics, PairReadLabels, QueryLabels, ResultLabels,
-};
+use super::metrics::{AlertLabels, Metrics};
 use super::queries::{CycleQueries, QueryErrors};
+use super::record::{CycleRecord, Decided, NoData, Outcome, Read, StoreReads};
 use super::settings::{ServiceError, Settings};
 use super::shards::{PairAnswers, PairShards};
-use super::status::{self, Board, CycleEntry, Event};
+use super::status::{self, Board, Event};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::budget::ByteBudget;
 use crate::clients::prometheus::QueryFailure;
@@ -35,40 +35,6 @@ use skeletonhunter_common::Protocol;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-
-/// Why a cycle whose queries answered still had nothing to analyze (for
-/// the log).
-#[derive(Debug, Clone, Copy)]
-enum NoData {
-    NoProbeSeries,
-    NoTopology,
-    NoCompletePair,
-    AnalysisFailed,
-}
-
-impl NoData {
-    fn as_str(self) -> &'static str {
-        match self {
-            NoData::NoProbeSeries => "no probe series in the window",
-            NoData::NoTopology => "no skeletonhunter_node_info topology",
-            NoData::NoCompletePair => "no pair with complete data and topology",
-            NoData::AnalysisFailed => "analysis failed",
-        }
-    }
-}
-
-/// What one cycle concluded.
-#[derive(Debug)]
-enum Outcome {
-    Ok(Box<Report>),
-    QueryFailed,
-    NoData(NoData),
-}
-
-/// The report as served on `/report` and printed by `--once`.
-pub(super) fn report_json(report: &Report) -> String {
-    serde_json::to_string(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-}
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
@@ -102,8 +68,6 @@ pub(super) struct Localizer {
     settings: Settings,
     /// The status page's state.
     board: Arc<Board>,
-    /// Alerts fired and resolved in the cycle in progress (for the page).
-    events: Vec<Event>,
 }
 
 impl Localizer {
@@ -123,11 +87,10 @@ impl Localizer {
             &s.alertmanager_http,
             s.timeout,
             s.queue_capacity,
-            metrics.clone(),
         )?;
-        metrics.pair_shards.set(1);
+        StoreReads::at_start(s.histograms).write(&metrics);
         Ok(Localizer {
-            q: CycleQueries::new(s, prom, metrics.clone()),
+            q: CycleQueries::new(s, prom),
             interval: s.interval,
             protocols: s.protocols.clone(),
             delivery,
@@ -148,7 +111,6 @@ impl Localizer {
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
             settings: s.clone(),
             board,
-            events: Vec::new(),
         })
     }
 
@@ -162,77 +124,58 @@ impl Localizer {
         self.delivery.len()
     }
 
-    /// One full cycle; returns the report when the data was usable.
+    /// One full cycle, written out; returns the report when the data was
+    /// usable.
     pub(super) async fn cycle(&mut self) -> Option<Report> {
         let started = Instant::now();
-        let (outcome, alerts) = self.evaluate().await;
-        self.delivery.deliver(&alerts).await;
-        if let Some(budget) = self.q.prom().answer_budget() {
-            let peak = budget.take_peak();
-            self.metrics.answer_bytes_peak.set(peak as i64);
-        }
-        self.metrics
-            .alerts_firing
-            .set(self.book.active_len() as i64);
-        self.metrics
-            .set_alerting(self.book.active_alerts().map(|(k, symptom)| AlertLabels {
+        let (mut read, mut decided) = (Read::default(), Decided::default());
+        let (outcome, alerts) = self.evaluate(&mut read, &mut decided).await;
+        let sent = self.delivery.deliver(&alerts).await;
+        read.answer_bytes_peak = self.q.prom().answer_budget().map(ByteBudget::take_peak);
+        read.store.queries = self.q.take_timings();
+        decided.firing = self
+            .book
+            .active_alerts()
+            .map(|(k, symptom)| AlertLabels {
                 kind: k.kind.as_str().to_string(),
                 id: k.id.clone(),
                 symptom: symptom.as_str().to_string(),
                 severity: k.severity.as_str().to_string(),
-            }));
-        let (result, report) = self.record(outcome);
-        let entry = self.history_entry(result, report.as_ref());
-        self.board.record(entry);
-        self.metrics
-            .cycles
-            .get_or_create(&ResultLabels { result })
-            .inc();
-        let took = started.elapsed();
-        self.metrics.cycle_duration.observe(took.as_secs_f64());
-        if took > self.interval {
-            self.warn_overrun(took);
+            })
+            .collect();
+        self.log_outcome(&outcome);
+        let record = CycleRecord {
+            ended: SystemTime::now(),
+            took: started.elapsed(),
+            outcome,
+            read,
+            decided,
+            sent,
+        };
+        record.write(&self.metrics, &self.board);
+        if record.took > self.interval {
+            self.warn_overrun(&record);
         }
-        report
+        record.into_report()
     }
 
     /// A cycle longer than `--interval`: say which query took the time.
-    fn warn_overrun(&self, took: Duration) {
-        let slowest = match self.q.slowest() {
+    fn warn_overrun(&self, record: &CycleRecord) {
+        let slowest = match record.slowest_query() {
             Some((kind, d)) => format!("slowest query {} took {d:.1?}", kind.as_str()),
             None => "no query was sent".to_string(),
         };
         tracing::warn!(
-            "cycle took {took:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
+            "cycle took {:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
+            record.took,
             self.interval
         );
     }
 
-    /// The status page's record of a concluded cycle (takes its events).
-    fn history_entry(&mut self, result: CycleResult, report: Option<&Report>) -> CycleEntry {
-        let mut events = std::mem::take(&mut self.events);
-        let events_dropped = events.len().saturating_sub(status::EVENTS_CAP);
-        events.truncate(status::EVENTS_CAP);
-        let gauge =
-            |g: &prometheus_client::metrics::gauge::Gauge| usize::try_from(g.get()).unwrap_or(0);
-        CycleEntry {
-            at: SystemTime::now(),
-            result,
-            pairs: report.map(|r| (r.pairs_observed, r.pairs_anomalous)),
-            covered: (
-                gauge(&self.metrics.pairs_covered),
-                gauge(&self.metrics.pairs_expected),
-            ),
-            firing: self.book.active_len(),
-            events,
-            events_dropped,
-        }
-    }
-
-    /// Health bookkeeping of a concluded cycle.
-    fn record(&mut self, outcome: Outcome) -> (CycleResult, Option<Report>) {
+    /// Log a concluded cycle's health: data usable again, or why not.
+    fn log_outcome(&mut self, outcome: &Outcome) {
         match outcome {
-            Outcome::Ok(report) => {
+            Outcome::Ok(_) => {
                 if self.failed_cycles > 0 {
                     tracing::info!(
                         "Prometheus data usable again after {} cycle(s)",
@@ -240,22 +183,8 @@ impl Localizer {
                     );
                 }
                 self.failed_cycles = 0;
-                self.metrics.last_success.set(unix_now());
-                self.metrics.mark_cycle_ok();
-                self.metrics
-                    .pairs_observed
-                    .set(report.pairs_observed as i64);
-                self.metrics
-                    .pairs_anomalous
-                    .set(report.pairs_anomalous as i64);
-                self.metrics.set_blame(&blame_map(&report));
-                self.metrics.set_report(report_json(&report));
-                (CycleResult::Ok, Some(*report))
             }
-            Outcome::QueryFailed => {
-                self.failed_cycles += 1;
-                (CycleResult::QueryFailed, None)
-            }
+            Outcome::QueryFailed => self.failed_cycles += 1,
             Outcome::NoData(why) => {
                 self.failed_cycles += 1;
                 tracing::warn!(
@@ -263,17 +192,20 @@ impl Localizer {
                     why.as_str(),
                     self.q.prom().shown_url()
                 );
-                (CycleResult::NoData, None)
             }
         }
     }
 
-    /// Query, analyze and decide; returns the outcome and the alerts to post.
-    async fn evaluate(&mut self) -> (Outcome, Vec<PostableAlert>) {
+    /// Query, analyze and decide, noting what was read and decided;
+    /// returns the outcome and the alerts to post.
+    async fn evaluate(
+        &mut self,
+        rec: &mut Read,
+        decided: &mut Decided,
+    ) -> (Outcome, Vec<PostableAlert>) {
         let now = SystemTime::now();
-        let Some((assembled, topology, no_probe_series)) = self.read(unix_now()).await else {
-            let blind = self.coverage.blind(now);
-            self.record_coverage(&blind);
+        let Some((assembled, topology, no_probe_series)) = self.read(unix_now(), rec).await else {
+            rec.coverage = (&self.coverage.blind(now)).into();
             return (Outcome::QueryFailed, self.book.firing(now));
         };
         if assembled.pairs.is_empty() {
@@ -284,15 +216,14 @@ impl Localizer {
             } else {
                 NoData::NoCompletePair
             };
-            let blind = self.coverage.blind(now);
-            self.record_coverage(&blind);
+            rec.coverage = (&self.coverage.blind(now)).into();
             return (Outcome::NoData(why), self.book.firing(now));
         }
         let with_rtt = assembled.pairs.iter().filter(|p| p.rtt_seconds.is_some());
-        self.metrics.pairs_with_rtt.set(with_rtt.count() as i64);
+        rec.pairs_with_rtt = Some(with_rtt.count());
         let coverage = self.coverage.observe(&assembled.pairs, now);
-        self.record_coverage(&coverage);
-        let Some((report, pairs)) = self.analyze(assembled.pairs).await else {
+        rec.coverage = (&coverage).into();
+        let Some((report, pairs)) = self.analyze(assembled.pairs, decided).await else {
             return (
                 Outcome::NoData(NoData::AnalysisFailed),
                 self.book.firing(now),
@@ -302,7 +233,7 @@ impl Localizer {
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         self.shards.give_back(pairs);
-        let alerts = self.decide(found, &coverage, now);
+        let alerts = self.decide(found, &coverage, now, &mut decided.events);
         status::mark_states(&mut verdicts, self.book.active_alerts());
         self.board.publish(now, verdicts, matrix);
         (Outcome::Ok(Box::new(report)), alerts)
@@ -311,12 +242,13 @@ impl Localizer {
     /// This cycle's pairs: the per-pair series (every pair, or one shard
     /// and the others' answers kept from the cycles before) assembled over
     /// the node identities, and whether there were no probe series at all;
-    /// `None` when a query failed (counted and logged).
+    /// `None` when a query failed (noted in `rec` and logged).
     async fn read(
         &mut self,
         time: f64,
+        rec: &mut Read,
     ) -> Option<(Assembled, Arc<HashMap<String, Identity>>, bool)> {
-        self.q.decide_form().await;
+        rec.store.form = self.q.decide_form().await;
         // After the first cycle the identities are read between cycles
         // (`refresh_topology`), so no cycle waits for them.
         let read_topology = self.topology.is_none();
@@ -340,7 +272,8 @@ impl Localizer {
         let (mut results, identities) = match answered {
             Ok(r) => r,
             Err(errors) => {
-                self.count_query_errors(&errors);
+                rec.store.failed(&errors);
+                log_query_errors(&errors);
                 if self.shards.shards() > 1 {
                     tracing::info!("--pair-shards: the next answered cycle reads every pair");
                 }
@@ -349,16 +282,11 @@ impl Localizer {
             }
         };
         self.log_hops(&results);
-        self.metrics
-            .pair_reads
-            .get_or_create(&PairReadLabels {
-                read: read.as_str(),
-            })
-            .inc();
+        rec.pairs = Some(read);
         self.shards
             .received(read, PairAnswers::take_from(&mut results));
         let topology = match (&self.topology, identities) {
-            (_, Some((now, recent))) => self.set_topology(&now, &recent),
+            (_, Some((now, recent))) => self.set_topology(&now, &recent, &mut rec.store),
             (Some((_, cached)), None) => cached.clone(),
             (None, None) => Arc::default(),
         };
@@ -376,45 +304,8 @@ impl Localizer {
             cycle.assembled_shards,
             self.shards.shards()
         );
-        self.count_dropped(&assembled);
+        rec.pairs_dropped = Some(self.note_dropped(&assembled));
         Some((assembled, topology, cycle.no_probe_series))
-    }
-
-    /// Export a cycle's coverage.
-    fn record_coverage(&self, c: &CycleCoverage) {
-        self.metrics.pairs_covered.set(c.pairs_covered as i64);
-        self.metrics.pairs_expected.set(c.pairs_expected as i64);
-        self.metrics.components_unknown.set(c.unknown() as i64);
-    }
-
-    /// Count failed queries; one log line per distinct problem (all queries
-    /// usually fail alike).
-    fn count_query_errors(&self, errors: &QueryErrors) {
-        self.count_errors(errors);
-        let mut seen = BTreeSet::new();
-        for (name, e) in errors {
-            let mut msg = e.to_string();
-            if e.reason() == QueryFailure::Timeout {
-                msg.push_str("; raise --query.timeout or narrow the queries with --matchers");
-            }
-            if seen.insert(msg.clone()) {
-                tracing::warn!(
-                    "query {} failed: {msg}; this cycle raises and clears no alert",
-                    name.as_str()
-                );
-            }
-        }
-    }
-
-    /// Count failed queries in `skeletonhunter_localizer_query_errors_total`.
-    fn count_errors(&self, errors: &QueryErrors) {
-        for (name, e) in errors {
-            let labels = QueryLabels {
-                query: *name,
-                reason: e.reason(),
-            };
-            self.metrics.query_errors.get_or_create(&labels).inc();
-        }
     }
 
     /// Log the hop and path queries' failures once per outage.
@@ -439,12 +330,9 @@ impl Localizer {
         self.paths_failing = results.paths_error.is_some();
     }
 
-    /// Count what assembling the engine's pairs left out, and log it when
-    /// it changes.
-    fn count_dropped(&mut self, assembled: &Assembled) {
-        self.metrics
-            .pairs_dropped
-            .set((assembled.no_topology + assembled.incomplete) as i64);
+    /// What assembling the engine's pairs left out, logged when it
+    /// changes.
+    fn note_dropped(&mut self, assembled: &Assembled) -> usize {
         let dropped = (assembled.no_topology, assembled.incomplete);
         if dropped != self.last_dropped && dropped != (0, 0) {
             tracing::warn!(
@@ -454,10 +342,16 @@ impl Localizer {
             );
         }
         self.last_dropped = dropped;
+        assembled.no_topology + assembled.incomplete
     }
 
-    /// Run the engine off the async threads; `None` if the task died.
-    async fn analyze(&self, pairs: Vec<PairStats>) -> Option<(Report, Vec<PairStats>)> {
+    /// Run the engine off the async threads, its wall time noted; `None`
+    /// if the task died.
+    async fn analyze(
+        &self,
+        pairs: Vec<PairStats>,
+        decided: &mut Decided,
+    ) -> Option<(Report, Vec<PairStats>)> {
         let config = self.config.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || {
@@ -467,9 +361,7 @@ impl Localizer {
         .await
         {
             Ok(x) => {
-                self.metrics
-                    .analysis_duration
-                    .set(started.elapsed().as_secs_f64());
+                decided.analysis = Some(started.elapsed());
                 Some(x)
             }
             Err(e) => {
@@ -480,12 +372,13 @@ impl Localizer {
     }
 
     /// Flapping, confirmation, then the alert book; logs what fires and
-    /// resolves.
+    /// resolves, and notes it in `events` for the page.
     fn decide(
         &mut self,
         found: Vec<Finding>,
         coverage: &CycleCoverage,
         now: SystemTime,
+        events: &mut Vec<Event>,
     ) -> Vec<PostableAlert> {
         let covered = |c: &Component| coverage.is_covered(c);
         let found = self.flaps.observe(found, &covered);
@@ -506,7 +399,7 @@ impl Localizer {
             found.iter().map(|f| (f.key(), f.clone())).collect();
         let alerts = self.book.update(found, now);
         for key in self.book.active_keys().filter(|k| !before.contains(k)) {
-            self.events.push(Event {
+            events.push(Event {
                 fired: true,
                 kind: key.kind.as_str().to_string(),
                 id: key.id.clone(),
@@ -524,7 +417,7 @@ impl Localizer {
         }
         for a in alerts.iter().filter(|a| a.resolved) {
             let label = |k: &str| a.labels.get(k).cloned().unwrap_or_default();
-            self.events.push(Event {
+            events.push(Event {
                 fired: false,
                 kind: label("kind"),
                 id: label("component"),
@@ -538,6 +431,24 @@ impl Localizer {
             );
         }
         alerts
+    }
+}
+
+/// Log failed queries, one line per distinct problem (all queries usually
+/// fail alike).
+fn log_query_errors(errors: &QueryErrors) {
+    let mut seen = BTreeSet::new();
+    for (name, e) in errors {
+        let mut msg = e.to_string();
+        if e.reason() == QueryFailure::Timeout {
+            msg.push_str("; raise --query.timeout or narrow the queries with --matchers");
+        }
+        if seen.insert(msg.clone()) {
+            tracing::warn!(
+                "query {} failed: {msg}; this cycle raises and clears no alert",
+                name.as_str()
+            );
+        }
     }
 }
 
