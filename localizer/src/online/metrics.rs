@@ -6,11 +6,18 @@
 //! a scrape never sees a half-updated set. Health metrics are named
 //! `skeletonhunter_localizer_*`; the shipped alerting rules watch them (a
 //! stale `last_success_timestamp_seconds` means nobody is localizing).
+//!
+//! Here the families and the state behind `/report` and `/-/ready`;
+//! `labels` their label sets, `register` their names and help texts. A
+//! cycle writes them through its record (`record.rs`), a reload in
+//! `routes.rs`.
 
-use crate::clients::prometheus::QueryFailure;
+mod labels;
+mod register;
+
+pub use labels::*;
+
 use crate::input::histograms::RttForm;
-use crate::input::promql::QueryKind;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -21,91 +28,15 @@ use skeletonhunter_common::http::Reply;
 use skeletonhunter_common::topology::Component;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// How a cycle ended: the `result` label of
-/// `skeletonhunter_localizer_cycles_total`.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum CycleResult {
-    /// The data was complete and analyzed.
-    Ok,
-    /// A query failed or came back partial.
-    QueryFailed,
-    /// The queries answered, but nothing could be analyzed.
-    NoData,
-}
-
-impl CycleResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CycleResult::Ok => "ok",
-            CycleResult::QueryFailed => "query_failed",
-            CycleResult::NoData => "no_data",
-        }
-    }
-}
-
-/// Label values that are enums with a fixed text.
-macro_rules! label_value_as_str {
-    ($($t:ty),*) => {$(
-        impl EncodeLabelValue for $t {
-            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-                std::fmt::Write::write_str(encoder, self.as_str())
-            }
-        }
-    )*};
-}
-label_value_as_str!(CycleResult, QueryKind, QueryFailure, RttForm);
-
-/// Labels of the blame series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ComponentLabels {
-    /// The component's kind (`tor`, `node`, ...).
-    pub kind: String,
-    /// The component's id.
-    pub id: String,
-}
-
-/// Labels of `skeletonhunter_component_alerting`: one series per alert the
-/// localizer holds firing, with its identity.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AlertLabels {
-    /// The component's kind.
-    pub kind: String,
-    /// The component's id.
-    pub id: String,
-    /// The symptom the alert fired with.
-    pub symptom: String,
-    /// `critical` or `warning`.
-    pub severity: String,
-}
-
-/// Labels of `skeletonhunter_localizer_query_errors_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueryLabels {
-    /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
-    pub query: QueryKind,
-    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
-    /// `too_large`.
-    pub reason: QueryFailure,
-}
-
-/// Labels of `skeletonhunter_localizer_query_duration_seconds`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueryKindLabels {
-    /// Which of the cycle's queries.
-    pub query: QueryKind,
-}
-
-/// Labels of `skeletonhunter_localizer_histograms_info`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HistogramsLabels {
-    /// `classic`, `native` or `native_or_classic`.
-    pub mode: RttForm,
+/// `m` locked, poisoned or not: what the locks here guard (a unit, a JSON
+/// text, an instant) is whole whatever panicked while holding them.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A histogram of seconds from 1 ms to ~65 s: a query, a cycle.
@@ -113,32 +44,6 @@ fn seconds_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.001, 2.0, 17,
     ))
-}
-
-/// Labels of `skeletonhunter_localizer_cycles_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `ok`, `query_failed`, `no_data`.
-    pub result: CycleResult,
-}
-
-/// Labels of `skeletonhunter_localizer_pair_reads_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PairReadLabels {
-    /// `all` (every pair) or `shard` (one of `--pair-shards`).
-    pub read: &'static str,
-}
-
-/// Labels of the per-Alertmanager series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AlertmanagerLabels {
-    /// The Alertmanager root URL.
-    pub alertmanager: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
 }
 
 /// Every metric the online localizer serves.
@@ -261,37 +166,24 @@ impl Metrics {
             report: Mutex::new("{}".to_string()),
             last_ok: Mutex::new(None),
         };
-        register_verdicts(&mut r, &m);
-        register_alerting(&mut r, &m);
-        register_pairs(&mut r, &m);
-        register_coverage(&mut r, &m);
-        register_reload(&mut r, &m);
+        register::register_all(&mut r, &m);
         Metrics { registry: r, ..m }
     }
 
     /// A cycle analyzed complete data now.
     pub fn mark_cycle_ok(&self) {
-        *self
-            .last_ok
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        *lock(&self.last_ok) = Some(Instant::now());
     }
 
     /// Time since the last cycle that analyzed complete data (`None`: none
     /// yet).
     pub fn since_cycle_ok(&self) -> Option<Duration> {
-        self.last_ok
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .map(|t| t.elapsed())
+        lock(&self.last_ok).map(|t| t.elapsed())
     }
 
     /// The RTT query form in use (one series; absent until decided).
     pub fn set_histograms(&self, mode: RttForm) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _g = lock(&self.update);
         self.histograms.clear();
         self.histograms
             .get_or_create(&HistogramsLabels { mode })
@@ -301,10 +193,7 @@ impl Metrics {
     /// Replace the `skeletonhunter_component_alerting` series with the
     /// alerts held firing now.
     pub fn set_alerting(&self, alerts: impl IntoIterator<Item = AlertLabels>) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _g = lock(&self.update);
         self.alerting.clear();
         for l in alerts {
             self.alerting.get_or_create(&l).set(1);
@@ -314,10 +203,7 @@ impl Metrics {
     /// Replace the blame series with this cycle's verdicts: `blamed` maps a
     /// component to (score, faulty).
     pub fn set_blame(&self, blamed: &BTreeMap<Component, (f64, bool)>) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _g = lock(&self.update);
         self.blame.clear();
         self.faulty.clear();
         for (c, (score, faulty)) in blamed {
@@ -332,211 +218,26 @@ impl Metrics {
 
     /// Keep the last report's JSON for `/report`.
     pub fn set_report(&self, json: String) {
-        *self
-            .report
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
+        *lock(&self.report) = json;
     }
 
     /// The last report's JSON.
     pub fn report(&self) -> String {
-        self.report
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.report).clone()
     }
 
     /// The exposition for a scrape with this `Accept` header.
     pub fn encode(&self, accept: Option<&str>) -> Reply {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _g = lock(&self.update);
         exposition::render(&self.registry, accept, 64 * 1024)
     }
-}
-
-/// Blame series, cycles and query errors.
-fn register_verdicts(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_component_blame",
-        "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
-        m.blame.clone(),
-    );
-    r.register(
-        "skeletonhunter_component_faulty",
-        "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
-        m.faulty.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_cycle_duration_seconds",
-        "Wall time of one localization cycle (queries, analysis, alert posting)",
-        m.cycle_duration.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_cycles",
-        "Localization cycles by result (ok, query_failed, no_data)",
-        m.cycles.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_query_errors",
-        "Prometheus queries that failed or returned partial data, by query and reason",
-        m.query_errors.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_query_duration_seconds",
-        "Wall time of each of the cycle's queries, answered or not (the three per-path queries count as paths)",
-        m.query_duration.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_answer_bytes_peak",
-        "Most bytes of Prometheus answers held at once during the last cycle (at most --max-cycle-response-size)",
-        m.answer_bytes_peak.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_histograms_info",
-        "1 for the form the RTT queries read (mode classic, native, native_or_classic; absent until --histograms auto has asked the store)",
-        m.histograms.clone(),
-    );
-}
-
-/// Alertmanager delivery.
-fn register_alerting(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_alert_post_errors",
-        "Failed posts to an Alertmanager (the alerts are retried next cycle)",
-        m.alert_post_errors.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_posted",
-        "Alerts (firing and resolved) accepted by an Alertmanager",
-        m.alerts_posted.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alert_queue_length",
-        "Resolved alerts waiting for an Alertmanager to accept them",
-        m.alert_queue.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_dropped",
-        "Resolved alerts dropped because an Alertmanager's queue was full",
-        m.alerts_dropped.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_firing",
-        "Component alerts the localizer currently holds as firing",
-        m.alerts_firing.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_last_success_timestamp_seconds",
-        "Unix time of the last cycle that analyzed complete data",
-        m.last_success.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
-        "Unix time of the last post an Alertmanager accepted",
-        m.last_alert_post_success.clone(),
-    );
-}
-
-/// Input size, analysis time and the build.
-fn register_pairs(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_pairs_observed",
-        "Probe pairs analyzed in the last trusted cycle",
-        m.pairs_observed.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_anomalous",
-        "Probe pairs found anomalous in the last trusted cycle",
-        m.pairs_anomalous.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_dropped",
-        "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
-        m.pairs_dropped.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_with_rtt",
-        "Probe pairs of the last trusted cycle with a median RTT (0 when the RTT queries read a histogram form the fleet does not export)",
-        m.pairs_with_rtt.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_nodes",
-        "Nodes with a known topology identity (skeletonhunter_node_info)",
-        m.nodes_known.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pair_shards",
-        "Shards the per-pair queries are split into (--pair-shards; fewer while node names allow no more)",
-        m.pair_shards.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pair_reads",
-        "Reads of the per-pair series by cycles that answered: all pairs, or one shard",
-        m.pair_reads.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_analysis_duration_seconds",
-        "Wall time of the last detection and localization step alone",
-        m.analysis_duration.clone(),
-    );
-    let build = Family::<BuildLabels, Gauge>::default();
-    build
-        .get_or_create(&BuildLabels {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        })
-        .set(1);
-    r.register(
-        "skeletonhunter_localizer_build_info",
-        "Deprecated, removed in the next release: use skeletonhunter_build_info",
-        build,
-    );
-    skeletonhunter_common::build::register(r);
-    r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
-}
-
-/// Coverage of the last cycle and the alerts held firing.
-fn register_coverage(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_pairs_covered",
-        "Expected probe pairs with fresh data in the last cycle (0 when its queries failed)",
-        m.pairs_covered.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_expected",
-        "Probe pairs the localizer expects data for (seen within the topology window)",
-        m.pairs_expected.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_components_unknown",
-        "Components with too few covered pairs in the last cycle: their alerts neither fire nor resolve",
-        m.components_unknown.clone(),
-    );
-    r.register(
-        "skeletonhunter_component_alerting",
-        "1 for each component alert the localizer holds firing (labels: its identity as posted to Alertmanager)",
-        m.alerting.clone(),
-    );
-}
-
-/// Configuration reloads (Prometheus' own names).
-fn register_reload(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_config_last_reload_successful",
-        "1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded",
-        m.reload_successful.clone(),
-    );
-    r.register(
-        "skeletonhunter_config_last_reload_success_timestamp_seconds",
-        "Unix time of the last successful configuration load",
-        m.reload_success_time.clone(),
-    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clients::prometheus::QueryFailure;
+    use crate::input::promql::QueryKind;
     use skeletonhunter_common::topology::Kind;
 
     fn text(m: &Metrics) -> String {
