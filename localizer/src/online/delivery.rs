@@ -6,19 +6,7 @@ use super::record::{Post, Sent};
 use super::settings::ServiceError;
 use crate::clients::alertmanager::{Outbox, PostError, PostableAlert};
 use crate::clients::{Endpoint, EndpointConfig};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Seconds since the epoch of `t`, as the timestamp gauges take them.
-pub(super) fn unix_seconds(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// Seconds since the epoch, now.
-pub(super) fn unix_now() -> f64 {
-    unix_seconds(SystemTime::now())
-}
+use std::time::{Duration, SystemTime};
 
 struct Target {
     client: Endpoint,

@@ -7,36 +7,39 @@
 //! `skeletonhunter_localizer_*`; the shipped alerting rules watch them (a
 //! stale `last_success_timestamp_seconds` means nobody is localizing).
 //!
-//! Here the families and the state behind `/report` and `/-/ready`;
-//! `labels` their label sets, `register` their names and help texts. A
-//! cycle writes them through its record (`record.rs`), a reload in
+//! Here the families, registered under their names and help texts;
+//! `labels` their label sets, `scrape` what a scrape and the endpoints
+//! read (series replaced whole, the last report, readiness). A cycle
+//! writes them through its record (`record.rs`), a reload in
 //! `routes.rs`.
 
 mod labels;
-mod register;
+mod scrape;
 
 pub use labels::*;
 
-use crate::input::histograms::RttForm;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use skeletonhunter_common::exposition;
-use skeletonhunter_common::http::Reply;
-use skeletonhunter_common::topology::Component;
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// `m` locked, poisoned or not: what the locks here guard (a unit, a JSON
-/// text, an instant) is whole whatever panicked while holding them.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// Seconds since the epoch of `t`, as the timestamp gauges take them.
+pub(super) fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Seconds since the epoch, now.
+pub(super) fn unix_now() -> f64 {
+    unix_seconds(SystemTime::now())
 }
 
 /// A histogram of seconds from 1 ms to ~65 s: a query, a cycle.
@@ -166,79 +169,212 @@ impl Metrics {
             report: Mutex::new("{}".to_string()),
             last_ok: Mutex::new(None),
         };
-        register::register_all(&mut r, &m);
+        register_all(&mut r, &m);
         Metrics { registry: r, ..m }
     }
+}
 
-    /// A cycle analyzed complete data now.
-    pub fn mark_cycle_ok(&self) {
-        *lock(&self.last_ok) = Some(Instant::now());
-    }
+/// Labels of `skeletonhunter_localizer_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
 
-    /// Time since the last cycle that analyzed complete data (`None`: none
-    /// yet).
-    pub fn since_cycle_ok(&self) -> Option<Duration> {
-        lock(&self.last_ok).map(|t| t.elapsed())
-    }
+/// Register every series of `m` in `r`.
+pub(super) fn register_all(r: &mut Registry, m: &Metrics) {
+    register_verdicts(r, m);
+    register_alerting(r, m);
+    register_pairs(r, m);
+    register_coverage(r, m);
+    register_reload(r, m);
+}
 
-    /// The RTT query form in use (one series; absent until decided).
-    pub fn set_histograms(&self, mode: RttForm) {
-        let _g = lock(&self.update);
-        self.histograms.clear();
-        self.histograms
-            .get_or_create(&HistogramsLabels { mode })
-            .set(1);
-    }
+/// Blame series, cycles and query errors.
+fn register_verdicts(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_component_blame",
+        "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
+        m.blame.clone(),
+    );
+    r.register(
+        "skeletonhunter_component_faulty",
+        "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
+        m.faulty.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_cycle_duration_seconds",
+        "Wall time of one localization cycle (queries, analysis, alert posting)",
+        m.cycle_duration.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_cycles",
+        "Localization cycles by result (ok, query_failed, no_data)",
+        m.cycles.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_query_errors",
+        "Prometheus queries that failed or returned partial data, by query and reason",
+        m.query_errors.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_query_duration_seconds",
+        "Wall time of each of the cycle's queries, answered or not (the three per-path queries count as paths)",
+        m.query_duration.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_answer_bytes_peak",
+        "Most bytes of Prometheus answers held at once during the last cycle (at most --max-cycle-response-size)",
+        m.answer_bytes_peak.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_histograms_info",
+        "1 for the form the RTT queries read (mode classic, native, native_or_classic; absent until --histograms auto has asked the store)",
+        m.histograms.clone(),
+    );
+}
 
-    /// Replace the `skeletonhunter_component_alerting` series with the
-    /// alerts held firing now.
-    pub fn set_alerting(&self, alerts: impl IntoIterator<Item = AlertLabels>) {
-        let _g = lock(&self.update);
-        self.alerting.clear();
-        for l in alerts {
-            self.alerting.get_or_create(&l).set(1);
-        }
-    }
+/// Alertmanager delivery.
+fn register_alerting(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_alert_post_errors",
+        "Failed posts to an Alertmanager (the alerts are retried next cycle)",
+        m.alert_post_errors.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_posted",
+        "Alerts (firing and resolved) accepted by an Alertmanager",
+        m.alerts_posted.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alert_queue_length",
+        "Resolved alerts waiting for an Alertmanager to accept them",
+        m.alert_queue.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_dropped",
+        "Resolved alerts dropped because an Alertmanager's queue was full",
+        m.alerts_dropped.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_alerts_firing",
+        "Component alerts the localizer currently holds as firing",
+        m.alerts_firing.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_last_success_timestamp_seconds",
+        "Unix time of the last cycle that analyzed complete data",
+        m.last_success.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
+        "Unix time of the last post an Alertmanager accepted",
+        m.last_alert_post_success.clone(),
+    );
+}
 
-    /// Replace the blame series with this cycle's verdicts: `blamed` maps a
-    /// component to (score, faulty).
-    pub fn set_blame(&self, blamed: &BTreeMap<Component, (f64, bool)>) {
-        let _g = lock(&self.update);
-        self.blame.clear();
-        self.faulty.clear();
-        for (c, (score, faulty)) in blamed {
-            let l = ComponentLabels {
-                kind: c.kind.as_str().to_string(),
-                id: c.id.clone(),
-            };
-            self.blame.get_or_create(&l).set(*score);
-            self.faulty.get_or_create(&l).set(i64::from(*faulty));
-        }
-    }
+/// Input size, analysis time and the build.
+fn register_pairs(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_pairs_observed",
+        "Probe pairs analyzed in the last trusted cycle",
+        m.pairs_observed.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_anomalous",
+        "Probe pairs found anomalous in the last trusted cycle",
+        m.pairs_anomalous.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_dropped",
+        "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
+        m.pairs_dropped.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_with_rtt",
+        "Probe pairs of the last trusted cycle with a median RTT (0 when the RTT queries read a histogram form the fleet does not export)",
+        m.pairs_with_rtt.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_nodes",
+        "Nodes with a known topology identity (skeletonhunter_node_info)",
+        m.nodes_known.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pair_shards",
+        "Shards the per-pair queries are split into (--pair-shards; fewer while node names allow no more)",
+        m.pair_shards.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pair_reads",
+        "Reads of the per-pair series by cycles that answered: all pairs, or one shard",
+        m.pair_reads.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_analysis_duration_seconds",
+        "Wall time of the last detection and localization step alone",
+        m.analysis_duration.clone(),
+    );
+    let build = Family::<BuildLabels, Gauge>::default();
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .set(1);
+    r.register(
+        "skeletonhunter_localizer_build_info",
+        "Deprecated, removed in the next release: use skeletonhunter_build_info",
+        build,
+    );
+    skeletonhunter_common::build::register(r);
+    r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
+}
 
-    /// Keep the last report's JSON for `/report`.
-    pub fn set_report(&self, json: String) {
-        *lock(&self.report) = json;
-    }
+/// Coverage of the last cycle and the alerts held firing.
+fn register_coverage(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_localizer_pairs_covered",
+        "Expected probe pairs with fresh data in the last cycle (0 when its queries failed)",
+        m.pairs_covered.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_pairs_expected",
+        "Probe pairs the localizer expects data for (seen within the topology window)",
+        m.pairs_expected.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_components_unknown",
+        "Components with too few covered pairs in the last cycle: their alerts neither fire nor resolve",
+        m.components_unknown.clone(),
+    );
+    r.register(
+        "skeletonhunter_component_alerting",
+        "1 for each component alert the localizer holds firing (labels: its identity as posted to Alertmanager)",
+        m.alerting.clone(),
+    );
+}
 
-    /// The last report's JSON.
-    pub fn report(&self) -> String {
-        lock(&self.report).clone()
-    }
-
-    /// The exposition for a scrape with this `Accept` header.
-    pub fn encode(&self, accept: Option<&str>) -> Reply {
-        let _g = lock(&self.update);
-        exposition::render(&self.registry, accept, 64 * 1024)
-    }
+/// Configuration reloads (Prometheus' own names).
+fn register_reload(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "skeletonhunter_config_last_reload_successful",
+        "1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded",
+        m.reload_successful.clone(),
+    );
+    r.register(
+        "skeletonhunter_config_last_reload_success_timestamp_seconds",
+        "Unix time of the last successful configuration load",
+        m.reload_success_time.clone(),
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clients::prometheus::QueryFailure;
+    use crate::input::histograms::RttForm;
     use crate::input::promql::QueryKind;
-    use skeletonhunter_common::topology::Kind;
+    use skeletonhunter_common::topology::{Component, Kind};
+    use std::collections::BTreeMap;
 
     fn text(m: &Metrics) -> String {
         String::from_utf8(m.encode(None).body.to_vec()).unwrap()

@@ -13,8 +13,8 @@
 mod tests;
 
 use super::coverage::CycleCoverage;
-use super::delivery::unix_seconds;
 use super::findings::blame_map;
+use super::metrics::unix_seconds;
 use super::metrics::{
     AlertLabels, AlertmanagerLabels, CycleResult, Metrics, PairReadLabels, QueryKindLabels,
     QueryLabels, ResultLabels,

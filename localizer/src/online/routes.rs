@@ -9,7 +9,7 @@
 //! re-read; the request is logged and counted as a successful reload, and
 //! the process lives on.
 
-use super::delivery::unix_now;
+use super::metrics::unix_now;
 use super::metrics::Metrics;
 use super::status::Board;
 use hyper::{Method, StatusCode};

@@ -6,7 +6,7 @@
 use super::Localizer;
 use crate::clients::prometheus::Sample;
 use crate::input::promql::topology_from;
-use crate::online::delivery::unix_now;
+use crate::online::metrics::unix_now;
 use crate::online::record::{Identities, StoreReads};
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;

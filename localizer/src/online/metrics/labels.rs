@@ -108,9 +108,3 @@ pub struct AlertmanagerLabels {
     /// The Alertmanager root URL.
     pub alertmanager: String,
 }
-
-/// Labels of `skeletonhunter_localizer_build_info`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct BuildLabels {
-    pub(super) version: String,
-}
