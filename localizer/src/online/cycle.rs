@@ -25,7 +25,7 @@ use super::shards::{PairAnswers, PairShards};
 use super::status::{self, Board, Event};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::budget::ByteBudget;
-use crate::clients::prometheus::QueryFailure;
+use crate::clients::prometheus::{QueryError, QueryFailure};
 use crate::clients::Endpoint;
 use crate::engine::model::{Config, PairStats, Report};
 use crate::engine::pipeline::analyze;
@@ -310,24 +310,9 @@ impl Localizer {
 
     /// Log the hop and path queries' failures once per outage.
     fn log_hops(&mut self, results: &QueryResults) {
-        match (&results.hops_error, self.hops_failing) {
-            (Some(e), false) => tracing::warn!(
-                "hop query failed: {e}; localizing from topology labels only until it answers"
-            ),
-            (Some(e), true) => tracing::debug!("hop query failed: {e}"),
-            (None, true) => tracing::info!("hop query answers again"),
-            (None, false) => {}
-        }
-        self.hops_failing = results.hops_error.is_some();
-        match (&results.paths_error, self.paths_failing) {
-            (Some(e), false) => tracing::warn!(
-                "per-path queries failed: {e}; localizing without ECMP links until they answer"
-            ),
-            (Some(e), true) => tracing::debug!("per-path queries failed: {e}"),
-            (None, true) => tracing::info!("per-path queries answer again"),
-            (None, false) => {}
-        }
-        self.paths_failing = results.paths_error.is_some();
+        let (hops, paths) = (results.hops_error.as_ref(), results.paths_error.as_ref());
+        self.hops_failing = Optional::Hops.log(hops, self.hops_failing);
+        self.paths_failing = Optional::Paths.log(paths, self.paths_failing);
     }
 
     /// What assembling the engine's pairs left out, logged when it
@@ -449,6 +434,44 @@ fn log_query_errors(errors: &QueryErrors) {
                 name.as_str()
             );
         }
+    }
+}
+
+/// A query a cycle can do without, its failure logged once per outage.
+#[derive(Debug, Clone, Copy)]
+enum Optional {
+    Hops,
+    Paths,
+}
+
+impl Optional {
+    /// What failed, what the cycle does without it, and what answers again.
+    fn texts(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Optional::Hops => (
+                "hop query failed",
+                "localizing from topology labels only until it answers",
+                "hop query answers again",
+            ),
+            Optional::Paths => (
+                "per-path queries failed",
+                "localizing without ECMP links until they answer",
+                "per-path queries answer again",
+            ),
+        }
+    }
+
+    /// Log `error`, given whether the query was `failing` the cycle
+    /// before; whether it is failing now.
+    fn log(self, error: Option<&QueryError>, failing: bool) -> bool {
+        let (failed, without, again) = self.texts();
+        match (error, failing) {
+            (Some(e), false) => tracing::warn!("{failed}: {e}; {without}"),
+            (Some(e), true) => tracing::debug!("{failed}: {e}"),
+            (None, true) => tracing::info!("{again}"),
+            (None, false) => {}
+        }
+        error.is_some()
     }
 }
 
