@@ -20,6 +20,8 @@ pub mod coverage;
 mod cycle;
 mod delivery;
 pub mod findings;
+#[cfg(test)]
+mod fixtures;
 pub mod flapping;
 pub mod metrics;
 mod queries;
