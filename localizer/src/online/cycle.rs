@@ -32,20 +32,16 @@ use super::status::{self, Board};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::budget::ByteBudget;
 use crate::clients::Endpoint;
-use crate::engine::model::{Config, PairStats, Report};
+use crate::engine::model::{PairStats, Report};
 use crate::engine::pipeline::analyze;
 use skeletonhunter_common::topology::Identity;
-use skeletonhunter_common::Protocol;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
     q: CycleQueries,
-    /// `--interval`: a longer cycle is reported with its slowest query.
-    interval: Duration,
-    protocols: Vec<Protocol>,
     delivery: Delivery,
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).
@@ -55,7 +51,6 @@ pub(super) struct Localizer {
     /// Which pairs are expected, and which each cycle covers.
     coverage: Coverage,
     metrics: Arc<Metrics>,
-    config: Config,
     failed_cycles: u64,
     /// (no topology, incomplete) pairs of the previous cycle, for logging.
     last_dropped: (usize, usize),
@@ -65,10 +60,12 @@ pub(super) struct Localizer {
     paths_failing: bool,
     /// Node identities and when they were read (`--topology-refresh`).
     topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
-    topology_refresh: Duration,
     /// The per-pair answers of `--pair-shards`.
     shards: PairShards,
-    /// What the confirmation timing of the shards in use comes from.
+    /// As started: `--interval` (a longer cycle is reported with its
+    /// slowest query), the protocols, the engine's configuration,
+    /// `--topology-refresh`, and what the confirmation timing of the
+    /// shards in use comes from.
     settings: Settings,
     /// The status page's state.
     board: Arc<Board>,
@@ -95,8 +92,6 @@ impl Localizer {
         StoreReads::at_start(s.histograms).write(&metrics);
         Ok(Localizer {
             q: CycleQueries::new(s, prom),
-            interval: s.interval,
-            protocols: s.protocols.clone(),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
             confirmer: Confirmer::new(s.confirm_after(1), s.clear_hold(1))
@@ -105,13 +100,11 @@ impl Localizer {
                 .debounce(s.confirm_after(1), s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
-            config: s.engine.clone(),
             failed_cycles: 0,
             last_dropped: (0, 0),
             hops_failing: false,
             paths_failing: false,
             topology: None,
-            topology_refresh: s.topology_refresh,
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
             settings: s.clone(),
             board,
@@ -157,7 +150,7 @@ impl Localizer {
             sent,
         };
         record.write(&self.metrics, &self.board);
-        if record.took > self.interval {
+        if record.took > self.settings.interval {
             self.warn_overrun(&record);
         }
         record.into_report()
@@ -172,7 +165,7 @@ impl Localizer {
         tracing::warn!(
             "cycle took {:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
             record.took,
-            self.interval
+            self.settings.interval
         );
     }
 
@@ -250,7 +243,7 @@ impl Localizer {
         pairs: Vec<PairStats>,
         decided: &mut Decided,
     ) -> Option<(Report, Vec<PairStats>)> {
-        let config = self.config.clone();
+        let config = self.settings.engine.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || {
             let r = analyze(&pairs, &config);

@@ -1,9 +1,9 @@
 //! What one cycle read, decided and sent, as plain data. The cycle fills a
 //! [`CycleRecord`] as it goes and [`CycleRecord::write`] writes it out —
 //! the served metrics and the status page's history — in one place, so the
-//! figures a cycle exports are tested without a store or an Alertmanager,
-//! and a scrape never sees some of a cycle's figures without the rest
-//! (the cycle counter last).
+//! figures a cycle exports are tested without a store or an Alertmanager.
+//! The cycle is counted last, after its other figures (tests wait for
+//! the count, then read the rest).
 //!
 //! A figure is `None` where the cycle did not come to it (the queries
 //! failed before pairs were assembled, say): its series keeps the value of
@@ -169,7 +169,7 @@ pub(super) struct Read {
     pub(super) pairs_dropped: Option<usize>,
     /// Pairs with a median RTT, when any pair was assembled.
     pub(super) pairs_with_rtt: Option<usize>,
-    /// The pairs with fresh data (none when the queries failed).
+    /// The pairs with fresh data (none covered when the queries failed).
     pub(super) coverage: Covered,
     /// Most answer bytes held at once, when a budget holds them.
     pub(super) answer_bytes_peak: Option<usize>,

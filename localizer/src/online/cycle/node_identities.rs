@@ -25,7 +25,9 @@ impl Localizer {
         let due = match &self.topology {
             // The next cycle reads them itself.
             None => false,
-            Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
+            Some((read, _)) => {
+                read.elapsed() >= self.settings.topology_refresh || self.last_dropped.0 > 0
+            }
         };
         if !due {
             return;

@@ -66,7 +66,7 @@ impl Localizer {
             (Some((_, cached)), None) => cached.clone(),
             (None, None) => Arc::default(),
         };
-        let protocols = &self.protocols;
+        let protocols = &self.settings.protocols;
         let cycle = self
             .shards
             .pairs(|r| assemble_pairs(r, &topology, protocols));
