@@ -257,17 +257,7 @@ fn shared(identities: &mut HashMap<String, Arc<Identity>>, id: &Identity) -> Arc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(node: &str, tor: &str) -> Identity {
-        Identity {
-            node: node.into(),
-            nic: format!("nic-{node}"),
-            host: format!("host-{node}"),
-            tor: tor.into(),
-            spine: "s1".into(),
-            ..Default::default()
-        }
-    }
+    use crate::online::fixtures::identity as id;
 
     fn pair(a: &str, ta: &str, b: &str, tb: &str) -> PairStats {
         PairStats {

@@ -1,5 +1,6 @@
 //! One cycle of the online loop: query Prometheus, assemble pairs, run the
-//! engine, decide which findings alert, post, record.
+//! engine, decide which findings alert, post, then write the cycle's
+//! record (`record.rs`).
 //!
 //! A cycle whose data cannot be trusted — a failed query, a partial answer,
 //! no topology — changes nothing: no new alert, no resolution, only the
@@ -7,75 +8,40 @@
 //! `skeletonhunter_localizer_query_errors_total` and the loop goes on. A
 //! trusted cycle knows which pairs it has fresh data for (`coverage.rs`):
 //! an alerting component without enough of them keeps its alert.
+//!
+//! Here the state between cycles and a cycle's course; `read` what it
+//! reads of the store, `node_identities` the identities it places pairs
+//! with, `decide` what it makes of the findings.
 
+mod decide;
 mod node_identities;
+mod read;
 
-use super::alerts::{AlertBook, AlertKey, Finding};
-use super::confirm::{Confirmer, Held, Kept};
-use super::coverage::{Coverage, CycleCoverage};
-use super::delivery::{unix_now, Delivery};
-use super::findings::{blame_map, findings};
+use super::alerts::AlertBook;
+use super::confirm::Confirmer;
+use super::coverage::Coverage;
+use super::delivery::Delivery;
+use super::findings::findings;
 use super::flapping::FlapDetector;
-use super::metrics::{
-    AlertLabels, CycleResult, Metrics, PairReadLabels, QueryLabels, ResultLabels,
-};
-use super::queries::{CycleQueries, QueryErrors};
+use super::metrics::{unix_now, AlertLabels, Metrics};
+use super::queries::CycleQueries;
+use super::record::{CycleRecord, Decided, NoData, Outcome, Read, StoreReads};
 use super::settings::{ServiceError, Settings};
-use super::shards::{PairAnswers, PairShards};
-use super::status::{self, Board, CycleEntry, Event};
+use super::shards::PairShards;
+use super::status::{self, Board};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::budget::ByteBudget;
-use crate::clients::prometheus::QueryFailure;
 use crate::clients::Endpoint;
-use crate::engine::model::{Config, PairStats, Report};
+use crate::engine::model::{PairStats, Report};
 use crate::engine::pipeline::analyze;
-use crate::input::promql::{assemble_pairs, attach_traces, Assembled, QueryResults};
-use skeletonhunter_common::topology::{Component, Identity};
-use skeletonhunter_common::Protocol;
-use std::collections::{BTreeSet, HashMap};
+use skeletonhunter_common::topology::Identity;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
-
-/// Why a cycle whose queries answered still had nothing to analyze (for
-/// the log).
-#[derive(Debug, Clone, Copy)]
-enum NoData {
-    NoProbeSeries,
-    NoTopology,
-    NoCompletePair,
-    AnalysisFailed,
-}
-
-impl NoData {
-    fn as_str(self) -> &'static str {
-        match self {
-            NoData::NoProbeSeries => "no probe series in the window",
-            NoData::NoTopology => "no skeletonhunter_node_info topology",
-            NoData::NoCompletePair => "no pair with complete data and topology",
-            NoData::AnalysisFailed => "analysis failed",
-        }
-    }
-}
-
-/// What one cycle concluded.
-#[derive(Debug)]
-enum Outcome {
-    Ok(Box<Report>),
-    QueryFailed,
-    NoData(NoData),
-}
-
-/// The report as served on `/report` and printed by `--once`.
-pub(super) fn report_json(report: &Report) -> String {
-    serde_json::to_string(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-}
+use std::time::{Instant, SystemTime};
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
     q: CycleQueries,
-    /// `--interval`: a longer cycle is reported with its slowest query.
-    interval: Duration,
-    protocols: Vec<Protocol>,
     delivery: Delivery,
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).
@@ -85,7 +51,6 @@ pub(super) struct Localizer {
     /// Which pairs are expected, and which each cycle covers.
     coverage: Coverage,
     metrics: Arc<Metrics>,
-    config: Config,
     failed_cycles: u64,
     /// (no topology, incomplete) pairs of the previous cycle, for logging.
     last_dropped: (usize, usize),
@@ -95,15 +60,15 @@ pub(super) struct Localizer {
     paths_failing: bool,
     /// Node identities and when they were read (`--topology-refresh`).
     topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
-    topology_refresh: Duration,
     /// The per-pair answers of `--pair-shards`.
     shards: PairShards,
-    /// What the confirmation timing of the shards in use comes from.
+    /// As started: `--interval` (a longer cycle is reported with its
+    /// slowest query), the protocols, the engine's configuration,
+    /// `--topology-refresh`, and what the confirmation timing of the
+    /// shards in use comes from.
     settings: Settings,
     /// The status page's state.
     board: Arc<Board>,
-    /// Alerts fired and resolved in the cycle in progress (for the page).
-    events: Vec<Event>,
 }
 
 impl Localizer {
@@ -123,13 +88,10 @@ impl Localizer {
             &s.alertmanager_http,
             s.timeout,
             s.queue_capacity,
-            metrics.clone(),
         )?;
-        metrics.pair_shards.set(1);
+        StoreReads::at_start(s.histograms).write(&metrics);
         Ok(Localizer {
-            q: CycleQueries::new(s, prom, metrics.clone()),
-            interval: s.interval,
-            protocols: s.protocols.clone(),
+            q: CycleQueries::new(s, prom),
             delivery,
             book: AlertBook::new(s.ttl(), s.alert_links()),
             confirmer: Confirmer::new(s.confirm_after(1), s.clear_hold(1))
@@ -138,17 +100,14 @@ impl Localizer {
                 .debounce(s.confirm_after(1), s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
-            config: s.engine.clone(),
             failed_cycles: 0,
             last_dropped: (0, 0),
             hops_failing: false,
             paths_failing: false,
             topology: None,
-            topology_refresh: s.topology_refresh,
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
             settings: s.clone(),
             board,
-            events: Vec::new(),
         })
     }
 
@@ -162,77 +121,58 @@ impl Localizer {
         self.delivery.len()
     }
 
-    /// One full cycle; returns the report when the data was usable.
+    /// One full cycle, written out; returns the report when the data was
+    /// usable.
     pub(super) async fn cycle(&mut self) -> Option<Report> {
         let started = Instant::now();
-        let (outcome, alerts) = self.evaluate().await;
-        self.delivery.deliver(&alerts).await;
-        if let Some(budget) = self.q.prom().answer_budget() {
-            let peak = budget.take_peak();
-            self.metrics.answer_bytes_peak.set(peak as i64);
-        }
-        self.metrics
-            .alerts_firing
-            .set(self.book.active_len() as i64);
-        self.metrics
-            .set_alerting(self.book.active_alerts().map(|(k, symptom)| AlertLabels {
+        let (mut reads, mut decided) = (Read::default(), Decided::default());
+        let (outcome, alerts) = self.evaluate(&mut reads, &mut decided).await;
+        let sent = self.delivery.deliver(&alerts).await;
+        reads.answer_bytes_peak = self.q.prom().answer_budget().map(ByteBudget::take_peak);
+        reads.store.queries = self.q.take_timings();
+        decided.firing = self
+            .book
+            .active_alerts()
+            .map(|(k, symptom)| AlertLabels {
                 kind: k.kind.as_str().to_string(),
                 id: k.id.clone(),
                 symptom: symptom.as_str().to_string(),
                 severity: k.severity.as_str().to_string(),
-            }));
-        let (result, report) = self.record(outcome);
-        let entry = self.history_entry(result, report.as_ref());
-        self.board.record(entry);
-        self.metrics
-            .cycles
-            .get_or_create(&ResultLabels { result })
-            .inc();
-        let took = started.elapsed();
-        self.metrics.cycle_duration.observe(took.as_secs_f64());
-        if took > self.interval {
-            self.warn_overrun(took);
+            })
+            .collect();
+        self.log_outcome(&outcome);
+        let record = CycleRecord {
+            ended: SystemTime::now(),
+            took: started.elapsed(),
+            outcome,
+            read: reads,
+            decided,
+            sent,
+        };
+        record.write(&self.metrics, &self.board);
+        if record.took > self.settings.interval {
+            self.warn_overrun(&record);
         }
-        report
+        record.into_report()
     }
 
     /// A cycle longer than `--interval`: say which query took the time.
-    fn warn_overrun(&self, took: Duration) {
-        let slowest = match self.q.slowest() {
+    fn warn_overrun(&self, record: &CycleRecord) {
+        let slowest = match record.slowest_query() {
             Some((kind, d)) => format!("slowest query {} took {d:.1?}", kind.as_str()),
             None => "no query was sent".to_string(),
         };
         tracing::warn!(
-            "cycle took {took:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
-            self.interval
+            "cycle took {:.1?}, longer than --interval {:?} ({slowest}); the next cycle waits a full interval so the store is not queried without pause",
+            record.took,
+            self.settings.interval
         );
     }
 
-    /// The status page's record of a concluded cycle (takes its events).
-    fn history_entry(&mut self, result: CycleResult, report: Option<&Report>) -> CycleEntry {
-        let mut events = std::mem::take(&mut self.events);
-        let events_dropped = events.len().saturating_sub(status::EVENTS_CAP);
-        events.truncate(status::EVENTS_CAP);
-        let gauge =
-            |g: &prometheus_client::metrics::gauge::Gauge| usize::try_from(g.get()).unwrap_or(0);
-        CycleEntry {
-            at: SystemTime::now(),
-            result,
-            pairs: report.map(|r| (r.pairs_observed, r.pairs_anomalous)),
-            covered: (
-                gauge(&self.metrics.pairs_covered),
-                gauge(&self.metrics.pairs_expected),
-            ),
-            firing: self.book.active_len(),
-            events,
-            events_dropped,
-        }
-    }
-
-    /// Health bookkeeping of a concluded cycle.
-    fn record(&mut self, outcome: Outcome) -> (CycleResult, Option<Report>) {
+    /// Log a concluded cycle's health: data usable again, or why not.
+    fn log_outcome(&mut self, outcome: &Outcome) {
         match outcome {
-            Outcome::Ok(report) => {
+            Outcome::Ok(_) => {
                 if self.failed_cycles > 0 {
                     tracing::info!(
                         "Prometheus data usable again after {} cycle(s)",
@@ -240,22 +180,8 @@ impl Localizer {
                     );
                 }
                 self.failed_cycles = 0;
-                self.metrics.last_success.set(unix_now());
-                self.metrics.mark_cycle_ok();
-                self.metrics
-                    .pairs_observed
-                    .set(report.pairs_observed as i64);
-                self.metrics
-                    .pairs_anomalous
-                    .set(report.pairs_anomalous as i64);
-                self.metrics.set_blame(&blame_map(&report));
-                self.metrics.set_report(report_json(&report));
-                (CycleResult::Ok, Some(*report))
             }
-            Outcome::QueryFailed => {
-                self.failed_cycles += 1;
-                (CycleResult::QueryFailed, None)
-            }
+            Outcome::QueryFailed => self.failed_cycles += 1,
             Outcome::NoData(why) => {
                 self.failed_cycles += 1;
                 tracing::warn!(
@@ -263,17 +189,20 @@ impl Localizer {
                     why.as_str(),
                     self.q.prom().shown_url()
                 );
-                (CycleResult::NoData, None)
             }
         }
     }
 
-    /// Query, analyze and decide; returns the outcome and the alerts to post.
-    async fn evaluate(&mut self) -> (Outcome, Vec<PostableAlert>) {
+    /// Query, analyze and decide, noting what was read and decided;
+    /// returns the outcome and the alerts to post.
+    async fn evaluate(
+        &mut self,
+        rec: &mut Read,
+        decided: &mut Decided,
+    ) -> (Outcome, Vec<PostableAlert>) {
         let now = SystemTime::now();
-        let Some((assembled, topology, no_probe_series)) = self.read(unix_now()).await else {
-            let blind = self.coverage.blind(now);
-            self.record_coverage(&blind);
+        let Some((assembled, topology, no_probe_series)) = self.read(unix_now(), rec).await else {
+            rec.coverage = (&self.coverage.blind(now)).into();
             return (Outcome::QueryFailed, self.book.firing(now));
         };
         if assembled.pairs.is_empty() {
@@ -284,15 +213,14 @@ impl Localizer {
             } else {
                 NoData::NoCompletePair
             };
-            let blind = self.coverage.blind(now);
-            self.record_coverage(&blind);
+            rec.coverage = (&self.coverage.blind(now)).into();
             return (Outcome::NoData(why), self.book.firing(now));
         }
         let with_rtt = assembled.pairs.iter().filter(|p| p.rtt_seconds.is_some());
-        self.metrics.pairs_with_rtt.set(with_rtt.count() as i64);
+        rec.pairs_with_rtt = Some(with_rtt.count());
         let coverage = self.coverage.observe(&assembled.pairs, now);
-        self.record_coverage(&coverage);
-        let Some((report, pairs)) = self.analyze(assembled.pairs).await else {
+        rec.coverage = (&coverage).into();
+        let Some((report, pairs)) = self.analyze(assembled.pairs, decided).await else {
             return (
                 Outcome::NoData(NoData::AnalysisFailed),
                 self.book.firing(now),
@@ -302,163 +230,20 @@ impl Localizer {
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         self.shards.give_back(pairs);
-        let alerts = self.decide(found, &coverage, now);
+        let alerts = self.decide(found, &coverage, now, &mut decided.events);
         status::mark_states(&mut verdicts, self.book.active_alerts());
         self.board.publish(now, verdicts, matrix);
         (Outcome::Ok(Box::new(report)), alerts)
     }
 
-    /// This cycle's pairs: the per-pair series (every pair, or one shard
-    /// and the others' answers kept from the cycles before) assembled over
-    /// the node identities, and whether there were no probe series at all;
-    /// `None` when a query failed (counted and logged).
-    async fn read(
-        &mut self,
-        time: f64,
-    ) -> Option<(Assembled, Arc<HashMap<String, Identity>>, bool)> {
-        self.q.decide_form().await;
-        // After the first cycle the identities are read between cycles
-        // (`refresh_topology`), so no cycle waits for them.
-        let read_topology = self.topology.is_none();
-        let read = self.shards.plan();
-        let shard = self.shards.matcher(read);
-        let q = &self.q;
-        let (results, identities) = tokio::join!(q.query_all(time, shard.as_deref()), async {
-            match read_topology {
-                true => Some(q.topology(time).await),
-                false => None,
-            }
-        });
-        let answered = match (results, identities.transpose()) {
-            (Ok(r), Ok(ids)) => Ok((r, ids)),
-            (r, ids) => Err([r.err(), ids.err()]
-                .into_iter()
-                .flatten()
-                .flatten()
-                .collect()),
-        };
-        let (mut results, identities) = match answered {
-            Ok(r) => r,
-            Err(errors) => {
-                self.count_query_errors(&errors);
-                if self.shards.shards() > 1 {
-                    tracing::info!("--pair-shards: the next answered cycle reads every pair");
-                }
-                self.shards.failed();
-                return None;
-            }
-        };
-        self.log_hops(&results);
-        self.metrics
-            .pair_reads
-            .get_or_create(&PairReadLabels {
-                read: read.as_str(),
-            })
-            .inc();
-        self.shards
-            .received(read, PairAnswers::take_from(&mut results));
-        let topology = match (&self.topology, identities) {
-            (_, Some((now, recent))) => self.set_topology(&now, &recent),
-            (Some((_, cached)), None) => cached.clone(),
-            (None, None) => Arc::default(),
-        };
-        let protocols = &self.protocols;
-        let cycle = self
-            .shards
-            .pairs(|r| assemble_pairs(r, &topology, protocols));
-        let mut assembled = cycle.assembled;
-        // The hop and path queries are not sharded: every pair's are set
-        // anew, kept pairs included.
-        attach_traces(&mut assembled.pairs, &results);
-        tracing::debug!(
-            "assembled {} pair(s), {} of {} shard(s) anew",
-            assembled.pairs.len(),
-            cycle.assembled_shards,
-            self.shards.shards()
-        );
-        self.count_dropped(&assembled);
-        Some((assembled, topology, cycle.no_probe_series))
-    }
-
-    /// Export a cycle's coverage.
-    fn record_coverage(&self, c: &CycleCoverage) {
-        self.metrics.pairs_covered.set(c.pairs_covered as i64);
-        self.metrics.pairs_expected.set(c.pairs_expected as i64);
-        self.metrics.components_unknown.set(c.unknown() as i64);
-    }
-
-    /// Count failed queries; one log line per distinct problem (all queries
-    /// usually fail alike).
-    fn count_query_errors(&self, errors: &QueryErrors) {
-        self.count_errors(errors);
-        let mut seen = BTreeSet::new();
-        for (name, e) in errors {
-            let mut msg = e.to_string();
-            if e.reason() == QueryFailure::Timeout {
-                msg.push_str("; raise --query.timeout or narrow the queries with --matchers");
-            }
-            if seen.insert(msg.clone()) {
-                tracing::warn!(
-                    "query {} failed: {msg}; this cycle raises and clears no alert",
-                    name.as_str()
-                );
-            }
-        }
-    }
-
-    /// Count failed queries in `skeletonhunter_localizer_query_errors_total`.
-    fn count_errors(&self, errors: &QueryErrors) {
-        for (name, e) in errors {
-            let labels = QueryLabels {
-                query: *name,
-                reason: e.reason(),
-            };
-            self.metrics.query_errors.get_or_create(&labels).inc();
-        }
-    }
-
-    /// Log the hop and path queries' failures once per outage.
-    fn log_hops(&mut self, results: &QueryResults) {
-        match (&results.hops_error, self.hops_failing) {
-            (Some(e), false) => tracing::warn!(
-                "hop query failed: {e}; localizing from topology labels only until it answers"
-            ),
-            (Some(e), true) => tracing::debug!("hop query failed: {e}"),
-            (None, true) => tracing::info!("hop query answers again"),
-            (None, false) => {}
-        }
-        self.hops_failing = results.hops_error.is_some();
-        match (&results.paths_error, self.paths_failing) {
-            (Some(e), false) => tracing::warn!(
-                "per-path queries failed: {e}; localizing without ECMP links until they answer"
-            ),
-            (Some(e), true) => tracing::debug!("per-path queries failed: {e}"),
-            (None, true) => tracing::info!("per-path queries answer again"),
-            (None, false) => {}
-        }
-        self.paths_failing = results.paths_error.is_some();
-    }
-
-    /// Count what assembling the engine's pairs left out, and log it when
-    /// it changes.
-    fn count_dropped(&mut self, assembled: &Assembled) {
-        self.metrics
-            .pairs_dropped
-            .set((assembled.no_topology + assembled.incomplete) as i64);
-        let dropped = (assembled.no_topology, assembled.incomplete);
-        if dropped != self.last_dropped && dropped != (0, 0) {
-            tracing::warn!(
-                "left out {} pair(s) without skeletonhunter_node_info for an endpoint and {} with incomplete series",
-                assembled.no_topology,
-                assembled.incomplete
-            );
-        }
-        self.last_dropped = dropped;
-    }
-
-    /// Run the engine off the async threads; `None` if the task died.
-    async fn analyze(&self, pairs: Vec<PairStats>) -> Option<(Report, Vec<PairStats>)> {
-        let config = self.config.clone();
+    /// Run the engine off the async threads, its wall time noted; `None`
+    /// if the task died.
+    async fn analyze(
+        &self,
+        pairs: Vec<PairStats>,
+        decided: &mut Decided,
+    ) -> Option<(Report, Vec<PairStats>)> {
+        let config = self.settings.engine.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || {
             let r = analyze(&pairs, &config);
@@ -467,94 +252,13 @@ impl Localizer {
         .await
         {
             Ok(x) => {
-                self.metrics
-                    .analysis_duration
-                    .set(started.elapsed().as_secs_f64());
+                decided.analysis = Some(started.elapsed());
                 Some(x)
             }
             Err(e) => {
                 tracing::error!("analysis failed: {e}");
                 None
             }
-        }
-    }
-
-    /// Flapping, confirmation, then the alert book; logs what fires and
-    /// resolves.
-    fn decide(
-        &mut self,
-        found: Vec<Finding>,
-        coverage: &CycleCoverage,
-        now: SystemTime,
-    ) -> Vec<PostableAlert> {
-        let covered = |c: &Component| coverage.is_covered(c);
-        let found = self.flaps.observe(found, &covered);
-        let (found, held) = self.confirmer.admit_covered(found, &covered, now);
-        log_held(&held);
-        for (c, why) in self.confirmer.kept() {
-            match why {
-                Kept::Unknown => tracing::info!(
-                    "unknown: {c} has too few pairs with fresh data; its alert stays as it was"
-                ),
-                Kept::Clearing { clean } => {
-                    tracing::debug!("clearing: {c} clean in {clean} covered cycle(s)");
-                }
-            }
-        }
-        let before: BTreeSet<AlertKey> = self.book.active_keys().cloned().collect();
-        let after: HashMap<AlertKey, Finding> =
-            found.iter().map(|f| (f.key(), f.clone())).collect();
-        let alerts = self.book.update(found, now);
-        for key in self.book.active_keys().filter(|k| !before.contains(k)) {
-            self.events.push(Event {
-                fired: true,
-                kind: key.kind.as_str().to_string(),
-                id: key.id.clone(),
-                severity: key.severity.as_str().to_string(),
-            });
-            if let Some(f) = after.get(key) {
-                tracing::warn!(
-                    "fault: {} {} ({}, {})",
-                    f.component.kind,
-                    f.component.id,
-                    f.symptom,
-                    key.severity.as_str()
-                );
-            }
-        }
-        for a in alerts.iter().filter(|a| a.resolved) {
-            let label = |k: &str| a.labels.get(k).cloned().unwrap_or_default();
-            self.events.push(Event {
-                fired: false,
-                kind: label("kind"),
-                id: label("component"),
-                severity: label("severity"),
-            });
-            tracing::info!(
-                "resolved: {} {} ({})",
-                label("kind"),
-                label("component"),
-                label("severity")
-            );
-        }
-        alerts
-    }
-}
-
-/// Log why findings did not alert.
-fn log_held(held: &[(Finding, Held)]) {
-    for (f, why) in held {
-        match why {
-            Held::Unconfirmed { seen } => tracing::debug!(
-                "unconfirmed: {} ({}) seen in {seen} consecutive cycle(s)",
-                f.component,
-                f.symptom
-            ),
-            Held::AfterClear { cleared } => tracing::info!(
-                "held: {} ({}) until leftovers of the cleared {cleared} are out of the window",
-                f.component,
-                f.symptom
-            ),
         }
     }
 }

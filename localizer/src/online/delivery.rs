@@ -1,20 +1,12 @@
 //! Posting a cycle's alerts to every Alertmanager, concurrently, through
-//! each one's outbox, and the delivery metrics.
+//! each one's outbox, and what each post did (for the cycle's record).
 
-use super::metrics::{AlertmanagerLabels, Metrics};
+use super::metrics::AlertmanagerLabels;
+use super::record::{Post, Sent};
 use super::settings::ServiceError;
 use crate::clients::alertmanager::{Outbox, PostError, PostableAlert};
 use crate::clients::{Endpoint, EndpointConfig};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Seconds since the epoch, as the timestamp gauges take them.
-pub(super) fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+use std::time::{Duration, SystemTime};
 
 struct Target {
     client: Endpoint,
@@ -27,7 +19,6 @@ struct Target {
 /// Every Alertmanager the loop posts to.
 pub(super) struct Delivery {
     targets: Vec<Target>,
-    metrics: Arc<Metrics>,
 }
 
 impl Delivery {
@@ -37,7 +28,6 @@ impl Delivery {
         http: &EndpointConfig,
         timeout: Duration,
         queue_capacity: usize,
-        metrics: Arc<Metrics>,
     ) -> Result<Delivery, ServiceError> {
         let mut targets = Vec::new();
         for url in urls {
@@ -51,7 +41,7 @@ impl Delivery {
                 failing: false,
             });
         }
-        Ok(Delivery { targets, metrics })
+        Ok(Delivery { targets })
     }
 
     /// Number of Alertmanagers.
@@ -59,8 +49,9 @@ impl Delivery {
         self.targets.len()
     }
 
-    /// Post `alerts` to every Alertmanager through its outbox, concurrently.
-    pub(super) async fn deliver(&mut self, alerts: &[PostableAlert]) {
+    /// Post `alerts` to every Alertmanager through its outbox, concurrently;
+    /// what each was sent, in the order given.
+    pub(super) async fn deliver(&mut self, alerts: &[PostableAlert]) -> Vec<Sent> {
         let mut set = tokio::task::JoinSet::new();
         for (i, t) in self.targets.iter_mut().enumerate() {
             let batch = t.outbox.batch(alerts);
@@ -73,52 +64,46 @@ impl Delivery {
                 (i, batch.len(), r)
             });
         }
+        let mut posts = vec![None; self.targets.len()];
         while let Some(joined) = set.join_next().await {
             let Ok((i, n, result)) = joined else { continue };
-            self.record(i, n, result);
+            posts[i] = Some(self.settle(i, n, result));
         }
-        for t in &self.targets {
-            self.metrics
-                .alert_queue
-                .get_or_create(&t.labels)
-                .set(t.outbox.pending_len() as i64);
-            self.metrics
-                .alerts_dropped
-                .get_or_create(&t.labels)
-                .inner()
-                .store(t.outbox.dropped, std::sync::atomic::Ordering::Relaxed);
-        }
+        self.targets
+            .iter()
+            .zip(posts)
+            .map(|(t, post)| Sent {
+                alertmanager: t.labels.clone(),
+                post,
+                queued: t.outbox.pending_len(),
+                dropped: t.outbox.dropped,
+            })
+            .collect()
     }
 
-    /// The outcome of posting `n` alerts to target `i`.
-    fn record(&mut self, i: usize, n: usize, result: Result<(), PostError>) {
+    /// The outcome of posting `n` alerts to target `i`, for its outbox and
+    /// the log.
+    fn settle(&mut self, i: usize, n: usize, result: Result<(), PostError>) -> Post {
         let t = &mut self.targets[i];
         match result {
             Ok(()) => {
                 t.outbox.delivered();
-                self.metrics
-                    .alerts_posted
-                    .get_or_create(&t.labels)
-                    .inc_by(n as u64);
-                self.metrics
-                    .last_alert_post_success
-                    .get_or_create(&t.labels)
-                    .set(unix_now());
                 if t.failing {
                     tracing::info!("Alertmanager {} accepts alerts again", t.client.shown_url());
                     t.failing = false;
                 }
+                Post::Accepted {
+                    alerts: n,
+                    at: SystemTime::now(),
+                }
             }
             Err(e) => {
-                self.metrics
-                    .alert_post_errors
-                    .get_or_create(&t.labels)
-                    .inc();
                 tracing::warn!(
                     "posting {n} alert(s) failed: {e}; {} resolution(s) queued, retrying next cycle",
                     t.outbox.pending_len()
                 );
                 t.failing = true;
+                Post::Failed
             }
         }
     }

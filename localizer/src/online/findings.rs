@@ -154,17 +154,8 @@ pub fn blame_map(report: &Report) -> BTreeMap<Component, (f64, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::{Blame, Fault};
-
-    fn ident(node: &str, tor: &str) -> Identity {
-        Identity {
-            node: node.into(),
-            host: format!("h-{node}"),
-            tor: tor.into(),
-            spine: "s1".into(),
-            ..Default::default()
-        }
-    }
+    use crate::engine::model::Blame;
+    use crate::online::fixtures::{fault, identity as ident};
 
     fn topo() -> HashMap<String, Identity> {
         [("a", "t1"), ("b", "t2"), ("c", "t2")]
@@ -282,16 +273,7 @@ mod tests {
         };
         let pairs = [mk("a", "b"), mk("b", "c"), mk("a", "c")];
         let report = Report {
-            faults: vec![Fault {
-                kind: Kind::Tor,
-                id: "t1".into(),
-                score: 0.3,
-                p_value: 1e-9,
-                symptom: Symptom::Loss,
-                pairs: 2,
-                equivalent: vec![],
-                hit_pairs: vec![0, 2, 99],
-            }],
+            faults: vec![fault(Kind::Tor, "t1", vec![0, 2, 99])],
             ..Default::default()
         };
         let f = findings(&report, &pairs, &topo);
@@ -306,16 +288,7 @@ mod tests {
     #[test]
     fn blame_map_takes_max_and_marks_faults() {
         let report = Report {
-            faults: vec![Fault {
-                kind: Kind::Tor,
-                id: "t1".into(),
-                score: 0.3,
-                p_value: 1e-9,
-                symptom: Symptom::Loss,
-                pairs: 4,
-                equivalent: vec![],
-                hit_pairs: vec![],
-            }],
+            faults: vec![fault(Kind::Tor, "t1", vec![])],
             blame: vec![Blame {
                 component: Component::new(Kind::Node, "a"),
                 symptom: Symptom::Latency,

@@ -6,106 +6,40 @@
 //! a scrape never sees a half-updated set. Health metrics are named
 //! `skeletonhunter_localizer_*`; the shipped alerting rules watch them (a
 //! stale `last_success_timestamp_seconds` means nobody is localizing).
+//!
+//! Here the families, registered under their names and help texts;
+//! `labels` their label sets, `scrape` what a scrape and the endpoints
+//! read (series replaced whole, the last report, readiness). A cycle
+//! writes them through its record (`record.rs`), a reload in
+//! `routes.rs`.
 
-use crate::clients::prometheus::QueryFailure;
-use crate::input::histograms::RttForm;
-use crate::input::promql::QueryKind;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+mod labels;
+mod scrape;
+
+pub use labels::*;
+
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use skeletonhunter_common::exposition;
-use skeletonhunter_common::http::Reply;
-use skeletonhunter_common::topology::Component;
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// How a cycle ended: the `result` label of
-/// `skeletonhunter_localizer_cycles_total`.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum CycleResult {
-    /// The data was complete and analyzed.
-    Ok,
-    /// A query failed or came back partial.
-    QueryFailed,
-    /// The queries answered, but nothing could be analyzed.
-    NoData,
+/// Seconds since the epoch of `t`, as the timestamp gauges take them.
+pub(super) fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
-impl CycleResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CycleResult::Ok => "ok",
-            CycleResult::QueryFailed => "query_failed",
-            CycleResult::NoData => "no_data",
-        }
-    }
-}
-
-/// Label values that are enums with a fixed text.
-macro_rules! label_value_as_str {
-    ($($t:ty),*) => {$(
-        impl EncodeLabelValue for $t {
-            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-                std::fmt::Write::write_str(encoder, self.as_str())
-            }
-        }
-    )*};
-}
-label_value_as_str!(CycleResult, QueryKind, QueryFailure, RttForm);
-
-/// Labels of the blame series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ComponentLabels {
-    /// The component's kind (`tor`, `node`, ...).
-    pub kind: String,
-    /// The component's id.
-    pub id: String,
-}
-
-/// Labels of `skeletonhunter_component_alerting`: one series per alert the
-/// localizer holds firing, with its identity.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AlertLabels {
-    /// The component's kind.
-    pub kind: String,
-    /// The component's id.
-    pub id: String,
-    /// The symptom the alert fired with.
-    pub symptom: String,
-    /// `critical` or `warning`.
-    pub severity: String,
-}
-
-/// Labels of `skeletonhunter_localizer_query_errors_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueryLabels {
-    /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
-    pub query: QueryKind,
-    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
-    /// `too_large`.
-    pub reason: QueryFailure,
-}
-
-/// Labels of `skeletonhunter_localizer_query_duration_seconds`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueryKindLabels {
-    /// Which of the cycle's queries.
-    pub query: QueryKind,
-}
-
-/// Labels of `skeletonhunter_localizer_histograms_info`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HistogramsLabels {
-    /// `classic`, `native` or `native_or_classic`.
-    pub mode: RttForm,
+/// Seconds since the epoch, now.
+pub(super) fn unix_now() -> f64 {
+    unix_seconds(SystemTime::now())
 }
 
 /// A histogram of seconds from 1 ms to ~65 s: a query, a cycle.
@@ -113,32 +47,6 @@ fn seconds_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.001, 2.0, 17,
     ))
-}
-
-/// Labels of `skeletonhunter_localizer_cycles_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `ok`, `query_failed`, `no_data`.
-    pub result: CycleResult,
-}
-
-/// Labels of `skeletonhunter_localizer_pair_reads_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PairReadLabels {
-    /// `all` (every pair) or `shard` (one of `--pair-shards`).
-    pub read: &'static str,
-}
-
-/// Labels of the per-Alertmanager series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AlertmanagerLabels {
-    /// The Alertmanager root URL.
-    pub alertmanager: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
 }
 
 /// Every metric the online localizer serves.
@@ -261,99 +169,24 @@ impl Metrics {
             report: Mutex::new("{}".to_string()),
             last_ok: Mutex::new(None),
         };
-        register_verdicts(&mut r, &m);
-        register_alerting(&mut r, &m);
-        register_pairs(&mut r, &m);
-        register_coverage(&mut r, &m);
-        register_reload(&mut r, &m);
+        register_all(&mut r, &m);
         Metrics { registry: r, ..m }
     }
+}
 
-    /// A cycle analyzed complete data now.
-    pub fn mark_cycle_ok(&self) {
-        *self
-            .last_ok
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
-    }
+/// Labels of `skeletonhunter_localizer_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
 
-    /// Time since the last cycle that analyzed complete data (`None`: none
-    /// yet).
-    pub fn since_cycle_ok(&self) -> Option<Duration> {
-        self.last_ok
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .map(|t| t.elapsed())
-    }
-
-    /// The RTT query form in use (one series; absent until decided).
-    pub fn set_histograms(&self, mode: RttForm) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.histograms.clear();
-        self.histograms
-            .get_or_create(&HistogramsLabels { mode })
-            .set(1);
-    }
-
-    /// Replace the `skeletonhunter_component_alerting` series with the
-    /// alerts held firing now.
-    pub fn set_alerting(&self, alerts: impl IntoIterator<Item = AlertLabels>) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.alerting.clear();
-        for l in alerts {
-            self.alerting.get_or_create(&l).set(1);
-        }
-    }
-
-    /// Replace the blame series with this cycle's verdicts: `blamed` maps a
-    /// component to (score, faulty).
-    pub fn set_blame(&self, blamed: &BTreeMap<Component, (f64, bool)>) {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.blame.clear();
-        self.faulty.clear();
-        for (c, (score, faulty)) in blamed {
-            let l = ComponentLabels {
-                kind: c.kind.as_str().to_string(),
-                id: c.id.clone(),
-            };
-            self.blame.get_or_create(&l).set(*score);
-            self.faulty.get_or_create(&l).set(i64::from(*faulty));
-        }
-    }
-
-    /// Keep the last report's JSON for `/report`.
-    pub fn set_report(&self, json: String) {
-        *self
-            .report
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
-    }
-
-    /// The last report's JSON.
-    pub fn report(&self) -> String {
-        self.report
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The exposition for a scrape with this `Accept` header.
-    pub fn encode(&self, accept: Option<&str>) -> Reply {
-        let _g = self
-            .update
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        exposition::render(&self.registry, accept, 64 * 1024)
-    }
+/// Register every series of `m` in `r`.
+pub(super) fn register_all(r: &mut Registry, m: &Metrics) {
+    register_verdicts(r, m);
+    register_alerting(r, m);
+    register_pairs(r, m);
+    register_coverage(r, m);
+    register_reload(r, m);
 }
 
 /// Blame series, cycles and query errors.
@@ -537,7 +370,11 @@ fn register_reload(r: &mut Registry, m: &Metrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skeletonhunter_common::topology::Kind;
+    use crate::clients::prometheus::QueryFailure;
+    use crate::input::histograms::RttForm;
+    use crate::input::promql::QueryKind;
+    use skeletonhunter_common::topology::{Component, Kind};
+    use std::collections::BTreeMap;
 
     fn text(m: &Metrics) -> String {
         String::from_utf8(m.encode(None).body.to_vec()).unwrap()

@@ -8,8 +8,9 @@
 //! come and go become one `flapping` finding), [`confirm`] (which
 //! findings may page and when they resolve), [`coverage`] (which pairs and
 //! components a cycle has fresh data for), [`alerts`] (alert content and life cycle),
-//! [`delivery`] (posting to every Alertmanager), [`metrics`] (the served
-//! metrics), [`status`] (the status page at `/`), [`routes`] (the HTTP
+//! [`delivery`] (posting to every Alertmanager), [`record`] (what a cycle
+//! read, decided and sent, written out in one place), [`metrics`] (the
+//! served metrics), [`status`] (the status page at `/`), [`routes`] (the HTTP
 //! endpoints: the page, `/metrics`, `/report`, health, readiness,
 //! reload), [`service`] (runtime, ticker, SIGHUP, shutdown).
 
@@ -19,9 +20,12 @@ pub mod coverage;
 mod cycle;
 mod delivery;
 pub mod findings;
+#[cfg(test)]
+mod fixtures;
 pub mod flapping;
 pub mod metrics;
 mod queries;
+mod record;
 pub mod routes;
 pub mod service;
 pub mod settings;

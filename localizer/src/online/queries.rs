@@ -3,14 +3,13 @@
 //! answers at no cost), each one timed and bounded by `--query.timeout`,
 //! and all of them sent at once.
 
-use super::metrics::{Metrics, QueryKindLabels};
 use super::settings::Settings;
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::clients::Endpoint;
 use crate::input::histograms::{store_knows_native, RttForm, NATIVE_PROBE};
 use crate::input::promql::{Queries, QueryKind, QueryResults};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The queries of a cycle and what they are sent to.
@@ -25,9 +24,9 @@ pub(super) struct CycleQueries {
     window: Duration,
     topology_window: Duration,
     matchers: Option<String>,
-    metrics: Arc<Metrics>,
-    /// The slowest query of the cycle in progress.
-    slowest: Mutex<Option<(QueryKind, Duration)>>,
+    /// Every query sent since [`CycleQueries::take_timings`], and its
+    /// wall time.
+    timings: Mutex<Vec<(QueryKind, Duration)>>,
 }
 
 /// Every failed query of a cycle, by query.
@@ -35,8 +34,8 @@ pub(super) type QueryErrors = Vec<(QueryKind, QueryError)>;
 
 impl CycleQueries {
     /// The queries of `s` sent to `prom`; a fixed `--histograms` form is
-    /// logged and exported at once.
-    pub(super) fn new(s: &Settings, prom: Endpoint, metrics: Arc<Metrics>) -> CycleQueries {
+    /// logged at once.
+    pub(super) fn new(s: &Settings, prom: Endpoint) -> CycleQueries {
         let mut q = CycleQueries {
             queries: Queries::new(
                 s.window,
@@ -50,8 +49,7 @@ impl CycleQueries {
             window: s.window,
             topology_window: s.topology_window,
             matchers: s.matchers.clone(),
-            metrics,
-            slowest: Mutex::new(None),
+            timings: Mutex::new(Vec::new()),
         };
         if let Some(form) = s.histograms {
             tracing::info!("RTT read from {} histograms (--histograms)", form.as_str());
@@ -73,15 +71,15 @@ impl CycleQueries {
             form,
         );
         self.form = Some(form);
-        self.metrics.set_histograms(form);
     }
 
     /// For `auto`, until the store has said: ask whether it evaluates
-    /// native-histogram functions. Until it answers, the cycle reads the
-    /// classic form, which every store evaluates.
-    pub(super) async fn decide_form(&mut self) {
+    /// native-histogram functions; the form when decided now. Until it
+    /// answers, the cycle reads the classic form, which every store
+    /// evaluates.
+    pub(super) async fn decide_form(&mut self) -> Option<RttForm> {
         if self.form.is_some() || self.requested.is_some() {
-            return;
+            return None;
         }
         let answer = self.prom.instant(NATIVE_PROBE, None).await;
         let form = match store_knows_native(&answer) {
@@ -91,7 +89,7 @@ impl CycleQueries {
                 if let Err(e) = answer {
                     tracing::debug!("--histograms auto: no answer yet ({e}); reading classic");
                 }
-                return;
+                return None;
             }
         };
         let why = match &answer {
@@ -104,34 +102,26 @@ impl CycleQueries {
             self.prom.shown_url()
         );
         self.set_form(form);
+        Some(form)
     }
 
-    /// `fut`, timed into `skeletonhunter_localizer_query_duration_seconds`
-    /// and the cycle's slowest query.
+    /// `fut`, timed into the timings.
     async fn timed<T>(&self, kind: QueryKind, fut: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let out = fut.await;
         let took = started.elapsed();
-        self.metrics
-            .query_duration
-            .get_or_create(&QueryKindLabels { query: kind })
-            .observe(took.as_secs_f64());
-        let mut slowest = self
-            .slowest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if slowest.is_none_or(|(_, d)| took > d) {
-            *slowest = Some((kind, took));
-        }
+        self.lock_timings().push((kind, took));
         out
     }
 
-    /// The slowest query of the last [`CycleQueries::query_all`].
-    pub(super) fn slowest(&self) -> Option<(QueryKind, Duration)> {
-        *self
-            .slowest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_timings(&self) -> std::sync::MutexGuard<'_, Vec<(QueryKind, Duration)>> {
+        self.timings.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every query sent since the last call, and its wall time (for
+    /// `skeletonhunter_localizer_query_duration_seconds`).
+    pub(super) fn take_timings(&self) -> Vec<(QueryKind, Duration)> {
+        std::mem::take(&mut *self.lock_timings())
     }
 
     /// A query the cycle may leave out, timed when sent: `None` when it is
@@ -193,10 +183,6 @@ impl CycleQueries {
         time: f64,
         shard: Option<&str>,
     ) -> Result<QueryResults, QueryErrors> {
-        *self
-            .slowest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let sharded = shard.map(|m| self.for_shard(m));
         let pq = sharded.as_ref().unwrap_or(&self.queries);
         let (q, p, t) = (&self.queries, &self.prom, Some(time));

@@ -9,7 +9,7 @@
 //! re-read; the request is logged and counted as a successful reload, and
 //! the process lives on.
 
-use super::delivery::unix_now;
+use super::metrics::unix_now;
 use super::metrics::Metrics;
 use super::status::Board;
 use hyper::{Method, StatusCode};
@@ -24,13 +24,13 @@ const NOTHING_TO_RELOAD: &str = "nothing to reload: the localizer is configured 
 /// re-read — today nothing — log it and record the reload as successful.
 pub fn reload(metrics: &Metrics, trigger: &str) -> Result<String, String> {
     tracing::info!("{trigger}: {NOTHING_TO_RELOAD}");
-    metrics.reload_successful.set(1);
-    metrics.reload_success_time.set(unix_now());
+    loaded(metrics);
     Ok(format!("{NOTHING_TO_RELOAD}\n"))
 }
 
-/// Record the configuration loaded at start (Prometheus' convention: the
-/// reload gauge is 1 once the first load succeeded).
+/// Record a successful load: at start, and every reload (Prometheus'
+/// convention: the reload gauge is 1 once the first load succeeded).
+/// Written at once, not with a cycle: a reload is no part of one.
 pub fn loaded(metrics: &Metrics) {
     metrics.reload_successful.set(1);
     metrics.reload_success_time.set(unix_now());

@@ -1,8 +1,9 @@
 //! The online service: the runtime, the HTTP endpoints, the ticker,
 //! SIGHUP and shutdown around [`super::cycle`].
 
-use super::cycle::{report_json, Localizer};
+use super::cycle::Localizer;
 use super::metrics::Metrics;
+use super::record::report_json;
 use super::routes::{handler, loaded, reload};
 use super::settings::{ServiceError, Settings};
 use super::status::{Board, PageInfo};

@@ -8,8 +8,6 @@
 //! series with `skeletonhunter_path_loss_ratio` and `_probes`
 //! ([`crate::input::paths`]).
 
-pub mod shards;
-
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::engine::model::PairStats;
 use crate::input::histograms::{rtt_queries, RttForm};

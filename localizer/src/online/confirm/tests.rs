@@ -1,17 +1,10 @@
 use super::*;
+use crate::online::fixtures::fabric_node;
 use skeletonhunter_common::topology::{Identity, Kind};
 
 /// Node `t<T>-h<H>-c<C>` of the e2e fabric shape.
 fn id(t: u32, h: u32, c: u32) -> Identity {
-    Identity {
-        node: format!("t{t}-h{h}-c{c}"),
-        nic: format!("nic-t{t}-h{h}"),
-        host: format!("host-t{t}-h{h}"),
-        tor: format!("tor{t}"),
-        spine: "spine0".into(),
-        pod: "pod0".into(),
-        tenant: format!("job{c}"),
-    }
+    fabric_node(format!("t{t}-h{h}-c{c}"), t, h, format!("job{c}"))
 }
 
 /// Every directed same-rail pair of 2 ToRs x 3 hosts.

@@ -6,7 +6,8 @@
 use super::Localizer;
 use crate::clients::prometheus::Sample;
 use crate::input::promql::topology_from;
-use crate::online::delivery::unix_now;
+use crate::online::metrics::unix_now;
+use crate::online::record::{Identities, StoreReads};
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,22 +19,26 @@ impl Localizer {
     /// endpoint missing from them (a new node, most likely), so that no
     /// cycle waits for them (at 100,000 pairs they cost as much as a shard
     /// of the per-pair queries). On failure the ones in use stay, and the
-    /// next gap between cycles tries again.
+    /// next gap between cycles tries again. Written out at once: no cycle
+    /// record is in progress.
     pub(in crate::online) async fn refresh_topology(&mut self) {
         let due = match &self.topology {
             // The next cycle reads them itself.
             None => false,
-            Some((read, _)) => read.elapsed() >= self.topology_refresh || self.last_dropped.0 > 0,
+            Some((read, _)) => {
+                read.elapsed() >= self.settings.topology_refresh || self.last_dropped.0 > 0
+            }
         };
         if !due {
             return;
         }
+        let mut reads = StoreReads::default();
         match self.q.topology(unix_now()).await {
             Ok((now, recent)) => {
-                self.set_topology(&now, &recent);
+                self.set_topology(&now, &recent, &mut reads);
             }
             Err(errors) => {
-                self.count_errors(&errors);
+                reads.failed(&errors);
                 if let Some((name, e)) = errors.first() {
                     tracing::warn!(
                         "query {} failed: {e}; the node identities read before stay in use",
@@ -42,15 +47,18 @@ impl Localizer {
                 }
             }
         }
+        reads.queries = self.q.take_timings();
+        reads.write(&self.metrics);
     }
 
     /// The node identities of these answers in use from now on (conflicts
-    /// logged, nodes counted), and the pairs split by them
-    /// (`--pair-shards`).
+    /// logged, nodes and shards noted in `reads`), and the pairs split by
+    /// them (`--pair-shards`).
     pub(super) fn set_topology(
         &mut self,
         now: &[Sample],
         recent: &[Sample],
+        reads: &mut StoreReads,
     ) -> Arc<HashMap<String, Identity>> {
         let (read, conflicts) = topology_from(now, recent);
         let unchanged = match &self.topology {
@@ -64,7 +72,7 @@ impl Localizer {
                 conflicts[0]
             );
         }
-        self.metrics.nodes_known.set(read.len() as i64);
+        let nodes = read.len();
         // The same identities keep the pairs assembled with them.
         let read = match unchanged {
             Some(kept) => kept,
@@ -84,7 +92,10 @@ impl Localizer {
                 .retime(s.confirm_after(after), s.clear_hold(after));
             self.flaps.retime(s.confirm_after(after));
         }
-        self.metrics.pair_shards.set(after as i64);
+        reads.identities = Some(Identities {
+            nodes,
+            shards: after,
+        });
         read
     }
 }

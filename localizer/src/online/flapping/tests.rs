@@ -1,17 +1,10 @@
 use super::*;
+use crate::online::fixtures::fabric_node;
 use skeletonhunter_common::topology::{path, Identity, Kind};
 
 /// Node `t<T>-h<H>` of a 2 ToR x 2 host fabric.
 fn id(t: u32, h: u32) -> Identity {
-    Identity {
-        node: format!("t{t}-h{h}"),
-        nic: format!("nic-t{t}-h{h}"),
-        host: format!("host-t{t}-h{h}"),
-        tor: format!("tor{t}"),
-        spine: "spine0".into(),
-        pod: "pod0".into(),
-        tenant: "job".into(),
-    }
+    fabric_node(format!("t{t}-h{h}"), t, h, "job".into())
 }
 
 fn finding(kind: Kind, cid: &str, symptom: Symptom) -> Finding {

@@ -205,18 +205,9 @@ pub fn tor_matrix(pairs: &[PairStats], cap: usize) -> Matrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::Fault;
     use crate::online::alerts::Severity;
-    use skeletonhunter_common::topology::{Identity, Kind};
-
-    fn node(n: &str, tor: &str) -> Identity {
-        Identity {
-            node: n.into(),
-            host: format!("h-{n}"),
-            tor: tor.into(),
-            ..Default::default()
-        }
-    }
+    use crate::online::fixtures::{fault, identity as node};
+    use skeletonhunter_common::topology::Kind;
 
     fn pair(a: (&str, &str), b: (&str, &str), lost: f64, rtt: f64) -> PairStats {
         PairStats {
@@ -265,19 +256,6 @@ mod tests {
         assert_eq!(m.total_tors, 10);
         assert_eq!(m.cells.len(), 9);
         assert!(tor_matrix(&[], 3).tors.is_empty());
-    }
-
-    fn fault(kind: Kind, id: &str, hit_pairs: Vec<usize>) -> Fault {
-        Fault {
-            kind,
-            id: id.into(),
-            score: 0.3,
-            p_value: 1e-9,
-            symptom: Symptom::Loss,
-            pairs: 2,
-            equivalent: vec![],
-            hit_pairs,
-        }
     }
 
     fn finding(c: Component, symptom: Symptom) -> Finding {

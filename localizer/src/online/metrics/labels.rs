@@ -1,0 +1,110 @@
+//! The label sets of the served series, and the enums whose fixed text
+//! is a label value.
+
+use crate::clients::prometheus::QueryFailure;
+use crate::input::histograms::RttForm;
+use crate::input::promql::QueryKind;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+
+/// How a cycle ended: the `result` label of
+/// `skeletonhunter_localizer_cycles_total`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum CycleResult {
+    /// The data was complete and analyzed.
+    Ok,
+    /// A query failed or came back partial.
+    QueryFailed,
+    /// The queries answered, but nothing could be analyzed.
+    NoData,
+}
+
+impl CycleResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleResult::Ok => "ok",
+            CycleResult::QueryFailed => "query_failed",
+            CycleResult::NoData => "no_data",
+        }
+    }
+}
+
+/// Label values that are enums with a fixed text.
+macro_rules! label_value_as_str {
+    ($($t:ty),*) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    )*};
+}
+label_value_as_str!(CycleResult, QueryKind, QueryFailure, RttForm);
+
+/// Labels of the blame series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ComponentLabels {
+    /// The component's kind (`tor`, `node`, ...).
+    pub kind: String,
+    /// The component's id.
+    pub id: String,
+}
+
+/// Labels of `skeletonhunter_component_alerting`: one series per alert the
+/// localizer holds firing, with its identity.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertLabels {
+    /// The component's kind.
+    pub kind: String,
+    /// The component's id.
+    pub id: String,
+    /// The symptom the alert fired with.
+    pub symptom: String,
+    /// `critical` or `warning`.
+    pub severity: String,
+}
+
+/// Labels of `skeletonhunter_localizer_query_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueryLabels {
+    /// Which of the cycle's queries (`sent`, `lost`, `topology_now`, ...).
+    pub query: QueryKind,
+    /// `unreachable`, `http_status`, `api_error`, `decode`, `partial`,
+    /// `too_large`.
+    pub reason: QueryFailure,
+}
+
+/// Labels of `skeletonhunter_localizer_query_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueryKindLabels {
+    /// Which of the cycle's queries.
+    pub query: QueryKind,
+}
+
+/// Labels of `skeletonhunter_localizer_histograms_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HistogramsLabels {
+    /// `classic`, `native` or `native_or_classic`.
+    pub mode: RttForm,
+}
+
+/// Labels of `skeletonhunter_localizer_cycles_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `ok`, `query_failed`, `no_data`.
+    pub result: CycleResult,
+}
+
+/// Labels of `skeletonhunter_localizer_pair_reads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PairReadLabels {
+    /// `all` (every pair) or `shard` (one of `--pair-shards`).
+    pub read: &'static str,
+}
+
+/// Labels of the per-Alertmanager series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertmanagerLabels {
+    /// The Alertmanager root URL.
+    pub alertmanager: String,
+}
