@@ -9,7 +9,8 @@
 //! exporters, and the alerts the localizer posts are checked in
 //! Alertmanager's own API.
 //!
-//! This file: faults alerted and resolved. Store and Alertmanager outages
+//! This file: faults alerted and resolved, and an Alertmanager cluster
+//! found through one DNS name. Store and Alertmanager outages
 //! are in `localizer_outages.rs`, the `rules` subcommand, `run --once` and
 //! flag errors in `localizer_rules.rs`.
 
@@ -19,10 +20,11 @@ use skeletonhunter_common::topology::{Component, Kind};
 use skeletonhunter_tests::exposition::metric_value;
 use skeletonhunter_tests::localizer::{
     describe, is_component, sh_alerts, start_alertmanager, start_store, tor, wait_for_alerts_among,
-    wait_for_only_alert, FakeFabric, Localizer, Store, ALERT,
+    wait_for_only_alert, with_hosts_file, FakeFabric, Localizer, Store, ALERT,
 };
-use skeletonhunter_tests::servers::{free_loopback_addr, Server};
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tests::servers::{free_loopback_addr, Server, TempDir};
+use skeletonhunter_tests::{require_privileges, wait_until};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// The whole online story on one store: healthy, one faulty ToR alerted with
@@ -275,5 +277,64 @@ fn isolated_container_is_alerted_unreachable() -> Result<()> {
         || sh_alerts(&am).ok()?.is_empty().then_some(()),
     )
     .with_context(|| format!("localizer log:\n{}", loc.child.log()))?;
+    Ok(())
+}
+
+/// `--alertmanager dns+http://NAME:PORT` posts to every address NAME has,
+/// looked up by the localizer itself: two real Alertmanagers, at 127.0.0.1
+/// and 127.0.0.2 on one port, behind one name (a hosts file in the
+/// localizer's own mount namespace stands in for kube-prometheus' headless
+/// `alertmanager-operated` Service) both get the ToR alert, and each has
+/// its own series, labelled with its address.
+#[test]
+fn a_dns_name_stands_for_every_alertmanager_member() -> Result<()> {
+    if !require_privileges("a_dns_name_stands_for_every_alertmanager_member") {
+        return Ok(());
+    }
+    let fabric = FakeFabric::start()?;
+    let db = start_store(Store::Prometheus, &fabric)?;
+    let port = free_loopback_addr()?.port();
+    let members = [[127, 0, 0, 1], [127, 0, 0, 2]].map(|ip| SocketAddr::from((ip, port)));
+    let ams = [
+        start_alertmanager(members[0])?,
+        start_alertmanager(members[1])?,
+    ];
+    let dir = TempDir::new("amdns")?;
+    let hosts = dir.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 localhost\n127.0.0.1 am.skeletonhunter.test\n127.0.0.2 am.skeletonhunter.test\n",
+    )?;
+    let args: Vec<String> = [
+        "--interval",
+        "1s",
+        "--window",
+        "5s",
+        "--scrape-interval",
+        "1s",
+        "--timeout",
+        "2s",
+        "--alertmanager",
+        &format!("dns+http://am.skeletonhunter.test:{port}"),
+    ]
+    .map(String::from)
+    .to_vec();
+    let loc = Localizer::start_behind(&with_hosts_file(&hosts), &db.url(), &args)?;
+    fabric.set_fault(Some((tor("t1"), 0.3)));
+    for am in &ams {
+        wait_for_only_alert(am, "tor", "t1", Duration::from_secs(30))
+            .with_context(|| format!("{}; localizer log:\n{}", am.url(), loc.child.log()))?;
+    }
+    for m in members {
+        let series =
+            format!("skeletonhunter_localizer_alerts_posted_total{{alertmanager=\"http://{m}\"}}");
+        let posted = loc.metric(&series).unwrap_or(0.0);
+        assert!(posted >= 1.0, "{series} = {posted}");
+    }
+    assert!(
+        loc.child.log().contains("Alertmanager members of"),
+        "the members found are not logged:\n{}",
+        loc.child.log()
+    );
     Ok(())
 }

@@ -9,6 +9,7 @@ use super::http::{
 };
 use super::http_config::{Auth, EndpointConfig};
 use super::tls;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How much longer a query request waits than the store is told to work:
@@ -76,6 +77,39 @@ impl Endpoint {
         timeout: Duration,
         config: &EndpointConfig,
     ) -> Result<Endpoint, ClientError> {
+        Endpoint::build(base, timeout, config, None)
+    }
+
+    /// [`Endpoint::new`] for one member of the DNS name in `base`: every
+    /// request goes to `addr`, TLS still checks the name, and it is shown
+    /// (logs, the `alertmanager` label) with `addr` in place of the name.
+    pub fn pinned(
+        base: &str,
+        timeout: Duration,
+        config: &EndpointConfig,
+        addr: SocketAddr,
+    ) -> Result<Endpoint, ClientError> {
+        let host = reqwest::Url::parse(base)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .ok_or_else(|| ClientError::NoHost {
+                url: redact_url(base),
+            })?;
+        let mut e = Endpoint::build(base, timeout, config, Some((&host, addr)))?;
+        if let Ok(mut shown) = reqwest::Url::parse(&e.shown) {
+            if shown.set_ip_host(addr.ip()).is_ok() {
+                e.shown = shown.as_str().trim_end_matches('/').to_string();
+            }
+        }
+        Ok(e)
+    }
+
+    fn build(
+        base: &str,
+        timeout: Duration,
+        config: &EndpointConfig,
+        pin: Option<(&str, SocketAddr)>,
+    ) -> Result<Endpoint, ClientError> {
         let base = validate_base_url(base)?;
         let shown = redact_url(&base);
         tls::install_provider();
@@ -94,7 +128,7 @@ impl Endpoint {
             None
         };
         Ok(Endpoint {
-            http: http_client(timeout, tls)?,
+            http: http_client(timeout, tls, pin)?,
             base,
             shown,
             timeout,

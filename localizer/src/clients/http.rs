@@ -185,14 +185,21 @@ pub enum ClientError {
 
 /// The HTTP client for Prometheus and Alertmanager alike: every request is
 /// bounded by `timeout` and names this build in its user agent; `tls` is
-/// the rustls configuration of an `https` endpoint.
+/// the rustls configuration of an `https` endpoint; `pin` sends every
+/// request for that host to that address (one member of a DNS name), while
+/// TLS still checks the certificate against the name.
 pub fn http_client(
     timeout: Duration,
     tls: Option<rustls::ClientConfig>,
+    pin: Option<(&str, std::net::SocketAddr)>,
 ) -> Result<reqwest::Client, ClientError> {
     let builder = match tls {
         Some(config) => reqwest::Client::builder().tls_backend_preconfigured(config),
         None => reqwest::Client::builder(),
+    };
+    let builder = match pin {
+        Some((host, addr)) => builder.resolve(host, addr),
+        None => builder,
     };
     builder
         .timeout(timeout)

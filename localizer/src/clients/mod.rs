@@ -4,11 +4,13 @@
 //! its JSON, [`alertmanager`] the posting of alerts and one outbox per
 //! Alertmanager; [`http`] holds the bounded body reader and URL checks,
 //! [`budget`] the byte budget that the answers read at once share,
+//! [`dns`] the `dns+` URLs that stand for every member of a cluster,
 //! [`tls`] the rustls set-up. They know the wire formats, not what the
 //! queries or alerts mean.
 
 pub mod alertmanager;
 pub mod budget;
+pub mod dns;
 pub mod endpoint;
 pub mod http;
 pub mod http_config;

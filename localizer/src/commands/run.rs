@@ -4,6 +4,7 @@ use super::flags::{
     endpoint_config, parse_pair_shards, parse_ratio, parse_size, positive_count, positive_duration,
     BadInput, EngineArgs, HistogramsArg, PairShards,
 };
+use crate::clients::dns::ServerUrl;
 use crate::clients::Endpoint;
 use crate::online::{self, Settings};
 use skeletonhunter_common::logging::LogArgs;
@@ -33,7 +34,9 @@ pub struct RunArgs {
     /// (tls_config, basic_auth, authorization, bearer_token_file), as promtool's --http.config.file.
     #[arg(long = "prometheus.http-config-file", value_name = "FILE")]
     pub prometheus_http_config: Option<PathBuf>,
-    /// Alertmanager root, e.g. http://alertmanager:9093; repeat for an HA cluster (each gets every alert).
+    /// Alertmanager root, e.g. http://alertmanager:9093; repeat for an HA cluster (each gets every alert), or
+    /// give dns+http://NAME:PORT to post to every address NAME resolves to, looked up again each cycle
+    /// (a headless Service such as alertmanager-operated).
     /// Without any, the localizer only serves metrics.
     #[arg(
         long,
@@ -229,7 +232,8 @@ fn check_endpoints(s: &Settings) -> Result<(), BadInput> {
     Endpoint::check(&s.prometheus, s.timeout, &s.prometheus_http)
         .map_err(|e| BadInput(format!("--prometheus: {e}")))?;
     for am in &s.alertmanagers {
-        Endpoint::check(am, s.timeout, &s.alertmanager_http)
+        let url = ServerUrl::parse(am).map_err(|e| BadInput(format!("--alertmanager: {e}")))?;
+        Endpoint::check(url.url(), s.timeout, &s.alertmanager_http)
             .map_err(|e| BadInput(format!("--alertmanager: {e}")))?;
     }
     Ok(())

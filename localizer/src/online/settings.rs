@@ -143,6 +143,9 @@ pub enum ServiceError {
     /// An Alertmanager URL is unusable.
     #[error("--alertmanager: {0}")]
     Alertmanager(ClientError),
+    /// A `dns+` Alertmanager URL names no host to look up.
+    #[error("--alertmanager: {0}")]
+    AlertmanagerDns(crate::clients::dns::DnsUrlError),
     /// Tokio could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),

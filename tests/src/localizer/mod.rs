@@ -17,6 +17,6 @@ pub use alone::{time_queries_alone, Alone};
 pub use flood::FloodingStore;
 pub use run::{
     run_once, start_alertmanager, start_prometheus_per_node, start_shipped_alertmanager,
-    start_store, Localizer, OnceRun, Store, AM_CONFIG,
+    start_store, with_hosts_file, Localizer, OnceRun, Store, AM_CONFIG,
 };
 pub use synthetic::{FakeFabric, PROBE_RATE};

@@ -84,6 +84,26 @@ pub struct Localizer {
     listen: SocketAddr,
 }
 
+/// A wrapper for [`Localizer::start_behind`]: the command runs in its own
+/// mount namespace with `hosts` bind-mounted on `/etc/hosts`, so a name can
+/// stand for several loopback addresses (as a headless Service's name
+/// stands for its pods) without touching the machine's own file. Needs root.
+pub fn with_hosts_file(hosts: &std::path::Path) -> Vec<String> {
+    [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([hosts.display().to_string()])
+    .collect()
+}
+
 impl Localizer {
     /// Start `run` against `prometheus` (and `alertmanager`, a comma list,
     /// if given) and wait for its `/healthz`.
@@ -122,8 +142,22 @@ impl Localizer {
     /// `run` against `prometheus` with exactly `args` besides the listen
     /// address (no test defaults: the benchmark sets its own cadence).
     pub fn start_args(prometheus: &str, args: &[String]) -> Result<Localizer> {
+        Self::start_behind(&[], prometheus, args)
+    }
+
+    /// [`Localizer::start_args`] run behind `wrap` (a command that ends by
+    /// running its arguments, e.g. [`with_hosts_file`]).
+    pub fn start_behind(wrap: &[String], prometheus: &str, args: &[String]) -> Result<Localizer> {
         let listen = free_loopback_addr()?;
-        let mut cmd = Command::new(bin_path("skeletonhunter-localizer"));
+        let bin = bin_path("skeletonhunter-localizer");
+        let mut cmd = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
         cmd.args(["run", "--prometheus", prometheus, "--web.listen-address"]);
         cmd.arg(listen.to_string());
         cmd.args(args);
