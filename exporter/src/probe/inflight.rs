@@ -7,6 +7,7 @@
 //! RTT can not be double-counted whatever the network does.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One outstanding probe; `T` is whatever the prober needs to record the
@@ -151,6 +152,25 @@ impl<T> InFlight<T> {
             }
         }
         lost
+    }
+}
+
+/// An [`InFlight`] table shared by a prober's send path and its receive
+/// task. Every table method finishes its update before it returns, so a
+/// panic elsewhere while the lock was held leaves the table whole: the
+/// lock's poison is ignored rather than losing the accounting.
+#[derive(Debug)]
+pub struct SharedInFlight<T>(Mutex<InFlight<T>>);
+
+impl<T> SharedInFlight<T> {
+    /// An empty table; probes older than `timeout` are lost.
+    pub fn new(timeout: Duration) -> Self {
+        SharedInFlight(Mutex::new(InFlight::new(timeout)))
+    }
+
+    /// The table, for one call.
+    pub fn lock(&self) -> MutexGuard<'_, InFlight<T>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

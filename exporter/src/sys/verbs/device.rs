@@ -3,7 +3,7 @@
 //! receive buffers; and releasing them.
 
 use super::super::completion::{valid_mask, VerbsError};
-use super::ctx::{ctx_op, errno, op_present, verbs_ctx, VerbsContextTail};
+use super::ctx::{check_rc, ctx_op, errno, failed, op_present, verbs_ctx, VerbsContextTail};
 use crate::wire::rdma::{gid_is_ipv4, RdmaEndpoint, GRH_LEN};
 use ibverbs_sys as sys;
 use std::collections::HashMap;
@@ -169,14 +169,11 @@ impl Nic {
 
         nic.pd = sys::ibv_alloc_pd(ctx);
         if nic.pd.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_alloc_pd: {}", errno())));
+            return Err(failed("ibv_alloc_pd"));
         }
         nic.channel = sys::ibv_create_comp_channel(ctx);
         if nic.channel.is_null() {
-            return Err(VerbsError::Failed(format!(
-                "ibv_create_comp_channel: {}",
-                errno()
-            )));
+            return Err(failed("ibv_create_comp_channel"));
         }
         let fd = (*nic.channel).fd;
         let flags = libc::fcntl(fd, libc::F_GETFL);
@@ -207,7 +204,7 @@ impl Nic {
     unsafe fn find_roce_v2_gid(&self) -> Result<(u8, u8, [u8; 16]), VerbsError> {
         let mut dattr: sys::ibv_device_attr = std::mem::zeroed();
         if sys::ibv_query_device(self.ctx, &mut dattr) != 0 {
-            return Err(VerbsError::Failed(format!("ibv_query_device: {}", errno())));
+            return Err(failed("ibv_query_device"));
         }
         let query_port = ctx_op!(self.ctx, query_port);
         let mut best: Option<(u8, u8, [u8; 16])> = None;
@@ -303,7 +300,7 @@ impl Nic {
         }
         self.cq = sys::ibv_create_cq(self.ctx, depth as c_int, ptr::null_mut(), self.channel, 0);
         if self.cq.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_create_cq: {}", errno())));
+            return Err(failed("ibv_create_cq"));
         }
         Ok(())
     }
@@ -320,10 +317,7 @@ impl Nic {
         init.sq_sig_all = 1;
         self.qp = sys::ibv_create_qp(self.pd, &mut init);
         if self.qp.is_null() {
-            return Err(VerbsError::Failed(format!(
-                "ibv_create_qp(UD): {}",
-                errno()
-            )));
+            return Err(failed("ibv_create_qp(UD)"));
         }
         use sys::ibv_qp_attr_mask as M;
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
@@ -333,28 +327,19 @@ impl Nic {
         a.qkey = qkey;
         let mask = M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_QKEY;
         if sys::ibv_modify_qp(self.qp, &mut a, mask.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(INIT): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(INIT)"));
         }
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
         if sys::ibv_modify_qp(self.qp, &mut a, M::IBV_QP_STATE.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(RTR): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(RTR)"));
         }
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
         a.sq_psn = 0;
         let mask = M::IBV_QP_STATE | M::IBV_QP_SQ_PSN;
         if sys::ibv_modify_qp(self.qp, &mut a, mask.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(RTS): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(RTS)"));
         }
         self.endpoint.qpn = (*self.qp).qp_num;
         Ok(())
@@ -381,12 +366,7 @@ impl Nic {
             .post_recv
             .ok_or("provider has no post_recv")?;
         let rc = post(self.qp, &mut wr, &mut bad);
-        if rc != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_post_recv: {}",
-                std::io::Error::from_raw_os_error(rc)
-            )));
-        }
+        check_rc(rc, "ibv_post_recv")?;
         Ok(())
     }
 
@@ -399,12 +379,7 @@ impl Nic {
                 .req_notify_cq
                 .ok_or("provider has no req_notify_cq")?;
             let rc = f(self.cq, 0);
-            if rc != 0 {
-                return Err(VerbsError::Failed(format!(
-                    "ibv_req_notify_cq: {}",
-                    std::io::Error::from_raw_os_error(rc)
-                )));
-            }
+            check_rc(rc, "ibv_req_notify_cq")?;
         }
         Ok(())
     }

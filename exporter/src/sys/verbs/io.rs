@@ -2,7 +2,7 @@
 //! re-arm the completion channel, read the NIC clock.
 
 use super::super::completion::{Completion, VerbsError};
-use super::ctx::{ctx_op, errno, op_present, verbs_ctx, VerbsContextTail};
+use super::ctx::{check_rc, ctx_op, failed, op_present, verbs_ctx, VerbsContextTail};
 use super::device::{is_recv_wr, Nic, RECV_SLOTS, SEND_SLOTS, SLOT_LEN};
 use crate::wire::rdma::RdmaEndpoint;
 use ibverbs_sys as sys;
@@ -46,7 +46,7 @@ impl Nic {
         a.grh.hop_limit = 64;
         let ah = sys::ibv_create_ah(self.pd, &mut a);
         if ah.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_create_ah: {}", errno())));
+            return Err(failed("ibv_create_ah"));
         }
         // Bound the cache: peers come and go.
         if self.ahs.len() >= 4096 {
@@ -94,12 +94,7 @@ impl Nic {
                 .post_send
                 .ok_or("provider has no post_send")?;
             let rc = post(self.qp, &mut wr, &mut bad);
-            if rc != 0 {
-                return Err(VerbsError::Failed(format!(
-                    "ibv_post_send: {}",
-                    std::io::Error::from_raw_os_error(rc)
-                )));
-            }
+            check_rc(rc, "ibv_post_send")?;
             // Advance only on success: the last SEND_SLOTS posted sends
             // then own distinct slots, and a successful post proves (the
             // send queue being SEND_SLOTS deep and completing in order)
@@ -145,12 +140,7 @@ impl Nic {
                 if rc == libc::ENOENT {
                     return Ok(());
                 }
-                if rc != 0 {
-                    return Err(VerbsError::Failed(format!(
-                        "ibv_start_poll: {}",
-                        std::io::Error::from_raw_os_error(rc)
-                    )));
-                }
+                check_rc(rc, "ibv_start_poll")?;
                 let mut n = 0;
                 loop {
                     let ok = (*cq).status == sys::ibv_wc_status::IBV_WC_SUCCESS;
