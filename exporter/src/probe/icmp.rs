@@ -7,13 +7,13 @@
 //! matched exactly even when other pingers share the host (a raw socket
 //! sees every echo reply) and the 16-bit ICMP sequence wraps.
 
-use super::{receive_task, Completion, Prober, Reader, SharedInFlight, Target};
+use super::{receive_task, Completion, Prober, Reader, Sent, SharedInFlight, Target};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
     async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, set_icmp_filter_only,
 };
 use crate::sys::time::{random_u64, wall_ns};
-use crate::telemetry::{Metrics, Series};
+use crate::telemetry::Metrics;
 use socket2::{Domain, Socket, Type};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -31,12 +31,6 @@ const ECHO_REPLY_V6: u8 = 129;
 const PAYLOAD_MAGIC: [u8; 4] = *b"SKHI";
 const ICMP_LEN: usize = 8 + 4 + 8 + 8;
 
-struct Sent {
-    target: Arc<Target>,
-    series: Series,
-    tx_ns: u64,
-}
-
 struct IcmpSocket {
     fd: AsyncFd<Socket>,
     /// Raw sockets deliver the IPv4 header too and see foreign replies.
@@ -51,7 +45,7 @@ pub struct IcmpProber {
     session: u64,
     ident: u16,
     seq: AtomicU64,
-    inflight: SharedInFlight<Sent>,
+    inflight: SharedInFlight<Sent<()>>,
     metrics: Arc<Metrics>,
 }
 
@@ -233,17 +227,13 @@ impl Prober for IcmpProber {
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let pkt = encode_echo(sock.v6, self.ident, self.session, seq);
-        let tx_ns = wall_ns();
-        series.sent.inc();
-        self.inflight.lock().insert(
-            seq,
-            Instant::now(),
-            Sent {
-                target: target.clone(),
-                series,
-                tx_ns,
-            },
-        );
+        let sent = Sent {
+            target: target.clone(),
+            series,
+            tx_ns: wall_ns(),
+            flow: (),
+        };
+        self.inflight.register(seq, Instant::now(), sent);
         let dst = socket2::SockAddr::from(SocketAddr::new(addr, 0));
         if let Err(e) = sock.fd.get_ref().send_to(&pkt, &dst) {
             tracing::trace!("ICMP echo to {addr} failed: {e}");
@@ -253,12 +243,7 @@ impl Prober for IcmpProber {
     }
 
     fn expire(&self, now: Instant) {
-        let lost = self.inflight.lock().expire(now);
-        for p in lost {
-            if !p.data.target.is_retired() {
-                p.data.series.lost.inc();
-            }
-        }
+        self.inflight.expire_lost(now);
     }
 }
 

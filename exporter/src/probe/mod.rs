@@ -31,7 +31,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use flows::{FlowBook, FlowCount};
-pub use inflight::{Completion, InFlight, SharedInFlight};
+pub use inflight::{Completion, InFlight, Sent, SharedInFlight};
 pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
 pub use target::{NodeClaim, Ports, Target};

@@ -14,7 +14,7 @@
 
 use super::flows::FlowBook;
 use super::{
-    receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, SharedInFlight, Target,
+    receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, Sent, SharedInFlight, Target,
 };
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
@@ -22,7 +22,7 @@ use crate::sys::sock::{
     grow_recv_buffer, recv_tx_timestamp,
 };
 use crate::sys::time::{random_u64, wall_ns};
-use crate::telemetry::{Metrics, Series};
+use crate::telemetry::Metrics;
 use crate::wire::probe::{self as wire, Packet, TRACE_SESSION, TYPE_REPLY};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -32,14 +32,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-
-struct Sent {
-    target: Arc<Target>,
-    series: Series,
-    tx_ns: u64,
-    /// Which of the K flows carried it.
-    flow: usize,
-}
 
 /// The UDP prober; see the module docs.
 /// Maps the kernel's transmit-timestamp ids (a per-socket counter of sent
@@ -70,7 +62,7 @@ pub struct UdpProber {
     book: Arc<FlowBook>,
     session: u64,
     seq: AtomicU64,
-    inflight: SharedInFlight<Sent>,
+    inflight: SharedInFlight<Sent<usize>>,
     metrics: Arc<Metrics>,
     peer_info: Arc<PeerInfo>,
     /// TLVs added to every request (the RDMA endpoint).
@@ -331,20 +323,13 @@ impl Prober for UdpProber {
             &self.advertise,
             self.probe_size,
         );
-        let sent_at = Instant::now();
-        series.sent.inc();
-        // Registered before the send: on a multi-threaded runtime the reply
-        // can be processed before send_to returns.
-        self.inflight.lock().insert(
-            seq,
-            sent_at,
-            Sent {
-                target: target.clone(),
-                series,
-                tx_ns,
-                flow,
-            },
-        );
+        let sent = Sent {
+            target: target.clone(),
+            series,
+            tx_ns,
+            flow,
+        };
+        self.inflight.register(seq, Instant::now(), sent);
         // The id map is locked across the send, so the receive task cannot
         // see this datagram's timestamp before its id is recorded.
         let mut tx = sock
@@ -372,12 +357,8 @@ impl Prober for UdpProber {
     }
 
     fn expire(&self, now: Instant) {
-        let lost = self.inflight.lock().expire(now);
-        for p in lost {
-            if !p.data.target.is_retired() {
-                p.data.series.lost.inc();
-                self.finished(&p.data.target, p.data.flow, true, now);
-            }
+        for lost in self.inflight.expire_lost(now) {
+            self.finished(&lost.target, lost.flow, true, now);
         }
         self.book.sweep(now);
     }

@@ -348,6 +348,18 @@ mod tests {
     use super::*;
     use crate::sys::time::wall_ns;
 
+    /// The next datagram on the non-blocking `sock`, spinning until one
+    /// arrives.
+    fn recv_spinning(sock: &impl AsRawFd, buf: &mut [u8]) -> Received {
+        loop {
+            match recv_with_timestamp(sock, buf) {
+                Ok(r) => break r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     #[test]
     fn a_full_receive_buffer_reports_its_drops() {
         let rx = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
@@ -390,13 +402,7 @@ mod tests {
         for _ in 0..200 {
             warm.send_to(b"warm", b.local_addr().unwrap()).unwrap();
             let mut buf = [0u8; 16];
-            let r = loop {
-                match recv_with_timestamp(&b, &mut buf) {
-                    Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let r = recv_spinning(&b, &mut buf);
             if r.kernel_ns.is_some() {
                 stamped = true;
                 break;
@@ -414,13 +420,7 @@ mod tests {
             assert!(pre <= ts && ts <= post, "{pre} <= {ts} <= {post}");
             ids.push(id);
             let mut buf = [0u8; 16];
-            let r = loop {
-                match recv_with_timestamp(&b, &mut buf) {
-                    Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let r = recv_spinning(&b, &mut buf);
             assert_eq!(&buf[..r.len], b"ping");
             assert_eq!(r.from, a.local_addr().unwrap());
             let rx = r.kernel_ns.expect("an rx timestamp");
