@@ -351,23 +351,29 @@ impl Nic {
     }
 
     pub(super) unsafe fn post_recv(&mut self, slot: usize) -> Result<(), VerbsError> {
-        let mut sge = sys::ibv_sge {
-            addr: self.slot_ptr(slot) as u64,
-            length: SLOT_LEN as u32,
-            lkey: (*self.mr).lkey,
-        };
+        let mut sge = self.sge(self.slot_ptr(slot), SLOT_LEN);
         let mut wr: sys::ibv_recv_wr = std::mem::zeroed();
         wr.wr_id = RECV_TAG | slot as u64;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
-        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
-        let post = (*(*self.qp).context)
-            .ops
-            .post_recv
-            .ok_or("provider has no post_recv")?;
-        let rc = post(self.qp, &mut wr, &mut bad);
-        check_rc(rc, "ibv_post_recv")?;
-        Ok(())
+        let op = (*(*self.qp).context).ops.post_recv;
+        post(
+            self.qp,
+            op,
+            &mut wr,
+            "ibv_post_recv",
+            "provider has no post_recv",
+        )
+    }
+
+    /// The scatter-gather entry of the `len` bytes at `p`, in the
+    /// registered slot buffer.
+    pub(super) unsafe fn sge(&self, p: *mut u8, len: usize) -> sys::ibv_sge {
+        sys::ibv_sge {
+            addr: p as u64,
+            length: len as u32,
+            lkey: (*self.mr).lkey,
+        }
     }
 
     /// Request an event for the next completion.
@@ -392,24 +398,42 @@ impl Drop for Nic {
             for (_, ah) in self.ahs.drain() {
                 sys::ibv_destroy_ah(ah);
             }
-            if !self.qp.is_null() {
-                sys::ibv_destroy_qp(self.qp);
-            }
-            if !self.mr.is_null() {
-                sys::ibv_dereg_mr(self.mr);
-            }
-            if !self.cq.is_null() {
-                sys::ibv_destroy_cq(self.cq);
-            }
-            if !self.channel.is_null() {
-                sys::ibv_destroy_comp_channel(self.channel);
-            }
-            if !self.pd.is_null() {
-                sys::ibv_dealloc_pd(self.pd);
-            }
-            if !self.ctx.is_null() {
-                sys::ibv_close_device(self.ctx);
-            }
+            release(self.qp, sys::ibv_destroy_qp);
+            release(self.mr, sys::ibv_dereg_mr);
+            release(self.cq, sys::ibv_destroy_cq);
+            release(self.channel, sys::ibv_destroy_comp_channel);
+            release(self.pd, sys::ibv_dealloc_pd);
+            release(self.ctx, sys::ibv_close_device);
         }
     }
+}
+
+/// Release `handle` with `destroy` unless it was never made.
+///
+/// # Safety
+/// `handle` is null or live, and not used after.
+unsafe fn release<T>(handle: *mut T, destroy: unsafe extern "C" fn(*mut T) -> c_int) {
+    if !handle.is_null() {
+        // SAFETY: per the contract, a live handle released once.
+        unsafe { destroy(handle) };
+    }
+}
+
+/// Post `wr` on `qp` through the provider's `op` (the body of the
+/// header's inline `ibv_post_send`/`ibv_post_recv`); `verb` names it in
+/// errors, `missing` says the provider lacks it.
+///
+/// # Safety
+/// `qp` is live and `wr` points at buffers registered with it.
+pub(super) unsafe fn post<W>(
+    qp: *mut sys::ibv_qp,
+    op: Option<unsafe extern "C" fn(*mut sys::ibv_qp, *mut W, *mut *mut W) -> c_int>,
+    wr: &mut W,
+    verb: &str,
+    missing: &'static str,
+) -> Result<(), VerbsError> {
+    let op = op.ok_or(missing)?;
+    let mut bad: *mut W = ptr::null_mut();
+    // SAFETY: per the contract.
+    check_rc(unsafe { op(qp, wr, &mut bad) }, verb)
 }

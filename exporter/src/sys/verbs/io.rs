@@ -3,7 +3,7 @@
 
 use super::super::completion::{Completion, VerbsError};
 use super::ctx::{check_rc, ctx_op, failed, op_present, verbs_ctx, VerbsContextTail};
-use super::device::{is_recv_wr, Nic, RECV_SLOTS, SEND_SLOTS, SLOT_LEN};
+use super::device::{is_recv_wr, post, Nic, RECV_SLOTS, SEND_SLOTS, SLOT_LEN};
 use crate::wire::rdma::RdmaEndpoint;
 use ibverbs_sys as sys;
 use std::os::raw::{c_int, c_void};
@@ -74,11 +74,7 @@ impl Nic {
             let slot = RECV_SLOTS + self.send_next % SEND_SLOTS;
             let p = self.slot_ptr(slot);
             ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len());
-            let mut sge = sys::ibv_sge {
-                addr: p as u64,
-                length: payload.len() as u32,
-                lkey: (*self.mr).lkey,
-            };
+            let mut sge = self.sge(p, payload.len());
             let mut wr: sys::ibv_send_wr = std::mem::zeroed();
             wr.wr_id = wr_id;
             wr.sg_list = &mut sge;
@@ -88,13 +84,14 @@ impl Nic {
             wr.wr.ud.ah = ah;
             wr.wr.ud.remote_qpn = to.qpn;
             wr.wr.ud.remote_qkey = to.qkey;
-            let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-            let post = (*(*self.qp).context)
-                .ops
-                .post_send
-                .ok_or("provider has no post_send")?;
-            let rc = post(self.qp, &mut wr, &mut bad);
-            check_rc(rc, "ibv_post_send")?;
+            let op = (*(*self.qp).context).ops.post_send;
+            post(
+                self.qp,
+                op,
+                &mut wr,
+                "ibv_post_send",
+                "provider has no post_send",
+            )?;
             // Advance only on success: the last SEND_SLOTS posted sends
             // then own distinct slots, and a successful post proves (the
             // send queue being SEND_SLOTS deep and completing in order)
