@@ -21,22 +21,10 @@ pub enum ConfigError {
         /// The YAML error with its path and line.
         message: String,
     },
-    /// `identity.topology_file` could not be read.
-    #[error("cannot read topology file {}: {source}", path.display())]
-    TopologyRead {
-        /// The `identity.topology_file` path.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// `identity.topology_file` is too large or not valid for its schema.
-    #[error("topology file {}: {message}", path.display())]
-    Topology {
-        /// The `identity.topology_file` path.
-        path: PathBuf,
-        /// The YAML error with its path and line, or the size limit.
-        message: String,
-    },
+    /// `identity.topology_file` could not be read, is too large or is
+    /// not valid for its schema (the error names the file and the line).
+    #[error(transparent)]
+    Topology(#[from] super::file::ListFileError),
     /// YAML text that does not fit the schema (no file involved).
     #[error("{0}")]
     Yaml(String),

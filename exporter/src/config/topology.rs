@@ -10,7 +10,7 @@
 //! ```
 
 use super::error::ConfigError;
-use super::file::{read_capped, MAX_LIST_FILE_BYTES};
+use super::file::{read_list_file, MAX_LIST_FILE_BYTES};
 use serde::Deserialize;
 use skeletonhunter_common::Kind;
 use std::collections::BTreeMap;
@@ -110,19 +110,7 @@ pub fn parse_topology(text: &str) -> Result<TopologyMap, String> {
 
 /// Read and parse the map at `path`, at most [`MAX_TOPOLOGY_FILE_BYTES`].
 pub fn read_topology(path: &Path) -> Result<TopologyMap, ConfigError> {
-    let text = read_capped(path)
-        .map_err(|source| ConfigError::TopologyRead {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| ConfigError::Topology {
-            path: path.to_path_buf(),
-            message: format!("larger than {} MiB", MAX_TOPOLOGY_FILE_BYTES >> 20),
-        })?;
-    parse_topology(&text).map_err(|message| ConfigError::Topology {
-        path: path.to_path_buf(),
-        message,
-    })
+    Ok(read_list_file("topology file", path, parse_topology)?)
 }
 
 #[cfg(test)]
