@@ -167,19 +167,14 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
     let np = pairs.len().max(1) as f64;
     let level = config.pair_alpha / np;
 
-    let loss = pair_binomial(
-        pairs,
-        |p| (p.sent, p.lost),
-        config.min_background_loss,
-        config.max_background_rate,
-        level,
-    );
-    let unreachable = pair_binomial(
-        pairs,
+    // Loss and dial failures are judged at the same level and ceiling.
+    let binomial = |counts: fn(&PairStats) -> (f64, f64), floor: f64| {
+        pair_binomial(pairs, counts, floor, config.max_background_rate, level)
+    };
+    let loss = binomial(|p| (p.sent, p.lost), config.min_background_loss);
+    let unreachable = binomial(
         |p| (p.rounds, p.failed_dials),
         config.min_background_dial_failure,
-        config.max_background_rate,
-        level,
     );
     let latency = latency_obs(pairs, &matrix.class, config, level);
     Evidence {
