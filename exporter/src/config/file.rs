@@ -5,6 +5,7 @@
 use super::error::ConfigError;
 use super::traffic::EbpfSection;
 use serde::Deserialize;
+use skeletonhunter_common::yaml::from_str_or_default;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -177,10 +178,7 @@ pub struct MeshEntry {
 
 /// Parse the YAML text (errors carry the YAML path and line).
 pub fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    yaml_serde::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))
+    from_str_or_default(text).map_err(|e| ConfigError::Yaml(e.to_string()))
 }
 
 /// The largest file the exporter reads besides its config (a topology map
@@ -261,8 +259,5 @@ pub fn read_mesh_list(path: &Path) -> Result<Vec<MeshEntry>, ListFileError> {
 
 /// Parse a ToR-mesh peer list: a YAML list of entries (empty text: none).
 pub fn parse_mesh_list(text: &str) -> Result<Vec<MeshEntry>, String> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    yaml_serde::from_str(text).map_err(|e| e.to_string())
+    from_str_or_default(text).map_err(|e| e.to_string())
 }
