@@ -183,10 +183,16 @@ impl Metrics {
         }
     }
 
+    /// The labels of a series of `peer` handed out now, recorded as owned
+    /// so the peer's removal finds it.
+    fn owned_labels(&self, peer: IpAddr, dst_node: &str, protocol: Protocol) -> ProbeLabels {
+        self.own(peer, dst_node);
+        self.labels(dst_node, protocol)
+    }
+
     /// The probe series of `peer` (labelled `dst_node`) for `protocol`.
     pub fn series(&self, peer: IpAddr, dst_node: &str, protocol: Protocol) -> Series {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, protocol);
+        let labels = self.owned_labels(peer, dst_node, protocol);
         Series {
             sent: self.f.sent.get_or_create_owned(&labels),
             lost: self.f.lost.get_or_create_owned(&labels),
@@ -197,8 +203,7 @@ impl Metrics {
 
     /// The TCP dial series of `peer`.
     pub fn dial_series(&self, peer: IpAddr, dst_node: &str) -> DialSeries {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, Protocol::Tcp);
+        let labels = self.owned_labels(peer, dst_node, Protocol::Tcp);
         DialSeries {
             success: self.f.dial_success.get_or_create_owned(&labels),
             failures: self.f.dial_failures.get_or_create_owned(&labels),
@@ -207,8 +212,7 @@ impl Metrics {
 
     /// The multi-flow UDP series of `peer`.
     pub fn flow_series(&self, peer: IpAddr, dst_node: &str) -> FlowSeries {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, Protocol::Udp);
+        let labels = self.owned_labels(peer, dst_node, Protocol::Udp);
         FlowSeries {
             worst_loss: self.f.worst_flow_loss.get_or_create_owned(&labels),
             flows: self.f.flows.get_or_create_owned(&labels),
