@@ -2,7 +2,7 @@
 //! for unknown keys by serde and validated into [`super::Config`] by the
 //! merge.
 
-use super::error::ConfigError;
+use super::error::{ConfigError, ListFileError};
 use super::traffic::EbpfSection;
 use serde::Deserialize;
 use skeletonhunter_common::yaml::from_str_or_default;
@@ -185,40 +185,6 @@ pub fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
 /// or ToR-mesh peer list of a whole fabric fits many times over).
 pub const MAX_LIST_FILE_BYTES: u64 = 16 << 20;
 
-/// Why a list file (the topology map, a ToR-mesh peer list) was not
-/// read; each message names the file by `what` and its path.
-#[derive(Debug, thiserror::Error)]
-pub enum ListFileError {
-    /// Missing, unreadable or not UTF-8.
-    #[error("cannot read {what} {}: {source}", path.display())]
-    Read {
-        /// What the file is, e.g. "topology file".
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// Larger than [`MAX_LIST_FILE_BYTES`].
-    #[error("{what} {}: larger than {} MiB", path.display(), MAX_LIST_FILE_BYTES >> 20)]
-    TooLarge {
-        /// What the file is.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-    },
-    /// Not valid for its schema.
-    #[error("{what} {}: {message}", path.display())]
-    Parse {
-        /// What the file is.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The YAML error with its line.
-        message: String,
-    },
-}
-
 /// Read the list file `what` at `path`, at most [`MAX_LIST_FILE_BYTES`]
 /// of it, and `parse` its text.
 pub fn read_list_file<T>(
@@ -241,6 +207,7 @@ pub fn read_list_file<T>(
         return Err(ListFileError::TooLarge {
             what,
             path: path.to_path_buf(),
+            max_bytes: MAX_LIST_FILE_BYTES,
         });
     }
     parse(&text).map_err(|message| ListFileError::Parse {
