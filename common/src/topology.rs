@@ -448,15 +448,10 @@ mod tests {
 
     /// The path from node a on h1 to node b on h2 across `switches`.
     fn between_hosts(switches: &[&str]) -> Vec<String> {
-        let ends = (
-            ["node/a", "nic/nic-a", "host/h1"],
-            ["host/h2", "nic/nic-b", "node/b"],
-        );
-        [&ends.0[..], switches, &ends.1[..]]
-            .concat()
-            .into_iter()
-            .map(String::from)
-            .collect()
+        let mut p = vec!["node/a", "nic/nic-a", "host/h1"];
+        p.extend_from_slice(switches);
+        p.extend(["host/h2", "nic/nic-b", "node/b"]);
+        p.into_iter().map(String::from).collect()
     }
 
     #[test]
