@@ -60,16 +60,10 @@ impl Kind {
     /// Every kind a verdict (and so a component alert) can name: the
     /// identity kinds but the tenant (a grouping of pairs, never blamed),
     /// plus traced hops and ECMP links. Runbook sections exist per kind.
-    pub const BLAMABLE: [Kind; 8] = [
-        Kind::Node,
-        Kind::Nic,
-        Kind::Host,
-        Kind::Tor,
-        Kind::Spine,
-        Kind::Pod,
-        Kind::Hop,
-        Kind::Link,
-    ];
+    pub const BLAMABLE: [Kind; 8] = {
+        let [node, nic, host, tor, spine, pod, _tenant] = Kind::ALL;
+        [node, nic, host, tor, spine, pod, Kind::Hop, Kind::Link]
+    };
 
     /// The label value used in metrics, alerts and JSON.
     pub fn as_str(self) -> &'static str {
