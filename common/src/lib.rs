@@ -1,8 +1,9 @@
 //! Contracts shared by `skeletonhunter-exporter` and `skeletonhunter-localizer`.
 //!
 //! Everything that both binaries must agree on lives here exactly once: the
-//! topology vocabulary and path model, the probe protocols, the one duration parser, the HTTP
-//! plumbing that serves `/metrics`, and logging set-up.
+//! topology vocabulary and path model, the probe protocols, the one duration
+//! parser, the YAML reader, the HTTP plumbing that serves `/metrics`, and
+//! logging set-up.
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod ratelimit;
 pub mod recent;
 pub mod topology;
 pub mod web;
+pub mod yaml;
 
 pub use protocol::Protocol;
 pub use topology::{Component, Identity, Kind};

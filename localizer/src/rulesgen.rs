@@ -240,6 +240,21 @@ pub fn check(opts: &RulesOptions) -> Result<(), RulesError> {
     Ok(())
 }
 
+/// The rule group of `level` (`tor`, `spine`, `tenant`): each member id's
+/// rules, over the series `selector` picks from what the id holds.
+fn group<M>(
+    level: &str,
+    members: &BTreeMap<&str, M>,
+    selector: impl Fn(&M) -> Selector,
+    opts: &RulesOptions,
+) -> (String, Vec<Rule>) {
+    let rules = members
+        .iter()
+        .flat_map(|(id, m)| rules_for(level, id, &selector(m), opts))
+        .collect();
+    (format!("skeletonhunter_generated_{level}"), rules)
+}
+
 /// Generate the rule file for `nodes` (the identities seen in
 /// `skeletonhunter_node_info`). Levels without any known id are left out;
 /// an empty topology gives a valid file with no groups.
@@ -248,11 +263,7 @@ pub fn generate(nodes: &[Identity], opts: &RulesOptions) -> Result<String, Rules
     let mut groups: Vec<(String, Vec<Rule>)> = Vec::new();
 
     let tors = members(nodes, Kind::Tor);
-    let rules: Vec<Rule> = tors
-        .iter()
-        .flat_map(|(id, ns)| rules_for("tor", id, &tor_selector(ns), opts))
-        .collect();
-    groups.push(("skeletonhunter_generated_tor".into(), rules));
+    groups.push(group("tor", &tors, tor_selector, opts));
 
     // Spine -> its ToRs -> their nodes.
     let mut spines: BTreeMap<&str, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
@@ -266,18 +277,10 @@ pub fn generate(nodes: &[Identity], opts: &RulesOptions) -> Result<String, Rules
                 .insert(n.node.as_str());
         }
     }
-    let rules: Vec<Rule> = spines
-        .iter()
-        .flat_map(|(id, ts)| rules_for("spine", id, &spine_selector(ts), opts))
-        .collect();
-    groups.push(("skeletonhunter_generated_spine".into(), rules));
+    groups.push(group("spine", &spines, spine_selector, opts));
 
     let tenants = members(nodes, Kind::Tenant);
-    let rules: Vec<Rule> = tenants
-        .iter()
-        .flat_map(|(id, ns)| rules_for("tenant", id, &tenant_selector(ns), opts))
-        .collect();
-    groups.push(("skeletonhunter_generated_tenant".into(), rules));
+    groups.push(group("tenant", &tenants, tenant_selector, opts));
 
     let mut out = String::new();
     let _ = writeln!(

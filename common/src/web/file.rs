@@ -6,6 +6,7 @@
 
 use super::error::WebConfigError;
 use crate::duration;
+use crate::yaml::from_str_or_default;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -167,14 +168,10 @@ type Result<T> = std::result::Result<T, WebConfigError>;
 /// Parse the text of the web configuration at `path` (relative file names
 /// in it are taken from `path`'s directory, as the toolkit does).
 pub fn parse(path: &Path, text: &str) -> Result<WebConfig> {
-    let raw: RawFile = if text.trim().is_empty() {
-        RawFile::default()
-    } else {
-        yaml_serde::from_str(text).map_err(|e| WebConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?
-    };
+    let raw: RawFile = from_str_or_default(text).map_err(|e| WebConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
     let bad = |key: &str, why: String| WebConfigError::invalid(path, key, why);
     let dir = path.parent().unwrap_or(Path::new("."));
     let tls = match raw.tls_server_config {

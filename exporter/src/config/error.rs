@@ -21,22 +21,10 @@ pub enum ConfigError {
         /// The YAML error with its path and line.
         message: String,
     },
-    /// `identity.topology_file` could not be read.
-    #[error("cannot read topology file {}: {source}", path.display())]
-    TopologyRead {
-        /// The `identity.topology_file` path.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// `identity.topology_file` is too large or not valid for its schema.
-    #[error("topology file {}: {message}", path.display())]
-    Topology {
-        /// The `identity.topology_file` path.
-        path: PathBuf,
-        /// The YAML error with its path and line, or the size limit.
-        message: String,
-    },
+    /// `identity.topology_file` could not be read, is too large or is
+    /// not valid for its schema (the error names the file and the line).
+    #[error(transparent)]
+    Topology(#[from] ListFileError),
     /// YAML text that does not fit the schema (no file involved).
     #[error("{0}")]
     Yaml(String),
@@ -61,4 +49,40 @@ impl ConfigError {
             message: why.to_string(),
         }
     }
+}
+
+/// Why a list file (the topology map, a ToR-mesh peer list) was not
+/// read; each message names the file by `what` and its path.
+#[derive(Debug, thiserror::Error)]
+pub enum ListFileError {
+    /// Missing, unreadable or not UTF-8.
+    #[error("cannot read {what} {}: {source}", path.display())]
+    Read {
+        /// What the file is, e.g. "topology file".
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Larger than the limit (only that much was read).
+    #[error("{what} {}: larger than {} MiB", path.display(), max_bytes >> 20)]
+    TooLarge {
+        /// What the file is.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        max_bytes: u64,
+    },
+    /// Not valid for its schema.
+    #[error("{what} {}: {message}", path.display())]
+    Parse {
+        /// What the file is.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The YAML error with its line.
+        message: String,
+    },
 }

@@ -2,9 +2,10 @@
 //! for unknown keys by serde and validated into [`super::Config`] by the
 //! merge.
 
-use super::error::ConfigError;
+use super::error::{ConfigError, ListFileError};
 use super::traffic::EbpfSection;
 use serde::Deserialize;
+use skeletonhunter_common::yaml::from_str_or_default;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -177,75 +178,53 @@ pub struct MeshEntry {
 
 /// Parse the YAML text (errors carry the YAML path and line).
 pub fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    yaml_serde::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))
+    from_str_or_default(text).map_err(|e| ConfigError::Yaml(e.to_string()))
 }
 
 /// The largest file the exporter reads besides its config (a topology map
 /// or ToR-mesh peer list of a whole fabric fits many times over).
 pub const MAX_LIST_FILE_BYTES: u64 = 16 << 20;
 
-/// The text of `path`, or `None` when it is larger than
-/// [`MAX_LIST_FILE_BYTES`] (only that much is read).
-pub fn read_capped(path: &Path) -> std::io::Result<Option<String>> {
+/// Read the list file `what` at `path`, at most [`MAX_LIST_FILE_BYTES`]
+/// of it, and `parse` its text.
+pub fn read_list_file<T>(
+    what: &'static str,
+    path: &Path,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, ListFileError> {
+    let read_err = |source| ListFileError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
     let mut text = String::new();
-    std::fs::File::open(path)?
+    std::fs::File::open(path)
+        .map_err(read_err)?
         .take(MAX_LIST_FILE_BYTES + 1)
-        .read_to_string(&mut text)?;
-    Ok((text.len() as u64 <= MAX_LIST_FILE_BYTES).then_some(text))
-}
-
-/// Why a ToR-mesh peer list file was not read.
-#[derive(Debug, thiserror::Error)]
-pub enum MeshListError {
-    /// Missing, unreadable or not UTF-8.
-    #[error("cannot read ToR-mesh peer list {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// Larger than [`MAX_LIST_FILE_BYTES`].
-    #[error("ToR-mesh peer list {}: larger than {} MiB", path.display(), MAX_LIST_FILE_BYTES >> 20)]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-    },
-    /// Not a YAML list of entries.
-    #[error("ToR-mesh peer list {}: {message}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// The YAML error with its line.
-        message: String,
-    },
-}
-
-/// Read and parse a ToR-mesh peer list file (a YAML list of entries; an
-/// empty file is an empty list): at load, where a failure refuses the
-/// configuration, and at every refresh, where it keeps the last list.
-pub fn read_mesh_list(path: &Path) -> Result<Vec<MeshEntry>, MeshListError> {
-    let text = read_capped(path)
-        .map_err(|source| MeshListError::Read {
+        .read_to_string(&mut text)
+        .map_err(read_err)?;
+    if text.len() as u64 > MAX_LIST_FILE_BYTES {
+        return Err(ListFileError::TooLarge {
+            what,
             path: path.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| MeshListError::TooLarge {
-            path: path.to_path_buf(),
-        })?;
-    parse_mesh_list(&text).map_err(|message| MeshListError::Parse {
+            max_bytes: MAX_LIST_FILE_BYTES,
+        });
+    }
+    parse(&text).map_err(|message| ListFileError::Parse {
+        what,
         path: path.to_path_buf(),
         message,
     })
 }
 
+/// Read and parse a ToR-mesh peer list file (a YAML list of entries; an
+/// empty file is an empty list): at load, where a failure refuses the
+/// configuration, and at every refresh, where it keeps the last list.
+pub fn read_mesh_list(path: &Path) -> Result<Vec<MeshEntry>, ListFileError> {
+    read_list_file("ToR-mesh peer list", path, parse_mesh_list)
+}
+
 /// Parse a ToR-mesh peer list: a YAML list of entries (empty text: none).
 pub fn parse_mesh_list(text: &str) -> Result<Vec<MeshEntry>, String> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    yaml_serde::from_str(text).map_err(|e| e.to_string())
+    from_str_or_default(text).map_err(|e| e.to_string())
 }

@@ -29,8 +29,8 @@ pub mod validate;
 
 pub use args::Args;
 pub use ecmp::FlowSettings;
-pub use error::ConfigError;
-pub use file::{parse_file, parse_mesh_list, read_mesh_list, FileConfig, MeshEntry, MeshListError};
+pub use error::{ConfigError, ListFileError};
+pub use file::{parse_file, parse_mesh_list, read_mesh_list, FileConfig, MeshEntry};
 pub use identity::default_route_address;
 pub use identity::{IdentityOrigin, TopologyLookup};
 pub use server::http_connection_cap;

@@ -10,8 +10,9 @@
 //! ```
 
 use super::error::ConfigError;
-use super::file::{read_capped, MAX_LIST_FILE_BYTES};
+use super::file::{read_list_file, MAX_LIST_FILE_BYTES};
 use serde::Deserialize;
+use skeletonhunter_common::yaml::from_str_or_default;
 use skeletonhunter_common::Kind;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,10 +99,7 @@ impl TopologyEntry {
 
 /// Parse the map's text (errors carry the YAML path, line and column).
 pub fn parse_topology(text: &str) -> Result<TopologyMap, String> {
-    if text.trim().is_empty() {
-        return Ok(TopologyMap::default());
-    }
-    let map: TopologyMap = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    let map: TopologyMap = from_str_or_default(text).map_err(|e| e.to_string())?;
     if map.hosts.keys().any(|h| h.trim().is_empty()) {
         return Err("hosts: a host name is empty".into());
     }
@@ -110,19 +108,7 @@ pub fn parse_topology(text: &str) -> Result<TopologyMap, String> {
 
 /// Read and parse the map at `path`, at most [`MAX_TOPOLOGY_FILE_BYTES`].
 pub fn read_topology(path: &Path) -> Result<TopologyMap, ConfigError> {
-    let text = read_capped(path)
-        .map_err(|source| ConfigError::TopologyRead {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| ConfigError::Topology {
-            path: path.to_path_buf(),
-            message: format!("larger than {} MiB", MAX_TOPOLOGY_FILE_BYTES >> 20),
-        })?;
-    parse_topology(&text).map_err(|message| ConfigError::Topology {
-        path: path.to_path_buf(),
-        message,
-    })
+    Ok(read_list_file("topology file", path, parse_topology)?)
 }
 
 #[cfg(test)]

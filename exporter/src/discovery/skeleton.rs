@@ -283,14 +283,19 @@ mod tests {
         t0 + Duration::from_secs_f64(s)
     }
 
+    /// Now, and an unfiltered tracker with the test timing starting now.
+    fn tracker() -> (Instant, Tracker) {
+        let t0 = Instant::now();
+        (t0, Tracker::new(timing(), Filter::default(), t0))
+    }
+
     fn addrs(t: &Tracker) -> Vec<String> {
         t.peers().iter().map(|p| p.addr.to_string()).collect()
     }
 
     #[test]
     fn persistent_connection_becomes_peer_brief_one_does_not() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         t.up(conn(1, "198.18.0.2"), secs(t0, 0.1));
         // A brief connection straddling a window boundary.
         t.up(conn(2, "198.18.0.4"), secs(t0, 0.95));
@@ -303,8 +308,7 @@ mod tests {
 
     #[test]
     fn peer_after_min_windows_not_before() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         t.up(conn(1, "198.18.0.2"), secs(t0, 0.2));
         assert_eq!(t.tick(secs(t0, 0.9)), Changes::default());
         assert_eq!(t.tick(secs(t0, 1.9)).added, 0);
@@ -314,8 +318,7 @@ mod tests {
 
     #[test]
     fn repeated_short_connections_across_windows_count() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         for (i, s) in [0.2, 1.2, 2.2].into_iter().enumerate() {
             t.up(conn(10 + i as u64, "198.18.0.3"), secs(t0, s));
             t.down(10 + i as u64, secs(t0, s + 0.01));
@@ -340,8 +343,7 @@ mod tests {
 
     #[test]
     fn idle_peer_expires_after_ttl_but_not_while_open() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         t.up(conn(1, "198.18.0.2"), t0);
         for i in 1..=20 {
             t.tick(secs(t0, i as f64));
@@ -356,8 +358,7 @@ mod tests {
 
     #[test]
     fn sync_diffs_snapshots() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         let a = conn(1, "198.18.0.2");
         let b = conn(2, "198.18.0.3");
         t.sync(&[a, b], t0);
@@ -373,8 +374,7 @@ mod tests {
 
     #[test]
     fn lost_down_event_does_not_leak_open_count() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         t.up(conn(1, "198.18.0.2"), t0);
         t.up(conn(1, "198.18.0.3"), secs(t0, 0.1)); // same key reused
         t.down(1, secs(t0, 0.2));
@@ -384,8 +384,7 @@ mod tests {
 
     #[test]
     fn retain_drops_dead_connections() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(timing(), Filter::default(), t0);
+        let (t0, mut t) = tracker();
         t.up(conn(1, "198.18.0.2"), t0);
         t.retain(|k| k != 1);
         assert_eq!(t.open_connections(), 0);

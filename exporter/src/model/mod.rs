@@ -18,6 +18,8 @@ pub use labels::{
     ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
     SourceEventLabels, SourceLabels,
 };
+#[cfg(test)]
+pub use peer::test_ip;
 pub use peer::{Peer, PeerSource};
 pub use reasons::{DiscoveryEvent, DropReason, OwnSocket, ProbeErrorReason};
 pub use skeletonhunter_common::protocol::{Protocol, UnknownProtocol};

@@ -95,3 +95,10 @@ impl Peer {
         SocketAddr::new(self.addr, self.tcp_port.unwrap_or(default_port))
     }
 }
+
+/// 198.18.0.`n`, a benchmarking address (RFC 2544) that is never a real
+/// peer: the address the unit tests of several modules give their peers.
+#[cfg(test)]
+pub fn test_ip(n: u8) -> std::net::IpAddr {
+    std::net::IpAddr::from([198, 18, 0, n])
+}

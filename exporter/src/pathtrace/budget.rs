@@ -131,10 +131,7 @@ impl AutoPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ip(n: u8) -> IpAddr {
-        IpAddr::from([198, 18, 0, n])
-    }
+    use crate::model::test_ip as ip;
 
     #[test]
     fn the_budget_caps_traces_per_minute_and_refills() {

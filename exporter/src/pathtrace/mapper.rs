@@ -125,10 +125,7 @@ impl Mapper {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ip(n: u8) -> IpAddr {
-        IpAddr::from([198, 18, 0, n])
-    }
+    use crate::model::test_ip as ip;
 
     #[test]
     fn every_flow_is_mapped_then_refreshed_with_jitter() {

@@ -230,6 +230,18 @@ mod tests {
         p
     }
 
+    /// What the trace makes of the ICMP (type, code) `from` sends about
+    /// `probe` (id 0x3408 of `f`).
+    fn answer(
+        f: &Flow,
+        probe: &[u8],
+        from: [u8; 4],
+        (typ, code): (u8, u8),
+    ) -> Option<(Ipv4Addr, Answer)> {
+        let e = parse_icmp_error(&icmp_about(from, typ, code, probe)).unwrap();
+        classify(f, 0x3408, Some(&e), None)
+    }
+
     #[test]
     fn icmp_time_exceeded_is_matched_by_quote() {
         let f = flow();
@@ -262,17 +274,13 @@ mod tests {
     fn destination_detected_by_port_unreachable_or_reply() {
         let f = flow();
         let probe = build_probe(&f, 2, 0x3408, b"x");
-        let msg = icmp_about([198, 18, 2, 2], 3, 3, &probe);
-        let e = parse_icmp_error(&msg).unwrap();
         assert_eq!(
-            classify(&f, 0x3408, Some(&e), None),
+            answer(&f, &probe, [198, 18, 2, 2], (3, 3)),
             Some((Ipv4Addr::new(198, 18, 2, 2), Answer::Destination))
         );
         // A router's net unreachable stops the trace as unreachable.
-        let msg = icmp_about([198, 18, 1, 1], 3, 0, &probe);
-        let e = parse_icmp_error(&msg).unwrap();
         assert_eq!(
-            classify(&f, 0x3408, Some(&e), None),
+            answer(&f, &probe, [198, 18, 1, 1], (3, 0)),
             Some((Ipv4Addr::new(198, 18, 1, 1), Answer::Unreachable))
         );
         // The responder's echo back to our source port.

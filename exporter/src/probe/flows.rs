@@ -200,10 +200,7 @@ impl FlowBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ip(n: u8) -> IpAddr {
-        IpAddr::from([198, 18, 0, n])
-    }
+    use crate::model::test_ip as ip;
 
     #[test]
     fn flows_rotate_per_peer() {

@@ -7,21 +7,21 @@
 //! matched exactly even when other pingers share the host (a raw socket
 //! sees every echo reply) and the 16-bit ICMP sequence wraps.
 
-use super::{Completion, InFlight, Prober, Target};
+use super::{receive_task, Completion, Prober, Reader, Sent, SharedInFlight, Target};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
-    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
-    set_icmp_filter_only,
+    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, set_icmp_filter_only,
 };
 use crate::sys::time::{random_u64, wall_ns};
-use crate::telemetry::{Metrics, Series};
+use crate::telemetry::Metrics;
 use socket2::{Domain, Socket, Type};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 const ECHO_REQUEST_V4: u8 = 8;
 const ECHO_REPLY_V4: u8 = 0;
@@ -30,12 +30,6 @@ const ECHO_REPLY_V6: u8 = 129;
 /// Payload: magic, session, sequence.
 const PAYLOAD_MAGIC: [u8; 4] = *b"SKHI";
 const ICMP_LEN: usize = 8 + 4 + 8 + 8;
-
-struct Sent {
-    target: Arc<Target>,
-    series: Series,
-    tx_ns: u64,
-}
 
 struct IcmpSocket {
     fd: AsyncFd<Socket>,
@@ -51,7 +45,7 @@ pub struct IcmpProber {
     session: u64,
     ident: u16,
     seq: AtomicU64,
-    inflight: Mutex<InFlight<Sent>>,
+    inflight: SharedInFlight<Sent<()>>,
     metrics: Arc<Metrics>,
 }
 
@@ -162,13 +156,12 @@ impl IcmpProber {
             session: random_u64(),
             ident: (std::process::id() & 0xffff) as u16,
             seq: AtomicU64::new(1),
-            inflight: Mutex::new(InFlight::new(timeout)),
+            inflight: SharedInFlight::new(timeout),
             metrics,
         });
-        for s in p.v4.iter().chain(p.v6.iter()) {
-            let s = s.clone();
-            let weak = Arc::downgrade(&p);
-            tokio::spawn(async move { receive_loop(s, weak).await });
+        for s in p.v4.iter().chain(p.v6.iter()).cloned() {
+            let reader = Reader::new(2048, p.metrics.socket_drops(OwnSocket::IcmpProber));
+            tokio::spawn(receive_loop(s, Arc::downgrade(&p), reader));
         }
         Ok(p)
     }
@@ -178,11 +171,7 @@ impl IcmpProber {
             // Another pinger's reply on a shared raw socket.
             return;
         }
-        let done = self
-            .inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .complete(seq, Instant::now());
+        let done = self.inflight.lock().complete(seq, Instant::now());
         match done {
             Completion::Answered(p) => {
                 if !p.data.target.is_retired() {
@@ -195,44 +184,26 @@ impl IcmpProber {
     }
 }
 
-async fn receive_loop(sock: Arc<IcmpSocket>, prober: std::sync::Weak<IcmpProber>) {
-    let mut buf = vec![0u8; 2048];
-    let Some(mut drops) = prober
-        .upgrade()
-        .map(|p| p.metrics.socket_drops(OwnSocket::IcmpProber))
-    else {
-        return;
-    };
-    loop {
-        let mut guard = match sock.fd.readable().await {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::error!("ICMP socket failed: {e}");
-                return;
-            }
-        };
-        let Some(p) = prober.upgrade() else { return };
-        loop {
-            match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
-                Ok(r) => {
-                    drops.observe(r.rx_drops);
-                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
-                    if let Some((session, seq)) =
-                        parse_echo_reply(&buf[..r.len.min(buf.len())], sock.v6, sock.raw)
-                    {
+async fn receive_loop(sock: Arc<IcmpSocket>, prober: Weak<IcmpProber>, reader: Reader) {
+    receive_task(
+        &sock.fd,
+        Interest::READABLE,
+        &prober,
+        "ICMP socket",
+        reader,
+        |p, reader| {
+            reader.drain(
+                sock.fd.get_ref(),
+                |data, _, rx| {
+                    if let Some((session, seq)) = parse_echo_reply(data, sock.v6, sock.raw) {
                         p.on_reply(session, seq, rx);
                     }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    guard.clear_ready();
-                    break;
-                }
-                Err(e) => {
-                    tracing::trace!("ICMP receive error: {e}");
-                }
-            }
-        }
-    }
+                },
+                |e| tracing::trace!("ICMP receive error: {e}"),
+            );
+        },
+    )
+    .await;
 }
 
 impl Prober for IcmpProber {
@@ -256,20 +227,13 @@ impl Prober for IcmpProber {
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let pkt = encode_echo(sock.v6, self.ident, self.session, seq);
-        let tx_ns = wall_ns();
-        series.sent.inc();
-        self.inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                seq,
-                Instant::now(),
-                Sent {
-                    target: target.clone(),
-                    series,
-                    tx_ns,
-                },
-            );
+        let sent = Sent {
+            target: target.clone(),
+            series,
+            tx_ns: wall_ns(),
+            flow: (),
+        };
+        self.inflight.register(seq, Instant::now(), sent);
         let dst = socket2::SockAddr::from(SocketAddr::new(addr, 0));
         if let Err(e) = sock.fd.get_ref().send_to(&pkt, &dst) {
             tracing::trace!("ICMP echo to {addr} failed: {e}");
@@ -279,16 +243,7 @@ impl Prober for IcmpProber {
     }
 
     fn expire(&self, now: Instant) {
-        let lost = self
-            .inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .expire(now);
-        for p in lost {
-            if !p.data.target.is_retired() {
-                p.data.series.lost.inc();
-            }
-        }
+        self.inflight.expire_lost(now);
     }
 }
 

@@ -6,7 +6,10 @@
 //! duplicate after an answer, unknown) and never counted again, so loss and
 //! RTT can not be double-counted whatever the network does.
 
+use super::Target;
+use crate::telemetry::Series;
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One outstanding probe; `T` is whatever the prober needs to record the
@@ -148,6 +151,64 @@ impl<T> InFlight<T> {
             if let Some(p) = self.pending.remove(&seq) {
                 self.remember(seq, Finished::Lost, now);
                 lost.push(p);
+            }
+        }
+        lost
+    }
+}
+
+/// An [`InFlight`] table shared by a prober's send path and its receive
+/// task. Every table method finishes its update before it returns, so a
+/// panic elsewhere while the lock was held leaves the table whole: the
+/// lock's poison is ignored rather than losing the accounting.
+#[derive(Debug)]
+pub struct SharedInFlight<T>(Mutex<InFlight<T>>);
+
+impl<T> SharedInFlight<T> {
+    /// An empty table; probes older than `timeout` are lost.
+    pub fn new(timeout: Duration) -> Self {
+        SharedInFlight(Mutex::new(InFlight::new(timeout)))
+    }
+
+    /// The table, for one call.
+    pub fn lock(&self) -> MutexGuard<'_, InFlight<T>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a packet prober (ICMP, UDP) keeps of a probe in flight; `F` is
+/// the flow that carried it (UDP: one of K; ICMP: `()`, its one flow).
+#[derive(Debug)]
+pub struct Sent<F> {
+    /// Whom it went to.
+    pub target: Arc<Target>,
+    /// The series it counts in (cached on the target).
+    pub series: Series,
+    /// When it left, wall clock ns (a kernel transmit timestamp, where the
+    /// prober has one, replaces the user-space time).
+    pub tx_ns: u64,
+    /// The flow that carried it.
+    pub flow: F,
+}
+
+impl<F> SharedInFlight<Sent<F>> {
+    /// Count a probe as sent and register it, before it goes out: on a
+    /// multi-threaded runtime its reply can be processed before the send
+    /// returns.
+    pub fn register(&self, seq: u64, sent_at: Instant, sent: Sent<F>) {
+        sent.series.sent.inc();
+        self.lock().insert(seq, sent_at, sent);
+    }
+
+    /// Take the probes past their deadline and count them lost; those of
+    /// retired targets leave uncounted. Returns the counted ones.
+    pub fn expire_lost(&self, now: Instant) -> Vec<Sent<F>> {
+        let expired = self.lock().expire(now);
+        let mut lost = Vec::with_capacity(expired.len());
+        for p in expired {
+            if !p.data.target.is_retired() {
+                p.data.series.lost.inc();
+                lost.push(p.data);
             }
         }
         lost

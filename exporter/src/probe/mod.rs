@@ -31,14 +31,21 @@ pub mod tcp;
 pub mod udp;
 
 pub use flows::{FlowBook, FlowCount};
-pub use inflight::{Completion, InFlight};
+pub use inflight::{Completion, InFlight, Sent, SharedInFlight};
 pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
 pub use target::{NodeClaim, Ports, Target};
 
 use crate::model::Protocol;
-use std::sync::Arc;
+use crate::sys::sock::recv_with_timestamp;
+use crate::sys::time::wall_ns;
+use crate::telemetry::SocketDrops;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// The one interface every protocol implements.
 pub trait Prober: Send + Sync + 'static {
@@ -57,4 +64,71 @@ pub trait Prober: Send + Sync + 'static {
 
     /// Count in-flight probes older than the timeout as lost.
     fn expire(&self, now: Instant);
+}
+
+/// The receive task of a packet prober (ICMP, UDP): each time `fd` is
+/// ready for `interest`, and while the prober lives, `drain` reads what is
+/// queued (until the socket would block) with `reader`. Ends when the
+/// prober is gone or the socket fails (logged as `what` failed).
+pub(crate) async fn receive_task<P, S: AsRawFd>(
+    fd: &AsyncFd<S>,
+    interest: Interest,
+    prober: &Weak<P>,
+    what: &str,
+    mut reader: Reader,
+    mut drain: impl FnMut(&P, &mut Reader),
+) {
+    loop {
+        let mut guard = match fd.ready(interest).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!("{what} failed: {e}");
+                return;
+            }
+        };
+        let Some(p) = prober.upgrade() else { return };
+        drain(&p, &mut reader);
+        guard.clear_ready();
+    }
+}
+
+/// What a packet prober's receive task reads one socket with: a buffer
+/// for the largest datagram it expects and the socket's drop counter.
+pub(crate) struct Reader {
+    buf: Vec<u8>,
+    drops: SocketDrops,
+}
+
+impl Reader {
+    /// A reader of datagrams up to `buf_len` bytes that counts the kernel's
+    /// drops in `drops`.
+    pub(crate) fn new(buf_len: usize, drops: SocketDrops) -> Reader {
+        Reader {
+            buf: vec![0u8; buf_len],
+            drops,
+        }
+    }
+
+    /// Read every datagram queued on `sock` until it would block: each goes
+    /// to `on_datagram` with its sender and receive time (the kernel's,
+    /// else the wall clock now), any other receive error to `on_error`.
+    pub(crate) fn drain(
+        &mut self,
+        sock: &impl AsRawFd,
+        mut on_datagram: impl FnMut(&[u8], SocketAddr, u64),
+        mut on_error: impl FnMut(std::io::Error),
+    ) {
+        let buf = &mut self.buf;
+        loop {
+            match recv_with_timestamp(sock, buf) {
+                Ok(r) => {
+                    self.drops.observe(r.rx_drops);
+                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
+                    on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => on_error(e),
+            }
+        }
+    }
 }

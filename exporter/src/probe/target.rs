@@ -138,56 +138,43 @@ impl Target {
 
     /// The probe series for `protocol` (created on first use).
     pub fn series(&self, protocol: Protocol) -> Option<Series> {
-        if self.is_retired() {
-            return None;
-        }
-        let mut st = self.lock();
-        let dst = st.dst_node.clone();
-        Some(
-            st.series[protocol.index()]
-                .get_or_insert_with(|| self.metrics.series(self.peer.addr, &dst, protocol))
-                .clone(),
+        self.cached(
+            |st| &mut st.series[protocol.index()],
+            |m, addr, dst| m.series(addr, dst, protocol),
         )
     }
 
     /// The TCP dial series.
     pub fn dial_series(&self) -> Option<DialSeries> {
-        if self.is_retired() {
-            return None;
-        }
-        let mut st = self.lock();
-        let dst = st.dst_node.clone();
-        Some(
-            st.dial
-                .get_or_insert_with(|| self.metrics.dial_series(self.peer.addr, &dst))
-                .clone(),
-        )
+        self.cached(|st| &mut st.dial, Metrics::dial_series)
     }
 
     /// The RDMA delay histograms.
     pub fn rdma_series(&self) -> Option<RdmaSeries> {
-        if self.is_retired() {
-            return None;
-        }
-        let mut st = self.lock();
-        let dst = st.dst_node.clone();
-        Some(
-            st.rdma
-                .get_or_insert_with(|| self.metrics.rdma_series(self.peer.addr, &dst))
-                .clone(),
-        )
+        self.cached(|st| &mut st.rdma, Metrics::rdma_series)
     }
 
     /// The multi-flow UDP series (worst flow, flow count).
     pub fn flow_series(&self) -> Option<FlowSeries> {
+        self.cached(|st| &mut st.flow, Metrics::flow_series)
+    }
+
+    /// The handles in `slot`, made by `make` (from the peer's address and
+    /// current name) the first time; `None` once retired, so a retired
+    /// target never brings its series back.
+    fn cached<S: Clone>(
+        &self,
+        slot: impl FnOnce(&mut TargetState) -> &mut Option<S>,
+        make: impl FnOnce(&Metrics, IpAddr, &str) -> S,
+    ) -> Option<S> {
         if self.is_retired() {
             return None;
         }
         let mut st = self.lock();
         let dst = st.dst_node.clone();
         Some(
-            st.flow
-                .get_or_insert_with(|| self.metrics.flow_series(self.peer.addr, &dst))
+            slot(&mut st)
+                .get_or_insert_with(|| make(&self.metrics, self.peer.addr, &dst))
                 .clone(),
         )
     }

@@ -13,31 +13,25 @@
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
 
 use super::flows::FlowBook;
-use super::{Completion, InFlight, NodeClaim, PeerInfo, Prober, Target};
+use super::{
+    receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, Sent, SharedInFlight, Target,
+};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
-    grow_recv_buffer, recv_tx_timestamp, recv_with_timestamp,
+    grow_recv_buffer, recv_tx_timestamp,
 };
 use crate::sys::time::{random_u64, wall_ns};
-use crate::telemetry::{Metrics, Series};
+use crate::telemetry::Metrics;
 use crate::wire::probe::{self as wire, Packet, TRACE_SESSION, TYPE_REPLY};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-
-struct Sent {
-    target: Arc<Target>,
-    series: Series,
-    tx_ns: u64,
-    /// Which of the K flows carried it.
-    flow: usize,
-}
 
 /// The UDP prober; see the module docs.
 /// Maps the kernel's transmit-timestamp ids (a per-socket counter of sent
@@ -68,7 +62,7 @@ pub struct UdpProber {
     book: Arc<FlowBook>,
     session: u64,
     seq: AtomicU64,
-    inflight: Mutex<InFlight<Sent>>,
+    inflight: SharedInFlight<Sent<usize>>,
     metrics: Arc<Metrics>,
     peer_info: Arc<PeerInfo>,
     /// TLVs added to every request (the RDMA endpoint).
@@ -122,17 +116,16 @@ impl UdpProber {
             book,
             session: random_u64(),
             seq: AtomicU64::new(1),
-            inflight: Mutex::new(InFlight::new(timeout)),
+            inflight: SharedInFlight::new(timeout),
             metrics,
             peer_info,
             advertise,
             probe_size: probe_size.clamp(wire::HEADER_LEN, wire::MAX_DATAGRAM),
             buf: Mutex::new(Vec::with_capacity(probe_size)),
         });
-        let socks: Vec<_> = p.v4.iter().chain(&p.v6).cloned().collect();
-        for s in socks {
-            let weak = Arc::downgrade(&p);
-            tokio::spawn(async move { receive_loop(s, weak).await });
+        for s in p.v4.iter().chain(&p.v6).cloned() {
+            let reader = Reader::new(65536, p.metrics.socket_drops(OwnSocket::UdpProber));
+            tokio::spawn(receive_loop(s, Arc::downgrade(&p), reader));
         }
         Ok(p)
     }
@@ -198,12 +191,7 @@ impl UdpProber {
             return;
         }
         drop(tx);
-        if let Some(sent) = self
-            .inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(seq)
-        {
+        if let Some(sent) = self.inflight.lock().get_mut(seq) {
             sent.tx_ns = ts;
         }
     }
@@ -224,11 +212,7 @@ impl UdpProber {
             }
         };
         let now = Instant::now();
-        let done = self
-            .inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .complete(p.header.seq, now);
+        let done = self.inflight.lock().complete(p.header.seq, now);
         let sent = match done {
             Completion::Answered(s) => s.data,
             other => {
@@ -272,53 +256,36 @@ impl UdpProber {
     }
 }
 
-async fn receive_loop(sock: Arc<ProbeSocket>, prober: std::sync::Weak<UdpProber>) {
-    let mut buf = vec![0u8; 65536];
-    let Some(mut drops) = prober
-        .upgrade()
-        .map(|p| p.metrics.socket_drops(OwnSocket::UdpProber))
-    else {
-        return;
-    };
-    loop {
-        let mut guard = match sock.fd.ready(Interest::READABLE | Interest::ERROR).await {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::error!("UDP probe socket failed: {e}");
-                return;
-            }
-        };
-        let Some(p) = prober.upgrade() else { return };
-        // Transmit timestamps first: a reply is only ever read after the
-        // timestamp of its request, which the kernel queued during send.
-        loop {
-            match recv_tx_timestamp(sock.fd.get_ref()) {
-                Ok(Some((id, ts))) => p.on_tx_timestamp(&sock, id, ts),
-                Ok(None) => {}
-                Err(_) => break,
-            }
-        }
-        loop {
-            match recv_with_timestamp(sock.fd.get_ref(), &mut buf) {
-                Ok(r) => {
-                    drops.observe(r.rx_drops);
-                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
-                    p.on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
+async fn receive_loop(sock: Arc<ProbeSocket>, prober: Weak<UdpProber>, reader: Reader) {
+    let interest = Interest::READABLE | Interest::ERROR;
+    receive_task(
+        &sock.fd,
+        interest,
+        &prober,
+        "UDP probe socket",
+        reader,
+        |p, reader| {
+            // Transmit timestamps first: a reply is only ever read after the
+            // timestamp of its request, which the kernel queued during send.
+            while let Ok(stamp) = recv_tx_timestamp(sock.fd.get_ref()) {
+                if let Some((id, ts)) = stamp {
+                    p.on_tx_timestamp(&sock, id, ts);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    guard.clear_ready();
-                    break;
-                }
-                Err(e) => {
+            }
+            reader.drain(
+                sock.fd.get_ref(),
+                |data, from, rx| p.on_datagram(data, from, rx),
+                |e| {
                     // ICMP port unreachable from a peer without responder
                     // surfaces as ECONNREFUSED here; the probe times out.
                     tracing::trace!("UDP probe receive error: {e}");
                     p.metrics
                         .probe_error(Protocol::Udp, ProbeErrorReason::IcmpError.as_str());
-                }
-            }
-        }
-    }
+                },
+            );
+        },
+    )
+    .await;
 }
 
 impl Prober for UdpProber {
@@ -356,23 +323,13 @@ impl Prober for UdpProber {
             &self.advertise,
             self.probe_size,
         );
-        let sent_at = Instant::now();
-        series.sent.inc();
-        // Registered before the send: on a multi-threaded runtime the reply
-        // can be processed before send_to returns.
-        self.inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                seq,
-                sent_at,
-                Sent {
-                    target: target.clone(),
-                    series,
-                    tx_ns,
-                    flow,
-                },
-            );
+        let sent = Sent {
+            target: target.clone(),
+            series,
+            tx_ns,
+            flow,
+        };
+        self.inflight.register(seq, Instant::now(), sent);
         // The id map is locked across the send, so the receive task cannot
         // see this datagram's timestamp before its id is recorded.
         let mut tx = sock
@@ -400,16 +357,8 @@ impl Prober for UdpProber {
     }
 
     fn expire(&self, now: Instant) {
-        let lost = self
-            .inflight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .expire(now);
-        for p in lost {
-            if !p.data.target.is_retired() {
-                p.data.series.lost.inc();
-                self.finished(&p.data.target, p.data.flow, true, now);
-            }
+        for lost in self.inflight.expire_lost(now) {
+            self.finished(&lost.target, lost.flow, true, now);
         }
         self.book.sweep(now);
     }

@@ -58,17 +58,104 @@ fn set_timestamping(fd: RawFd, flags: libc::c_uint) -> bool {
 
 /// `setsockopt(SOL_SOCKET, option, value)`; whether the kernel accepted it.
 fn set_int_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> bool {
-    // SAFETY: setsockopt with a pointer to a c_int of the size given.
+    set_option(fd, libc::SOL_SOCKET, option, &value)
+}
+
+/// `setsockopt(level, option, value)` with `value`'s size; whether the
+/// kernel accepted it.
+fn set_option<T>(fd: RawFd, level: libc::c_int, option: libc::c_int, value: &T) -> bool {
+    // SAFETY: setsockopt reads `size_of::<T>()` bytes from a live `&T`.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_SOCKET,
+            level,
             option,
-            &value as *const _ as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
+            (value as *const T).cast::<libc::c_void>(),
+            size_of::<T>() as libc::socklen_t,
         )
     };
     rc == 0
+}
+
+/// `recvmsg(fd, flags)` (non-blocking) into `buf`, the sender's address
+/// into `name` when given, control messages into `control`. Returns the
+/// bytes read and the header, whose control messages [`read_control`] reads
+/// while the `control` buffer lives.
+fn recvmsg(
+    fd: RawFd,
+    buf: &mut [u8],
+    name: Option<&mut MaybeUninit<libc::sockaddr_storage>>,
+    control: &mut [u64; 64],
+    flags: libc::c_int,
+) -> io::Result<(usize, libc::msghdr)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: zeroed msghdr is a valid initial value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(ss) = name {
+        msg.msg_name = ss.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(control) as _;
+    // SAFETY: every pointer in msg is valid for the lengths given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The iovec is local: nothing reads it after the call.
+    msg.msg_iov = std::ptr::null_mut();
+    Ok((n as usize, msg))
+}
+
+/// What the control messages of one received message said (each field
+/// absent when the kernel attached none of its kind).
+#[derive(Debug, Default)]
+struct Control {
+    /// The software timestamp (`SCM_TIMESTAMPING`), wall clock ns.
+    timestamp_ns: Option<u64>,
+    /// The socket's drop count (`SO_RXQ_OVFL`).
+    rx_drops: Option<u32>,
+    /// The id of a transmit timestamp (an `IP_RECVERR`/`IPV6_RECVERR` of
+    /// origin `SO_EE_ORIGIN_TIMESTAMPING`, error queue only).
+    tx_id: Option<u32>,
+}
+
+/// Read the control messages of `msg`: one reader for the rx path and the
+/// tx (error queue) path.
+///
+/// # Safety
+/// `msg` must come from [`recvmsg`] and its control buffer still be alive.
+unsafe fn read_control(msg: &libc::msghdr) -> Control {
+    let mut out = Control::default();
+    // SAFETY: walking the control messages the kernel wrote, with the
+    // CMSG_* helpers that bound every access by msg_controllen; each is
+    // read as what its level and type say it holds.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let h = &*c;
+            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
+                out.timestamp_ns = software_timestamp_ns(c).or(out.timestamp_ns);
+            } else if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_RXQ_OVFL {
+                out.rx_drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
+            } else if (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
+                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR)
+            {
+                let e =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                    out.tx_id = Some(e.ee_data);
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    out
 }
 
 /// Read one message from the error queue: `Some((id, ns))` for a transmit
@@ -76,50 +163,16 @@ fn set_int_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> bool {
 pub fn recv_tx_timestamp(sock: &impl AsRawFd) -> io::Result<Option<(u32, u64)>> {
     let mut data = [0u8; 64];
     let mut control = [0u64; 64];
-    let mut iov = libc::iovec {
-        iov_base: data.as_mut_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // SAFETY: zeroed msghdr is a valid initial value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: every pointer in msg is valid for the lengths given.
-    let n = unsafe {
-        libc::recvmsg(
-            sock.as_raw_fd(),
-            &mut msg,
-            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut ts = None;
-    let mut id = None;
-    // SAFETY: walking the control messages the kernel wrote, bounded by
-    // the CMSG_* helpers.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let h = &*c;
-            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
-                ts = software_timestamp_ns(c).or(ts);
-            } else if (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
-                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR)
-            {
-                let e =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
-                if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
-                    id = Some(e.ee_data);
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok(id.zip(ts))
+    let (_, msg) = recvmsg(
+        sock.as_raw_fd(),
+        &mut data,
+        None,
+        &mut control,
+        libc::MSG_ERRQUEUE,
+    )?;
+    // SAFETY: `msg` is recvmsg's and `control` is alive.
+    let c = unsafe { read_control(&msg) };
+    Ok(c.tx_id.zip(c.timestamp_ns))
 }
 
 /// The software timestamp of an `SCM_TIMESTAMPING` control message in
@@ -144,17 +197,7 @@ unsafe fn software_timestamp_ns(c: *const libc::cmsghdr) -> Option<u64> {
 pub fn grow_recv_buffer(fd: RawFd, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt with a pointer to a c_int of the size given.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                &v as *const _ as *const libc::c_void,
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
+        if set_int_option(fd, opt, v) {
             return;
         }
     }
@@ -206,48 +249,18 @@ pub fn recv_with_timestamp(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Re
     let mut ss = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     // u64 array keeps the control buffer aligned for cmsghdr.
     let mut control = [0u64; 64];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: zeroed msghdr is a valid initial value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = ss.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: every pointer in msg is valid for the lengths given.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut kernel_ns = None;
-    let mut rx_drops = None;
-    // SAFETY: walking the control messages the kernel wrote, with the
-    // CMSG_* helpers that bound every access by msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let h = &*c;
-            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPING {
-                kernel_ns = software_timestamp_ns(c).or(kernel_ns);
-            } else if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_RXQ_OVFL {
-                rx_drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
+    let (n, msg) = recvmsg(sock.as_raw_fd(), buf, Some(&mut ss), &mut control, 0)?;
+    // SAFETY: `msg` is recvmsg's and `control` is alive.
+    let c = unsafe { read_control(&msg) };
     // SAFETY: recvmsg filled (part of) the storage; zeroed covers the rest.
     let ss = unsafe { ss.assume_init() };
     let from = sockaddr_to_std(&ss).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     Ok(Received {
-        len: n as usize,
+        len: n,
         from,
-        kernel_ns,
+        kernel_ns: c.timestamp_ns,
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-        rx_drops,
+        rx_drops: c.rx_drops,
     })
 }
 
@@ -302,16 +315,7 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
 /// other ICMP message on the host. Best effort.
 pub fn set_icmp_filter_only(fd: RawFd, echo_reply: u8) {
     let mask: u32 = !(1u32 << echo_reply);
-    // SAFETY: setsockopt(SOL_RAW, ICMP_FILTER) with a u32 bitmask of the size given.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_RAW,
-            1,
-            (&raw const mask).cast::<libc::c_void>(),
-            4,
-        )
-    };
+    set_option(fd, libc::SOL_RAW, 1, &mask);
 }
 
 /// The source address the kernel would use towards `dst`: connecting an
@@ -343,6 +347,18 @@ pub fn async_fd_with<T: AsRawFd>(
 mod tests {
     use super::*;
     use crate::sys::time::wall_ns;
+
+    /// The next datagram on the non-blocking `sock`, spinning until one
+    /// arrives.
+    fn recv_spinning(sock: &impl AsRawFd, buf: &mut [u8]) -> Received {
+        loop {
+            match recv_with_timestamp(sock, buf) {
+                Ok(r) => break r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
 
     #[test]
     fn a_full_receive_buffer_reports_its_drops() {
@@ -386,13 +402,7 @@ mod tests {
         for _ in 0..200 {
             warm.send_to(b"warm", b.local_addr().unwrap()).unwrap();
             let mut buf = [0u8; 16];
-            let r = loop {
-                match recv_with_timestamp(&b, &mut buf) {
-                    Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let r = recv_spinning(&b, &mut buf);
             if r.kernel_ns.is_some() {
                 stamped = true;
                 break;
@@ -410,13 +420,7 @@ mod tests {
             assert!(pre <= ts && ts <= post, "{pre} <= {ts} <= {post}");
             ids.push(id);
             let mut buf = [0u8; 16];
-            let r = loop {
-                match recv_with_timestamp(&b, &mut buf) {
-                    Ok(r) => break r,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let r = recv_spinning(&b, &mut buf);
             assert_eq!(&buf[..r.len], b"ping");
             assert_eq!(r.from, a.local_addr().unwrap());
             let rx = r.kernel_ns.expect("an rx timestamp");

@@ -16,6 +16,7 @@ use crate::model::{
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -133,8 +134,7 @@ impl Metrics {
     /// Publish `identity` as `skeletonhunter_node_info` (replacing any
     /// earlier one) and use its node as `src_node`.
     pub fn set_identity(&self, id: &Identity) {
-        self.f.node_info.clear();
-        self.f.node_info.get_or_create(id).set(1);
+        replace_info(&self.f.node_info, id);
         *self
             .src_node
             .lock()
@@ -183,10 +183,16 @@ impl Metrics {
         }
     }
 
+    /// The labels of a series of `peer` handed out now, recorded as owned
+    /// so the peer's removal finds it.
+    fn owned_labels(&self, peer: IpAddr, dst_node: &str, protocol: Protocol) -> ProbeLabels {
+        self.own(peer, dst_node);
+        self.labels(dst_node, protocol)
+    }
+
     /// The probe series of `peer` (labelled `dst_node`) for `protocol`.
     pub fn series(&self, peer: IpAddr, dst_node: &str, protocol: Protocol) -> Series {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, protocol);
+        let labels = self.owned_labels(peer, dst_node, protocol);
         Series {
             sent: self.f.sent.get_or_create_owned(&labels),
             lost: self.f.lost.get_or_create_owned(&labels),
@@ -197,8 +203,7 @@ impl Metrics {
 
     /// The TCP dial series of `peer`.
     pub fn dial_series(&self, peer: IpAddr, dst_node: &str) -> DialSeries {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, Protocol::Tcp);
+        let labels = self.owned_labels(peer, dst_node, Protocol::Tcp);
         DialSeries {
             success: self.f.dial_success.get_or_create_owned(&labels),
             failures: self.f.dial_failures.get_or_create_owned(&labels),
@@ -207,8 +212,7 @@ impl Metrics {
 
     /// The multi-flow UDP series of `peer`.
     pub fn flow_series(&self, peer: IpAddr, dst_node: &str) -> FlowSeries {
-        self.own(peer, dst_node);
-        let labels = self.labels(dst_node, Protocol::Udp);
+        let labels = self.owned_labels(peer, dst_node, Protocol::Udp);
         FlowSeries {
             worst_loss: self.f.worst_flow_loss.get_or_create_owned(&labels),
             flows: self.f.flows.get_or_create_owned(&labels),
@@ -321,21 +325,16 @@ impl Metrics {
     /// Publish `skeletonhunter_rdma_info{status, reason}` (replacing the
     /// earlier value).
     pub fn set_rdma_info(&self, status: &'static str, reason: &'static str) {
-        self.f.rdma_info.clear();
-        self.f
-            .rdma_info
-            .get_or_create(&RdmaInfoLabels { status, reason })
-            .set(1);
+        replace_info(&self.f.rdma_info, &RdmaInfoLabels { status, reason });
     }
 
     /// Publish `skeletonhunter_discovery_info{mode, configured}`; with
     /// eBPF running, its dropped-events counter starts at 0 too.
     pub fn set_discovery_info(&self, mode: &'static str, configured: &'static str) {
-        self.f.discovery_info.clear();
-        self.f
-            .discovery_info
-            .get_or_create(&DiscoveryInfoLabels { mode, configured })
-            .set(1);
+        replace_info(
+            &self.f.discovery_info,
+            &DiscoveryInfoLabels { mode, configured },
+        );
         if mode == PeerSource::Ebpf.as_str() {
             drop(self.f.dropped_events.get_or_create(&SourceLabels {
                 source: PeerSource::Ebpf,
@@ -438,6 +437,13 @@ impl Metrics {
         let peers = self.owned.lock().map(|o| o.len()).unwrap_or(0);
         16 * 1024 + peers * 3300
     }
+}
+
+/// Make `labels` the one series of the info family `f`, at 1 (Prometheus'
+/// `_info` convention: the labels carry the value).
+fn replace_info<L: Clone + std::hash::Hash + Eq>(f: &Family<L, Gauge>, labels: &L) {
+    f.clear();
+    f.get_or_create(labels).set(1);
 }
 
 #[cfg(test)]

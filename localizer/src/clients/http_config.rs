@@ -16,6 +16,7 @@
 //! ```
 
 use serde::Deserialize;
+use skeletonhunter_common::yaml::from_str_or_default;
 use std::path::{Path, PathBuf};
 
 /// Largest credentials file read (a token, a password): anything bigger is
@@ -198,14 +199,11 @@ impl EndpointConfig {
     /// [`EndpointConfig::load`] on text already read; relative paths are
     /// taken from `dir`, errors name `path`.
     pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<EndpointConfig, HttpConfigError> {
-        let file: FileHttpConfig = if text.trim().is_empty() {
-            FileHttpConfig::default()
-        } else {
-            yaml_serde::from_str(text).map_err(|e| HttpConfigError::Yaml {
+        let file: FileHttpConfig =
+            from_str_or_default(text).map_err(|e| HttpConfigError::Yaml {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
-            })?
-        };
+            })?;
         let ctx = Ctx { path, dir };
         let has_tls_section = file.tls_config.is_some();
         let tls = ctx.tls(file.tls_config.unwrap_or_default())?;

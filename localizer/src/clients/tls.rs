@@ -7,7 +7,7 @@
 use super::http_config::{MinTls, TlsSettings};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{ring, CryptoProvider};
+use rustls::crypto::{ring, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
@@ -49,22 +49,26 @@ pub fn client_config(s: &TlsSettings) -> Result<ClientConfig, TlsError> {
         MinTls::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         MinTls::Tls13 => &[&rustls::version::TLS13],
     };
-    let verifier: Arc<dyn ServerCertVerifier> = if s.insecure_skip_verify {
-        Arc::new(NoVerify(provider.clone()))
+    let chain = if s.insecure_skip_verify {
+        None
     } else {
         let roots = Arc::new(roots(s.ca_file.as_deref())?);
         let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
             .build()
             .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
-        match &s.server_name {
-            Some(name) => Arc::new(Renamed {
-                inner: webpki,
-                name: ServerName::try_from(name.clone())
-                    .map_err(|_| TlsError::ServerName(name.clone()))?,
-            }),
-            None => webpki,
-        }
+        Some(webpki)
     };
+    let name = match &s.server_name {
+        Some(name) if chain.is_some() => Some(
+            ServerName::try_from(name.clone()).map_err(|_| TlsError::ServerName(name.clone()))?,
+        ),
+        _ => None,
+    };
+    let verifier = Arc::new(Verifier {
+        chain,
+        name,
+        algorithms: provider.signature_verification_algorithms,
+    });
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(versions)?
         .dangerous()
@@ -124,25 +128,35 @@ fn private_key(p: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     })
 }
 
-/// Checks the certificate against `name` instead of the URL's host
-/// (`tls_config.server_name`, as in Prometheus).
+/// The one certificate verifier: the chain is checked by webpki (under
+/// `tls_config.server_name` instead of the URL's host when set, as in
+/// Prometheus), or not at all for `insecure_skip_verify: true`; the
+/// handshake signatures are always checked, so the session is encrypted to
+/// whoever holds the key the server showed.
 #[derive(Debug)]
-struct Renamed {
-    inner: Arc<WebPkiServerVerifier>,
-    name: ServerName<'static>,
+struct Verifier {
+    /// `None`: any certificate is accepted.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// The name checked instead of the URL's host.
+    name: Option<ServerName<'static>>,
+    /// The provider's algorithms, which webpki checks signatures with too.
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for Renamed {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
+        server_name: &ServerName<'_>,
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.inner
-            .verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        let name = self.name.as_ref().unwrap_or(server_name);
+        chain.verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
@@ -151,7 +165,7 @@ impl ServerCertVerifier for Renamed {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -160,62 +174,11 @@ impl ServerCertVerifier for Renamed {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `insecure_skip_verify: true`: any certificate is accepted (the
-/// handshake signatures are still checked, so the session is encrypted to
-/// whoever holds the key it showed).
-#[derive(Debug)]
-struct NoVerify(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 

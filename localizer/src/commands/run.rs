@@ -385,6 +385,11 @@ mod tests {
         Cli::try_parse_from(argv).map(|c| c.run)
     }
 
+    /// The settings of a command line that parses and checks.
+    fn settings_of(extra: &[&str]) -> Settings {
+        settings(parse(extra).unwrap()).unwrap()
+    }
+
     #[test]
     fn flap_flags_have_defaults_and_bounds() {
         let a = parse(&[]).unwrap();
@@ -420,10 +425,7 @@ mod tests {
         assert_eq!(old.log.directive(), "warn");
         assert_eq!(old.deprecated_flags().len(), 2);
         assert_eq!(settings(old).unwrap().listen.to_string(), "127.0.0.1:9501");
-        assert_eq!(
-            settings(parse(&[]).unwrap()).unwrap().listen.to_string(),
-            "0.0.0.0:9479"
-        );
+        assert_eq!(settings_of(&[]).listen.to_string(), "0.0.0.0:9479");
         assert!(parse(&["--listen=127.0.0.1:1", "--web.listen-address=127.0.0.1:2"]).is_err());
         for bad in ["metrics", "/report", "/"] {
             let e = parse(&["--web.telemetry-path", bad])
@@ -437,12 +439,12 @@ mod tests {
 
     #[test]
     fn the_answer_budget_defaults_to_four_answers_and_holds_one() {
-        let s = settings(parse(&[]).unwrap()).unwrap();
+        let s = settings_of(&[]);
         assert_eq!(
             (s.max_response, s.max_cycle_response),
             (64 << 20, 256 << 20)
         );
-        let s = settings(parse(&["--max-response-size=1MiB"]).unwrap()).unwrap();
+        let s = settings_of(&["--max-response-size=1MiB"]);
         assert_eq!(s.max_cycle_response, 4 << 20);
         let a = parse(&["--max-response-size=8MiB", "--max-cycle-response-size=4MiB"]).unwrap();
         let e = check_args(&a).unwrap_err().to_string();
@@ -454,23 +456,20 @@ mod tests {
 
     #[test]
     fn histograms_and_query_timeout() {
-        let s = settings(parse(&[]).unwrap()).unwrap();
+        let s = settings_of(&[]);
         assert_eq!(s.histograms, None, "auto by default");
         assert_eq!(s.query_timeout(), Duration::from_secs(10), "--interval");
-        let s = settings(parse(&["--interval=2s", "--timeout=7s"]).unwrap()).unwrap();
+        let s = settings_of(&["--interval=2s", "--timeout=7s"]);
         assert_eq!(
             s.query_timeout(),
             Duration::from_secs(7),
             "never below --timeout"
         );
-        let s = settings(
-            parse(&["--histograms=native", "--query.timeout=30s", "--timeout=1s"]).unwrap(),
-        )
-        .unwrap();
+        let s = settings_of(&["--histograms=native", "--query.timeout=30s", "--timeout=1s"]);
         assert_eq!(s.histograms, Some(RttForm::Native));
         assert_eq!(s.query_timeout(), Duration::from_secs(30));
         assert_eq!(s.timeout, Duration::from_secs(1));
-        let s = settings(parse(&["--histograms", "classic"]).unwrap()).unwrap();
+        let s = settings_of(&["--histograms", "classic"]);
         assert_eq!(s.histograms, Some(RttForm::Classic));
         let e = parse(&["--histograms=both"]).err().unwrap();
         assert_eq!(e.exit_code(), 2);
@@ -481,18 +480,18 @@ mod tests {
 
     #[test]
     fn pair_shards_fixed_or_auto() {
-        let shards = |extra: &[&str]| settings(parse(extra).unwrap()).unwrap().pair_shards;
+        let shards = |extra: &[&str]| settings_of(extra).pair_shards;
         // auto by default: a pair read once per scrape (15s over 10s: every
         // cycle; 30s over 10s: every third), on fleets of AUTO_MIN_NODES.
         assert_eq!(shards(&[]), 1, "the default intervals shard nothing");
         assert_eq!(shards(&["--scrape-interval=30s"]), 3, "auto by default");
-        let s = settings(parse(&["--scrape-interval=30s"]).unwrap()).unwrap();
+        let s = settings_of(&["--scrape-interval=30s"]);
         assert_eq!(s.pair_shards_min_nodes, AUTO_MIN_NODES);
         // Unsharded at run time, a finding confirms as fast as with 1.
         assert_eq!(s.confirm_after(1), s.confirm_cycles);
         assert_eq!(s.confirm_after(3), s.confirm_cycles + 2);
         assert_eq!(s.clear_hold(3) - s.clear_hold(1), 2 * s.interval);
-        let fixed = settings(parse(&["--pair-shards=3"]).unwrap()).unwrap();
+        let fixed = settings_of(&["--pair-shards=3"]);
         assert_eq!(fixed.pair_shards_min_nodes, 0, "a count is used as given");
         assert_eq!(shards(&["--pair-shards=3"]), 3);
         // auto: the scrape interval over the cycle interval, rounded down.
@@ -527,17 +526,13 @@ mod tests {
 
     #[test]
     fn runbook_and_grafana_urls() {
-        let s = settings(parse(&[]).unwrap()).unwrap();
+        let s = settings_of(&[]);
         assert_eq!(s.runbook_url, crate::online::alerts::DEFAULT_RUNBOOK_URL);
         assert_eq!(s.grafana_url, "");
-        let s = settings(
-            parse(&[
-                "--runbook-url=https://wiki.example/runbooks",
-                "--grafana-url=http://grafana:3000",
-            ])
-            .unwrap(),
-        )
-        .unwrap();
+        let s = settings_of(&[
+            "--runbook-url=https://wiki.example/runbooks",
+            "--grafana-url=http://grafana:3000",
+        ]);
         assert_eq!(
             s.alert_links().runbook_base,
             "https://wiki.example/runbooks"

@@ -18,7 +18,7 @@
 //! pairs at once (1-D, monotone score) and the likelihood ratio against
 //! `θ = 1` is one-sided (half a χ²₁, like the component tests).
 
-use crate::engine::stats::{binomial_loglik, binomial_upper_tail};
+use crate::engine::stats::{binomial_loglik, binomial_upper_tail, bisect_root};
 
 /// Probes and lost probes on one side of a contrast.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -108,16 +108,7 @@ pub fn contrast_test(rows: &[Contrast]) -> (f64, f64) {
     if useful.is_empty() || score(0.0) <= 0.0 {
         return (1.0, 0.0);
     }
-    let (mut lo, mut hi) = (0.0f64, 40.0f64);
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if score(mid) > 0.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let theta = (0.5 * (lo + hi)).exp();
+    let theta = bisect_root(score, 0.0, 40.0, 60).exp();
     let stat = 2.0 * (loglik(&useful, theta) - loglik(&useful, 1.0));
     (theta, stat.max(0.0))
 }

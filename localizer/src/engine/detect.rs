@@ -126,6 +126,26 @@ pub fn background_rate(n: &[f64], k: &[f64], floor: f64, level: f64) -> f64 {
     p
 }
 
+/// [`binomial_obs`] of the (trials, failures) that `counts` reads from
+/// each pair: negative counts as none, failures at most the trials.
+fn pair_binomial(
+    pairs: &[&PairStats],
+    counts: impl Fn(&PairStats) -> (f64, f64),
+    floor: f64,
+    ceiling: f64,
+    level: f64,
+) -> BinomialObs {
+    let (n, k) = pairs
+        .iter()
+        .map(|p| {
+            let (n, k) = counts(p);
+            let n = n.max(0.0);
+            (n, k.clamp(0.0, n))
+        })
+        .unzip();
+    binomial_obs(n, k, floor, ceiling, level)
+}
+
 fn binomial_obs(n: Vec<f64>, k: Vec<f64>, floor: f64, ceiling: f64, level: f64) -> BinomialObs {
     let background = background_rate(&n, &k, floor, level).min(ceiling.max(floor));
     let anomalous = n
@@ -147,25 +167,14 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
     let np = pairs.len().max(1) as f64;
     let level = config.pair_alpha / np;
 
-    let loss = binomial_obs(
-        pairs.iter().map(|p| p.sent.max(0.0)).collect(),
-        pairs
-            .iter()
-            .map(|p| p.lost.clamp(0.0, p.sent.max(0.0)))
-            .collect(),
-        config.min_background_loss,
-        config.max_background_rate,
-        level,
-    );
-    let unreachable = binomial_obs(
-        pairs.iter().map(|p| p.rounds.max(0.0)).collect(),
-        pairs
-            .iter()
-            .map(|p| p.failed_dials.clamp(0.0, p.rounds.max(0.0)))
-            .collect(),
+    // Loss and dial failures are judged at the same level and ceiling.
+    let binomial = |counts: fn(&PairStats) -> (f64, f64), floor: f64| {
+        pair_binomial(pairs, counts, floor, config.max_background_rate, level)
+    };
+    let loss = binomial(|p| (p.sent, p.lost), config.min_background_loss);
+    let unreachable = binomial(
+        |p| (p.rounds, p.failed_dials),
         config.min_background_dial_failure,
-        config.max_background_rate,
-        level,
     );
     let latency = latency_obs(pairs, &matrix.class, config, level);
     Evidence {

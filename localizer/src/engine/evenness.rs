@@ -206,6 +206,11 @@ mod tests {
         }
     }
 
+    /// `n` pairs, pair `i` over the paths `paths(i)`.
+    fn pairs_over(n: usize, paths: impl Fn(usize) -> Vec<PathObs>) -> Vec<PairStats> {
+        (0..n).map(|i| pair(paths(i))).collect()
+    }
+
     fn check(pairs: &[PairStats], q: f64) -> PathCheck {
         check_tor(&pairs.iter().collect::<Vec<_>>(), q, 1e-3)
     }
@@ -218,16 +223,14 @@ mod tests {
     /// ToR (incomplete path, all lost). No ToR verdict.
     #[test]
     fn early_diluted_per_path_loss_lags_but_is_not_held() {
-        let pairs: Vec<PairStats> = (0..16)
-            .map(|i| {
-                pair(vec![
-                    path(&["tor", "s0", "dst"], 6.0, 0.0),
-                    path(&["tor", "s1", "dst"], 3.0, (i % 2) as f64),
-                    path(&["tor", "s2", "dst"], 4.0, 0.0),
-                    path(&["tor", "", ""], 6.0, 6.0),
-                ])
-            })
-            .collect();
+        let pairs = pairs_over(16, |i| {
+            vec![
+                path(&["tor", "s0", "dst"], 6.0, 0.0),
+                path(&["tor", "s1", "dst"], 3.0, (i % 2) as f64),
+                path(&["tor", "s2", "dst"], 4.0, 0.0),
+                path(&["tor", "", ""], 6.0, 6.0),
+            ]
+        });
         assert!(matches!(check(&pairs, 0.3), PathCheck::Lagging(_)));
         // A lag alone is not held: a real ToR fault lags there too.
         assert!(!check(&pairs, 0.3).holds_back());
@@ -238,15 +241,13 @@ mod tests {
     /// (a third): the pooled loss matches, the evenness does not.
     #[test]
     fn loss_on_one_path_of_each_pair_holds_the_tor() {
-        let pairs: Vec<PairStats> = (0..16)
-            .map(|_| {
-                pair(vec![
-                    path(&["tor", "s0", "dst"], 9.0, 3.0),
-                    path(&["tor", "s1", "dst"], 9.0, 9.0),
-                    path(&["tor", "s2", "dst"], 9.0, 3.0),
-                ])
-            })
-            .collect();
+        let pairs = pairs_over(16, |_| {
+            vec![
+                path(&["tor", "s0", "dst"], 9.0, 3.0),
+                path(&["tor", "s1", "dst"], 9.0, 9.0),
+                path(&["tor", "s2", "dst"], 9.0, 3.0),
+            ]
+        });
         assert!(matches!(check(&pairs, 0.55), PathCheck::Uneven(_)));
     }
 
@@ -255,35 +256,29 @@ mod tests {
     #[test]
     fn a_tor_fault_on_every_path_agrees() {
         let lost = [[3.0, 2.0, 4.0], [2.0, 3.0, 3.0], [4.0, 3.0, 2.0]];
-        let pairs: Vec<PairStats> = (0..16)
-            .map(|i| {
-                let l = lost[i % 3];
-                pair(vec![
-                    path(&["tor", "s0", "dst"], 10.0, l[0]),
-                    path(&["tor", "s1", "dst"], 10.0, l[1]),
-                    path(&["tor", "s2", "dst"], 10.0, l[2]),
-                ])
-            })
-            .collect();
+        let pairs = pairs_over(16, |i| {
+            let l = lost[i % 3];
+            vec![
+                path(&["tor", "s0", "dst"], 10.0, l[0]),
+                path(&["tor", "s1", "dst"], 10.0, l[1]),
+                path(&["tor", "s2", "dst"], 10.0, l[2]),
+            ]
+        });
         assert_eq!(check(&pairs, 0.3), PathCheck::Agrees);
-        let gray: Vec<PairStats> = (0..16)
-            .map(|i| {
-                pair(vec![
-                    path(&["tor", "s0", "dst"], 20.0, (i % 3 == 0) as u8 as f64),
-                    path(&["tor", "s1", "dst"], 20.0, (i % 4 == 1) as u8 as f64),
-                ])
-            })
-            .collect();
+        let gray = pairs_over(16, |i| {
+            vec![
+                path(&["tor", "s0", "dst"], 20.0, (i % 3 == 0) as u8 as f64),
+                path(&["tor", "s1", "dst"], 20.0, (i % 4 == 1) as u8 as f64),
+            ]
+        });
         assert_eq!(check(&gray, 0.02), PathCheck::Agrees);
         // A dead ToR: everything lost, on every path.
-        let dead: Vec<PairStats> = (0..4)
-            .map(|_| {
-                pair(vec![
-                    path(&["tor", "s0", "dst"], 10.0, 10.0),
-                    path(&["tor", "s1", "dst"], 10.0, 10.0),
-                ])
-            })
-            .collect();
+        let dead = pairs_over(4, |_| {
+            vec![
+                path(&["tor", "s0", "dst"], 10.0, 10.0),
+                path(&["tor", "s1", "dst"], 10.0, 10.0),
+            ]
+        });
         assert_eq!(check(&dead, 1.0), PathCheck::Agrees);
     }
 

@@ -31,16 +31,7 @@ pub fn normal_upper_tail(z: f64) -> f64 {
 /// handful of critical values per run).
 pub fn normal_upper_quantile(p: f64) -> f64 {
     let p = p.clamp(1e-300, 0.5);
-    let (mut lo, mut hi) = (0.0f64, 40.0f64);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if normal_upper_tail(mid) > p {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
+    bisect_root(|z| normal_upper_tail(z) - p, 0.0, 40.0, 200)
 }
 
 /// One-sided p-value of a likelihood-ratio statistic for one parameter on
@@ -65,6 +56,20 @@ pub fn binomial_loglik(k: f64, n: f64, p: f64) -> f64 {
         l += (n - k) * (1.0 - p).ln();
     }
     l
+}
+
+/// The root in `[lo, hi]` of `f`, positive below it and not above, after
+/// `steps` halvings of the bracket.
+pub fn bisect_root(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64, steps: u32) -> f64 {
+    for _ in 0..steps {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) > 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
 }
 
 /// Quantile (linear interpolation) of an already sorted slice.

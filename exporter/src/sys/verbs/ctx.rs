@@ -1,6 +1,7 @@
 //! The extended `verbs_context` of rdma-core: ops that `verbs.h` reaches
 //! through memory right before `ibv_context`.
 
+use super::super::completion::VerbsError;
 use ibverbs_sys as sys;
 use std::os::raw::{c_int, c_void};
 
@@ -71,5 +72,23 @@ macro_rules! ctx_op {
 
 pub(super) fn errno() -> std::io::Error {
     std::io::Error::last_os_error()
+}
+
+/// `what` failed: the error the verb left in errno.
+pub(super) fn failed(what: &str) -> VerbsError {
+    VerbsError::Failed(format!("{what}: {}", errno()))
+}
+
+/// `Ok` for a zero return code, else `what` failed with the error number
+/// it returned (the header's inline ops return it instead of setting
+/// errno).
+pub(super) fn check_rc(rc: c_int, what: &str) -> Result<(), VerbsError> {
+    match rc {
+        0 => Ok(()),
+        _ => Err(VerbsError::Failed(format!(
+            "{what}: {}",
+            std::io::Error::from_raw_os_error(rc)
+        ))),
+    }
 }
 pub(super) use ctx_op;

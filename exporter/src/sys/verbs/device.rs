@@ -3,7 +3,7 @@
 //! receive buffers; and releasing them.
 
 use super::super::completion::{valid_mask, VerbsError};
-use super::ctx::{ctx_op, errno, op_present, verbs_ctx, VerbsContextTail};
+use super::ctx::{check_rc, ctx_op, errno, failed, op_present, verbs_ctx, VerbsContextTail};
 use crate::wire::rdma::{gid_is_ipv4, RdmaEndpoint, GRH_LEN};
 use ibverbs_sys as sys;
 use std::collections::HashMap;
@@ -169,14 +169,11 @@ impl Nic {
 
         nic.pd = sys::ibv_alloc_pd(ctx);
         if nic.pd.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_alloc_pd: {}", errno())));
+            return Err(failed("ibv_alloc_pd"));
         }
         nic.channel = sys::ibv_create_comp_channel(ctx);
         if nic.channel.is_null() {
-            return Err(VerbsError::Failed(format!(
-                "ibv_create_comp_channel: {}",
-                errno()
-            )));
+            return Err(failed("ibv_create_comp_channel"));
         }
         let fd = (*nic.channel).fd;
         let flags = libc::fcntl(fd, libc::F_GETFL);
@@ -207,7 +204,7 @@ impl Nic {
     unsafe fn find_roce_v2_gid(&self) -> Result<(u8, u8, [u8; 16]), VerbsError> {
         let mut dattr: sys::ibv_device_attr = std::mem::zeroed();
         if sys::ibv_query_device(self.ctx, &mut dattr) != 0 {
-            return Err(VerbsError::Failed(format!("ibv_query_device: {}", errno())));
+            return Err(failed("ibv_query_device"));
         }
         let query_port = ctx_op!(self.ctx, query_port);
         let mut best: Option<(u8, u8, [u8; 16])> = None;
@@ -303,7 +300,7 @@ impl Nic {
         }
         self.cq = sys::ibv_create_cq(self.ctx, depth as c_int, ptr::null_mut(), self.channel, 0);
         if self.cq.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_create_cq: {}", errno())));
+            return Err(failed("ibv_create_cq"));
         }
         Ok(())
     }
@@ -320,10 +317,7 @@ impl Nic {
         init.sq_sig_all = 1;
         self.qp = sys::ibv_create_qp(self.pd, &mut init);
         if self.qp.is_null() {
-            return Err(VerbsError::Failed(format!(
-                "ibv_create_qp(UD): {}",
-                errno()
-            )));
+            return Err(failed("ibv_create_qp(UD)"));
         }
         use sys::ibv_qp_attr_mask as M;
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
@@ -333,28 +327,19 @@ impl Nic {
         a.qkey = qkey;
         let mask = M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_QKEY;
         if sys::ibv_modify_qp(self.qp, &mut a, mask.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(INIT): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(INIT)"));
         }
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
         if sys::ibv_modify_qp(self.qp, &mut a, M::IBV_QP_STATE.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(RTR): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(RTR)"));
         }
         let mut a: sys::ibv_qp_attr = std::mem::zeroed();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
         a.sq_psn = 0;
         let mask = M::IBV_QP_STATE | M::IBV_QP_SQ_PSN;
         if sys::ibv_modify_qp(self.qp, &mut a, mask.0 as c_int) != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_modify_qp(RTS): {}",
-                errno()
-            )));
+            return Err(failed("ibv_modify_qp(RTS)"));
         }
         self.endpoint.qpn = (*self.qp).qp_num;
         Ok(())
@@ -366,28 +351,29 @@ impl Nic {
     }
 
     pub(super) unsafe fn post_recv(&mut self, slot: usize) -> Result<(), VerbsError> {
-        let mut sge = sys::ibv_sge {
-            addr: self.slot_ptr(slot) as u64,
-            length: SLOT_LEN as u32,
-            lkey: (*self.mr).lkey,
-        };
+        let mut sge = self.sge(self.slot_ptr(slot), SLOT_LEN);
         let mut wr: sys::ibv_recv_wr = std::mem::zeroed();
         wr.wr_id = RECV_TAG | slot as u64;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
-        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
-        let post = (*(*self.qp).context)
-            .ops
-            .post_recv
-            .ok_or("provider has no post_recv")?;
-        let rc = post(self.qp, &mut wr, &mut bad);
-        if rc != 0 {
-            return Err(VerbsError::Failed(format!(
-                "ibv_post_recv: {}",
-                std::io::Error::from_raw_os_error(rc)
-            )));
+        let op = (*(*self.qp).context).ops.post_recv;
+        post(
+            self.qp,
+            op,
+            &mut wr,
+            "ibv_post_recv",
+            "provider has no post_recv",
+        )
+    }
+
+    /// The scatter-gather entry of the `len` bytes at `p`, in the
+    /// registered slot buffer.
+    pub(super) unsafe fn sge(&self, p: *mut u8, len: usize) -> sys::ibv_sge {
+        sys::ibv_sge {
+            addr: p as u64,
+            length: len as u32,
+            lkey: (*self.mr).lkey,
         }
-        Ok(())
     }
 
     /// Request an event for the next completion.
@@ -399,12 +385,7 @@ impl Nic {
                 .req_notify_cq
                 .ok_or("provider has no req_notify_cq")?;
             let rc = f(self.cq, 0);
-            if rc != 0 {
-                return Err(VerbsError::Failed(format!(
-                    "ibv_req_notify_cq: {}",
-                    std::io::Error::from_raw_os_error(rc)
-                )));
-            }
+            check_rc(rc, "ibv_req_notify_cq")?;
         }
         Ok(())
     }
@@ -417,24 +398,42 @@ impl Drop for Nic {
             for (_, ah) in self.ahs.drain() {
                 sys::ibv_destroy_ah(ah);
             }
-            if !self.qp.is_null() {
-                sys::ibv_destroy_qp(self.qp);
-            }
-            if !self.mr.is_null() {
-                sys::ibv_dereg_mr(self.mr);
-            }
-            if !self.cq.is_null() {
-                sys::ibv_destroy_cq(self.cq);
-            }
-            if !self.channel.is_null() {
-                sys::ibv_destroy_comp_channel(self.channel);
-            }
-            if !self.pd.is_null() {
-                sys::ibv_dealloc_pd(self.pd);
-            }
-            if !self.ctx.is_null() {
-                sys::ibv_close_device(self.ctx);
-            }
+            release(self.qp, sys::ibv_destroy_qp);
+            release(self.mr, sys::ibv_dereg_mr);
+            release(self.cq, sys::ibv_destroy_cq);
+            release(self.channel, sys::ibv_destroy_comp_channel);
+            release(self.pd, sys::ibv_dealloc_pd);
+            release(self.ctx, sys::ibv_close_device);
         }
     }
+}
+
+/// Release `handle` with `destroy` unless it was never made.
+///
+/// # Safety
+/// `handle` is null or live, and not used after.
+unsafe fn release<T>(handle: *mut T, destroy: unsafe extern "C" fn(*mut T) -> c_int) {
+    if !handle.is_null() {
+        // SAFETY: per the contract, a live handle released once.
+        unsafe { destroy(handle) };
+    }
+}
+
+/// Post `wr` on `qp` through the provider's `op` (the body of the
+/// header's inline `ibv_post_send`/`ibv_post_recv`); `verb` names it in
+/// errors, `missing` says the provider lacks it.
+///
+/// # Safety
+/// `qp` is live and `wr` points at buffers registered with it.
+pub(super) unsafe fn post<W>(
+    qp: *mut sys::ibv_qp,
+    op: Option<unsafe extern "C" fn(*mut sys::ibv_qp, *mut W, *mut *mut W) -> c_int>,
+    wr: &mut W,
+    verb: &str,
+    missing: &'static str,
+) -> Result<(), VerbsError> {
+    let op = op.ok_or(missing)?;
+    let mut bad: *mut W = ptr::null_mut();
+    // SAFETY: per the contract.
+    check_rc(unsafe { op(qp, wr, &mut bad) }, verb)
 }

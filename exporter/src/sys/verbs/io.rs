@@ -2,8 +2,8 @@
 //! re-arm the completion channel, read the NIC clock.
 
 use super::super::completion::{Completion, VerbsError};
-use super::ctx::{ctx_op, errno, op_present, verbs_ctx, VerbsContextTail};
-use super::device::{is_recv_wr, Nic, RECV_SLOTS, SEND_SLOTS, SLOT_LEN};
+use super::ctx::{check_rc, ctx_op, failed, op_present, verbs_ctx, VerbsContextTail};
+use super::device::{is_recv_wr, post, Nic, RECV_SLOTS, SEND_SLOTS, SLOT_LEN};
 use crate::wire::rdma::RdmaEndpoint;
 use ibverbs_sys as sys;
 use std::os::raw::{c_int, c_void};
@@ -46,7 +46,7 @@ impl Nic {
         a.grh.hop_limit = 64;
         let ah = sys::ibv_create_ah(self.pd, &mut a);
         if ah.is_null() {
-            return Err(VerbsError::Failed(format!("ibv_create_ah: {}", errno())));
+            return Err(failed("ibv_create_ah"));
         }
         // Bound the cache: peers come and go.
         if self.ahs.len() >= 4096 {
@@ -74,11 +74,7 @@ impl Nic {
             let slot = RECV_SLOTS + self.send_next % SEND_SLOTS;
             let p = self.slot_ptr(slot);
             ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len());
-            let mut sge = sys::ibv_sge {
-                addr: p as u64,
-                length: payload.len() as u32,
-                lkey: (*self.mr).lkey,
-            };
+            let mut sge = self.sge(p, payload.len());
             let mut wr: sys::ibv_send_wr = std::mem::zeroed();
             wr.wr_id = wr_id;
             wr.sg_list = &mut sge;
@@ -88,18 +84,14 @@ impl Nic {
             wr.wr.ud.ah = ah;
             wr.wr.ud.remote_qpn = to.qpn;
             wr.wr.ud.remote_qkey = to.qkey;
-            let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-            let post = (*(*self.qp).context)
-                .ops
-                .post_send
-                .ok_or("provider has no post_send")?;
-            let rc = post(self.qp, &mut wr, &mut bad);
-            if rc != 0 {
-                return Err(VerbsError::Failed(format!(
-                    "ibv_post_send: {}",
-                    std::io::Error::from_raw_os_error(rc)
-                )));
-            }
+            let op = (*(*self.qp).context).ops.post_send;
+            post(
+                self.qp,
+                op,
+                &mut wr,
+                "ibv_post_send",
+                "provider has no post_send",
+            )?;
             // Advance only on success: the last SEND_SLOTS posted sends
             // then own distinct slots, and a successful post proves (the
             // send queue being SEND_SLOTS deep and completing in order)
@@ -145,12 +137,7 @@ impl Nic {
                 if rc == libc::ENOENT {
                     return Ok(());
                 }
-                if rc != 0 {
-                    return Err(VerbsError::Failed(format!(
-                        "ibv_start_poll: {}",
-                        std::io::Error::from_raw_os_error(rc)
-                    )));
-                }
+                check_rc(rc, "ibv_start_poll")?;
                 let mut n = 0;
                 loop {
                     let ok = (*cq).status == sys::ibv_wc_status::IBV_WC_SUCCESS;

@@ -10,7 +10,7 @@
 
 use crate::engine::detect::{BinomialObs, LatencyObs};
 use crate::engine::model::Config;
-use crate::engine::stats::{binomial_loglik, binomial_upper_tail, normal_upper_tail};
+use crate::engine::stats::{binomial_loglik, binomial_upper_tail, bisect_root, normal_upper_tail};
 
 /// The model of faults accepted so far, per pair.
 pub(super) struct Model {
@@ -69,16 +69,7 @@ fn fit_q(rows: &[(f64, f64, f64)]) -> f64 {
     if grad(0.0) <= 0.0 {
         return 0.0;
     }
-    let (mut lo, mut hi) = (0.0f64, 1.0 - 1e-12);
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if grad(mid) > 0.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
+    bisect_root(grad, 0.0, 1.0 - 1e-12, 60)
 }
 
 fn loglik_q(rows: &[(f64, f64, f64)], q: f64) -> f64 {

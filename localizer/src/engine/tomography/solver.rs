@@ -130,22 +130,31 @@ mod tests {
         PathMatrix::build(&refs)
     }
 
+    /// Evidence `v` on every pair that crosses column `j`, 0 elsewhere.
+    fn on_column(m: &PathMatrix, j: usize, v: f64) -> Vec<f64> {
+        (0..m.pairs())
+            .map(|i| {
+                if m.row(i).contains(&(j as u32)) {
+                    v
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// The lasso of `y` with unit weights and `penalty` on every column.
+    fn lasso(m: &PathMatrix, y: &[f64], penalty: f64) -> Vec<f64> {
+        let w = vec![1.0; m.pairs()];
+        nonpositive_lasso(m, y, &w, &vec![penalty; m.columns.len()], 1000)
+    }
+
     #[test]
     fn lasso_recovers_a_sparse_nonpositive_solution() {
         let m = toy();
         let j = m.find(&Component::new(Kind::Host, "h1")).unwrap();
         // y = A β with β_h1 = -0.3 and nothing else.
-        let y: Vec<f64> = (0..m.pairs())
-            .map(|i| {
-                if m.row(i).contains(&(j as u32)) {
-                    -0.3
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let w = vec![1.0; m.pairs()];
-        let beta = nonpositive_lasso(&m, &y, &w, &vec![1e-6; m.columns.len()], 1000);
+        let beta = lasso(&m, &on_column(&m, j, -0.3), 1e-6);
         for (k, b) in beta.iter().enumerate() {
             if k == j {
                 assert!((b + 0.3).abs() < 1e-3, "beta_h1 = {b}");
@@ -155,8 +164,7 @@ mod tests {
         }
         // Positive evidence (a pair better than baseline) never gives a
         // positive beta.
-        let y: Vec<f64> = vec![0.2; m.pairs()];
-        let beta = nonpositive_lasso(&m, &y, &w, &vec![0.0; m.columns.len()], 1000);
+        let beta = lasso(&m, &vec![0.2; m.pairs()], 0.0);
         assert!(beta.iter().all(|&b| b == 0.0));
     }
 
@@ -164,18 +172,8 @@ mod tests {
     fn lasso_penalty_shrinks_and_zeroes_small_effects() {
         let m = toy();
         let j = m.find(&Component::new(Kind::Host, "h1")).unwrap();
-        let y: Vec<f64> = (0..m.pairs())
-            .map(|i| {
-                if m.row(i).contains(&(j as u32)) {
-                    -0.01
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let w = vec![1.0; m.pairs()];
         // h1 crosses 3 pairs: its score is 0.03; a penalty of 0.05 zeroes it.
-        let beta = nonpositive_lasso(&m, &y, &w, &vec![0.05; m.columns.len()], 1000);
+        let beta = lasso(&m, &on_column(&m, j, -0.01), 0.05);
         assert!(beta.iter().all(|&b| b == 0.0));
     }
 }
