@@ -256,7 +256,7 @@ impl Identity {
     }
 
     /// `(label name, value)` pairs in the order of `skeletonhunter_node_info`.
-    pub fn labels(&self) -> [(&'static str, &str); 7] {
+    pub fn labels(&self) -> [(&'static str, &str); Kind::ALL.len()] {
         Kind::ALL.map(|k| (k.label_name(), self.get(k)))
     }
 }

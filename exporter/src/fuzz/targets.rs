@@ -12,7 +12,7 @@ use crate::wire::probe::{
     encode_request, reply_tlvs, Packet, HEADER_LEN, MAX_DATAGRAM, MAX_LABEL_LEN, TLV_IDENTITY_BASE,
     TLV_RDMA_ENDPOINT, TYPE_REPLY,
 };
-use skeletonhunter_common::Identity;
+use skeletonhunter_common::{Identity, Kind};
 
 /// The state one target keeps between inputs.
 pub struct Harness {
@@ -28,15 +28,11 @@ impl Harness {
     /// The harness of `target`.
     pub fn new(target: Target) -> Harness {
         let long = "x".repeat(MAX_LABEL_LEN + 10);
-        let id = Identity {
-            node: long.clone(),
-            nic: long.clone(),
-            host: long.clone(),
-            tor: long.clone(),
-            spine: long.clone(),
-            pod: long.clone(),
-            tenant: long,
-        };
+        // Every field, whatever kinds the identity has.
+        let mut id = Identity::default();
+        for kind in Kind::ALL {
+            id.set(kind, long.clone());
+        }
         // Identity defaults would ask the host (hostname, routes) on every
         // input; the flags fill them instead.
         let args = Args {
