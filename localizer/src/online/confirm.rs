@@ -25,7 +25,16 @@
 //!    with evidence the cleared one cannot explain (a pair it does not
 //!    cross) is not delayed.
 //!
-//! 3. **No de-escalation**: a component alerting as `unreachable` that is
+//! 3. **Hold beneath a faulty component**: at a fault's onset the pairs
+//!    scraped first show it before the others, and on a loaded store the
+//!    stagger can outlast the confirmation (a ToR's first pairs are one of
+//!    its nodes'). A new component whose anomalous pairs all cross another
+//!    component that is reported in the same cycle, alerting, or was
+//!    alerting in the last `remember` (a flapping ToR's next outage) is held
+//!    until it has been reported for `hold`; a fault of its own persists
+//!    that long, onset evidence is absorbed by its parent by then.
+//!
+//! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
 //!    resolves. A cut link coming back shows partial loss for up to a window
 //!    (the window still holds the outage); re-labelling it would resolve the
@@ -34,7 +43,7 @@
 //!    alerting as `flapping` (see `flapping.rs`) stays `flapping` until it
 //!    resolves, whatever it is reported as meanwhile.
 //!
-//! 4. **Resolution needs covered, clean cycles**: an alerting component
+//! 5. **Resolution needs covered, clean cycles**: an alerting component
 //!    that is no longer reported keeps its alert (its last finding is
 //!    re-admitted) until it has been *covered* and clean in
 //!    `resolve_cycles` cycles since it was last reported (see
@@ -65,6 +74,13 @@ pub enum Held {
     AfterClear {
         /// The recently cleared component.
         cleared: Component,
+    },
+    /// All its evidence lies on pairs of `parent` (reported now, alerting
+    /// or alerting recently), and it has been reported for less than the
+    /// hold: possibly that fault's onset.
+    Beneath {
+        /// The enclosing component.
+        parent: Component,
     },
 }
 
@@ -98,6 +114,12 @@ pub struct Confirmer {
     flapping: std::collections::BTreeSet<Component>,
     /// Consecutive trusted cycles each non-alerting component was reported in.
     streak: BTreeMap<Component, u32>,
+    /// When each streak began.
+    since: BTreeMap<Component, SystemTime>,
+    /// Components alerting within the last `remember`, with the last time.
+    recent: BTreeMap<Component, SystemTime>,
+    /// How long an alerting component is remembered after its alert.
+    remember: Duration,
     /// The last admitted findings of each alerting component, re-admitted
     /// while its resolution is pending.
     last: BTreeMap<Component, Vec<Finding>>,
@@ -125,7 +147,16 @@ impl Confirmer {
             flapping: Default::default(),
             cleared: BTreeMap::new(),
             streak: BTreeMap::new(),
+            since: BTreeMap::new(),
+            recent: BTreeMap::new(),
+            remember: Duration::ZERO,
         }
+    }
+
+    /// Remember an alerting component for `d` after its alert (rule 3).
+    pub fn remember_for(mut self, d: Duration) -> Confirmer {
+        self.remember = d;
+        self
     }
 
     /// An alert resolves only after `cycles` (at least 1) covered, clean
@@ -171,11 +202,15 @@ impl Confirmer {
         findings.extend(self.pending_resolution(&reported, covered));
         let hold = self.hold;
         self.cleared.retain(|_, last| within(*last, now, hold));
+        let remember = self.remember;
+        self.recent.retain(|_, last| within(*last, now, remember));
         self.streak.retain(|c, _| reported.contains(c));
+        self.since.retain(|c, _| reported.contains(c));
         // A component may be reported under several symptoms: count it once.
         for c in &reported {
             if !self.alerting.contains_key(c) {
                 *self.streak.entry(c.clone()).or_insert(0) += 1;
+                self.since.entry(c.clone()).or_insert(now);
             }
         }
 
@@ -202,16 +237,27 @@ impl Confirmer {
                 held.push((f, Held::AfterClear { cleared: r }));
                 continue;
             }
+            let began = self.since.get(&c).copied().unwrap_or(now);
+            if within(began, now, hold) {
+                if let Some(parent) = self.beneath(&f, &reported) {
+                    held.push((f, Held::Beneath { parent }));
+                    continue;
+                }
+            }
             newly.push(c);
             admitted.push(f);
         }
         for c in reported {
             if self.alerting.contains_key(&c) || newly.contains(&c) {
                 self.streak.remove(&c);
+                self.since.remove(&c);
                 self.cleared.remove(&c);
                 self.clean.remove(&c);
                 self.alerting.insert(c, now);
             }
+        }
+        for c in self.alerting.keys() {
+            self.recent.insert(c.clone(), now);
         }
         self.last.clear();
         for f in &admitted {
@@ -278,6 +324,26 @@ impl Confirmer {
         }
         self.cleared
             .keys()
+            .find(|r| **r != f.component && f.hit_pairs.iter().all(|(a, b)| path(a, b).contains(r)))
+            .cloned()
+    }
+}
+
+impl Confirmer {
+    /// Another component every one of `f`'s anomalous pairs crosses that is
+    /// reported this cycle, alerting, or was alerting recently (rule 3).
+    fn beneath(
+        &self,
+        f: &Finding,
+        reported: &std::collections::BTreeSet<Component>,
+    ) -> Option<Component> {
+        if f.hit_pairs.is_empty() {
+            return None;
+        }
+        reported
+            .iter()
+            .chain(self.alerting.keys())
+            .chain(self.recent.keys())
             .find(|r| **r != f.component && f.hit_pairs.iter().all(|(a, b)| path(a, b).contains(r)))
             .cloned()
     }

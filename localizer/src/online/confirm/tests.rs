@@ -305,3 +305,42 @@ fn an_unknown_component_keeps_its_alert_and_symptom() {
     assert_eq!(names(&c.admit_covered(vec![], &blind, at(18)).0).len(), 1);
     assert!(c.admit(vec![], at(20)).0.is_empty());
 }
+
+/// At a ToR's onset the pairs scraped first are one node's: the node is
+/// held while the ToR is reported beside it, and at the ToR's next outage
+/// (it alerted moments ago) until the hold has passed; a fault of the
+/// node's own persists that long and fires.
+#[test]
+fn the_onset_of_a_tor_does_not_page_its_nodes() {
+    let mut c = confirmer().remember_for(Duration::from_secs(30));
+    let tor = || finding(Kind::Tor, "tor0", "unreachable");
+    let node = || finding(Kind::Node, "t0-h1-c0", "loss");
+    let beneath = Held::Beneath {
+        parent: Component::new(Kind::Tor, "tor0"),
+    };
+    c.admit(vec![tor(), node()], at(0));
+    let (a, h) = c.admit(vec![tor(), node()], at(2));
+    assert_eq!(names(&a), ["tor/tor0"]);
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].1, beneath);
+    // The ToR clears; its hold after the clear passes.
+    let (a, _) = c.admit(vec![], at(4));
+    assert!(a.is_empty(), "{:?}", names(&a));
+    // Its next outage starts with the node alone, past the confirmation.
+    for t in [20, 22, 24, 30] {
+        let (a, h) = c.admit(vec![node()], at(t));
+        assert!(a.is_empty(), "at {t}: {:?}", names(&a));
+        if t > 20 {
+            assert_eq!(h[0].1, beneath, "at {t}");
+        }
+    }
+    // Reported for the whole hold (11 s since 20): its own fault.
+    assert_eq!(names(&c.admit(vec![node()], at(32)).0), ["node/t0-h1-c0"]);
+    // Without the memory the same node pages at its confirmation.
+    let mut c = confirmer();
+    c.admit(vec![tor()], at(0));
+    c.admit(vec![tor()], at(2));
+    c.admit(vec![], at(4));
+    c.admit(vec![node()], at(20));
+    assert_eq!(names(&c.admit(vec![node()], at(22)).0), ["node/t0-h1-c0"]);
+}

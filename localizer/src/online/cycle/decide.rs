@@ -90,6 +90,11 @@ fn log_held(held: &[(Finding, Held)]) {
                 f.component,
                 f.symptom
             ),
+            Held::Beneath { parent } => tracing::info!(
+                "held: {} ({}) while it may be the onset of {parent}",
+                f.component,
+                f.symptom
+            ),
         }
     }
 }
