@@ -66,7 +66,7 @@ impl Kind {
     };
 
     /// The label value used in metrics, alerts and JSON.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Kind::Node => "node",
             Kind::Nic => "nic",

@@ -3,9 +3,12 @@
 //! merge.
 
 use super::error::{ConfigError, ListFileError};
+use super::kinds::{keys, read_kinds};
 use super::traffic::EbpfSection;
-use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use skeletonhunter_common::yaml::from_str_or_default;
+use skeletonhunter_common::{Identity, Kind};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -36,28 +39,43 @@ pub struct FileMetrics {
     pub histograms: Option<String>,
 }
 
-/// `identity:` (the topology vocabulary of docs/exporter.md; unknown keys
-/// are errors, so a typo like `rack:` does not silently leave `tor` empty).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// `identity:` (the topology vocabulary of docs/exporter.md, one key per
+/// [`Kind`]; unknown keys are errors, so a typo like `rack:` does not
+/// silently leave `tor` empty).
+#[derive(Debug, Default)]
 pub struct FileIdentity {
-    /// Node (training container) name.
-    pub node: String,
-    /// NIC / RNIC address.
-    pub nic: String,
-    /// Physical host.
-    pub host: String,
-    /// Top-of-rack switch.
-    pub tor: String,
-    /// Spine / aggregation block.
-    pub spine: String,
-    /// Network pod.
-    pub pod: String,
-    /// Tenant / job.
-    pub tenant: String,
+    /// The ids given (empty: not given here).
+    pub id: Identity,
     /// A YAML map from host name to `tor`, `spine`, `pod`, `tenant`, `nic`
     /// that fills the fields left empty (see `super::topology`).
     pub topology_file: Option<PathBuf>,
+}
+
+/// The keys of `identity:`: every kind's name, then `topology_file`.
+const IDENTITY_KEYS: [&str; Kind::ALL.len() + 1] = keys(&Kind::ALL, &["topology_file"]);
+
+impl<'de> Deserialize<'de> for FileIdentity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Section;
+        impl<'de> Visitor<'de> for Section {
+            type Value = FileIdentity;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("the identity fields (node, nic, host, tor, ...)")
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<FileIdentity, E> {
+                Ok(FileIdentity::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FileIdentity, A::Error> {
+                let mut topology_file = None;
+                let id = read_kinds(map, &IDENTITY_KEYS, &Kind::ALL, |_, m: &mut A| {
+                    topology_file = m.next_value()?;
+                    Ok(())
+                })?;
+                Ok(FileIdentity { id, topology_file })
+            }
+        }
+        d.deserialize_map(Section)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -93,16 +93,7 @@ impl IdentityOrigin {
 }
 
 fn file_value(fi: &FileIdentity, kind: Kind) -> &str {
-    match kind {
-        Kind::Node => &fi.node,
-        Kind::Nic => &fi.nic,
-        Kind::Host => &fi.host,
-        Kind::Tor => &fi.tor,
-        Kind::Spine => &fi.spine,
-        Kind::Pod => &fi.pod,
-        Kind::Tenant => &fi.tenant,
-        Kind::Hop | Kind::Link => "",
-    }
+    fi.id.get(kind)
 }
 
 fn flag_value(args: &Args, kind: Kind) -> Option<&str> {

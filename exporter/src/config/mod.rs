@@ -17,6 +17,7 @@ pub mod ecmp;
 pub mod error;
 pub mod file;
 pub mod identity;
+mod kinds;
 mod merge;
 mod server;
 pub mod settings;

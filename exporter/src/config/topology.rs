@@ -11,9 +11,10 @@
 
 use super::error::ConfigError;
 use super::file::{read_list_file, MAX_LIST_FILE_BYTES};
+use super::kinds::{keys, read_kinds};
 use serde::Deserialize;
 use skeletonhunter_common::yaml::from_str_or_default;
-use skeletonhunter_common::Kind;
+use skeletonhunter_common::{Identity, Kind};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -65,35 +66,41 @@ where
     d.deserialize_map(Hosts)
 }
 
-/// One host's topology fields; each is optional, and an empty one sets
-/// nothing.
-#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-pub struct TopologyEntry {
-    /// NIC / RNIC address.
-    pub nic: String,
-    /// Top-of-rack switch.
-    pub tor: String,
-    /// Spine / aggregation block.
-    pub spine: String,
-    /// Network pod.
-    pub pod: String,
-    /// Tenant / job.
-    pub tenant: String,
-}
+/// One host's topology fields ([`MAP_FIELDS`], by kind name); each is
+/// optional, and an empty one sets nothing.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TopologyEntry(Identity);
+
+/// The keys of a map entry: the names of [`MAP_FIELDS`].
+const MAP_KEYS: [&str; MAP_FIELDS.len()] = keys(&MAP_FIELDS, &[]);
 
 impl TopologyEntry {
     /// The entry's value for `kind`, trimmed ("" for a kind it cannot set).
     pub fn get(&self, kind: Kind) -> &str {
-        match kind {
-            Kind::Nic => &self.nic,
-            Kind::Tor => &self.tor,
-            Kind::Spine => &self.spine,
-            Kind::Pod => &self.pod,
-            Kind::Tenant => &self.tenant,
-            _ => "",
+        self.0.get(kind).trim()
+    }
+}
+
+impl<'de> Deserialize<'de> for TopologyEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = TopologyEntry;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a host's {tor, spine, pod, tenant, nic}")
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<TopologyEntry, E> {
+                Ok(TopologyEntry::default())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<TopologyEntry, A::Error> {
+                // Every key is a kind: nothing else to read.
+                read_kinds(map, &MAP_KEYS, &MAP_FIELDS, |_, _: &mut A| Ok(())).map(TopologyEntry)
+            }
         }
-        .trim()
+        d.deserialize_map(Entry)
     }
 }
 
