@@ -228,21 +228,9 @@ impl Confirmer {
                 admitted.push(f);
                 continue;
             }
-            let seen = self.streak.get(&c).copied().unwrap_or(0);
-            if seen < self.confirm_cycles {
-                held.push((f, Held::Unconfirmed { seen }));
+            if let Some(why) = self.why_held(&f, &reported, now) {
+                held.push((f, why));
                 continue;
-            }
-            if let Some(r) = self.leftover_of(&f) {
-                held.push((f, Held::AfterClear { cleared: r }));
-                continue;
-            }
-            let began = self.since.get(&c).copied().unwrap_or(now);
-            if within(began, now, hold) {
-                if let Some(parent) = self.beneath(&f, &reported) {
-                    held.push((f, Held::Beneath { parent }));
-                    continue;
-                }
             }
             newly.push(c);
             admitted.push(f);
@@ -330,6 +318,29 @@ impl Confirmer {
 }
 
 impl Confirmer {
+    /// Why the new finding `f` may not fire yet (rules 1 to 3), if so.
+    fn why_held(
+        &self,
+        f: &Finding,
+        reported: &std::collections::BTreeSet<Component>,
+        now: SystemTime,
+    ) -> Option<Held> {
+        let seen = self.streak.get(&f.component).copied().unwrap_or(0);
+        if seen < self.confirm_cycles {
+            return Some(Held::Unconfirmed { seen });
+        }
+        if let Some(cleared) = self.leftover_of(f) {
+            return Some(Held::AfterClear { cleared });
+        }
+        let began = self.since.get(&f.component).copied().unwrap_or(now);
+        if within(began, now, self.hold) {
+            return self
+                .beneath(f, reported)
+                .map(|parent| Held::Beneath { parent });
+        }
+        None
+    }
+
     /// Another component every one of `f`'s anomalous pairs crosses that is
     /// reported this cycle, alerting, or was alerting recently (rule 3).
     fn beneath(
