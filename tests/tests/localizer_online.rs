@@ -305,20 +305,11 @@ fn a_dns_name_stands_for_every_alertmanager_member() -> Result<()> {
         &hosts,
         "127.0.0.1 localhost\n127.0.0.1 am.skeletonhunter.test\n127.0.0.2 am.skeletonhunter.test\n",
     )?;
-    let args: Vec<String> = [
-        "--interval",
-        "1s",
-        "--window",
-        "5s",
-        "--scrape-interval",
-        "1s",
-        "--timeout",
-        "2s",
-        "--alertmanager",
-        &format!("dns+http://am.skeletonhunter.test:{port}"),
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut args = Localizer::cadence();
+    args.extend([
+        "--alertmanager".to_string(),
+        format!("dns+http://am.skeletonhunter.test:{port}"),
+    ]);
     let loc = Localizer::start_behind(&with_hosts_file(&hosts), &db.url(), &args)?;
     fabric.set_fault(Some((tor("t1"), 0.3)));
     for am in &ams {

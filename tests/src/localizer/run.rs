@@ -118,7 +118,18 @@ impl Localizer {
         alertmanager: Option<&str>,
         extra: &[String],
     ) -> Result<Localizer> {
-        let mut args: Vec<String> = [
+        let mut args = Self::cadence();
+        if let Some(am) = alertmanager {
+            args.extend(["--alertmanager".to_string(), am.to_string()]);
+        }
+        args.extend_from_slice(extra);
+        Self::start_args(prometheus, &args)
+    }
+
+    /// The test cadence: a 1 s cycle over a 5 s window, 1 s scrapes, 2 s
+    /// requests.
+    pub fn cadence() -> Vec<String> {
+        [
             "--interval",
             "1s",
             "--window",
@@ -131,12 +142,7 @@ impl Localizer {
             "2s",
         ]
         .map(String::from)
-        .to_vec();
-        if let Some(am) = alertmanager {
-            args.extend(["--alertmanager".to_string(), am.to_string()]);
-        }
-        args.extend_from_slice(extra);
-        Self::start_args(prometheus, &args)
+        .to_vec()
     }
 
     /// `run` against `prometheus` with exactly `args` besides the listen
