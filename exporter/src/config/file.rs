@@ -3,9 +3,8 @@
 //! merge.
 
 use super::error::{ConfigError, ListFileError};
-use super::kinds::{keys, read_kinds};
+use super::kinds::{deserialize_section, keys};
 use super::traffic::EbpfSection;
-use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use skeletonhunter_common::yaml::from_str_or_default;
 use skeletonhunter_common::{Identity, Kind};
@@ -56,25 +55,9 @@ const IDENTITY_KEYS: [&str; Kind::ALL.len() + 1] = keys(&Kind::ALL, &["topology_
 
 impl<'de> Deserialize<'de> for FileIdentity {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Section;
-        impl<'de> Visitor<'de> for Section {
-            type Value = FileIdentity;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("the identity fields (node, nic, host, tor, ...)")
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<FileIdentity, E> {
-                Ok(FileIdentity::default())
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FileIdentity, A::Error> {
-                let mut topology_file = None;
-                let id = read_kinds(map, &IDENTITY_KEYS, &Kind::ALL, |_, m: &mut A| {
-                    topology_file = m.next_value()?;
-                    Ok(())
-                })?;
-                Ok(FileIdentity { id, topology_file })
-            }
-        }
-        d.deserialize_map(Section)
+        let what = "the identity fields (node, nic, host, tor, ...)";
+        let (id, topology_file) = deserialize_section(d, what, &IDENTITY_KEYS, &Kind::ALL)?;
+        Ok(FileIdentity { id, topology_file })
     }
 }
 

@@ -5,7 +5,9 @@
 //! field `rack`, expected one of …"), with the line the YAML parser adds.
 
 use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, Visitor};
+use serde::Deserialize;
 use skeletonhunter_common::{Identity, Kind};
+use std::marker::PhantomData;
 
 /// The names of `kinds` followed by `extra`: the keys a section accepts,
 /// for the "expected one of" list.
@@ -27,28 +29,57 @@ pub(super) const fn keys<const N: usize>(
     out
 }
 
-/// Read `map` into an identity: its keys must be among `keys` (else the
-/// error names the key and lists `keys`) and given once; a key naming one
-/// of `kinds` is that kind's id, any other is read by `extra`.
-pub(super) fn read_kinds<'de, A: MapAccess<'de>>(
-    mut map: A,
+/// Deserialize a section whose keys are `keys`: the names of `kinds`,
+/// each that kind's id, and at most one other, whose value is an `X`
+/// (`X::default()` when absent). An empty or null section is the default.
+pub(super) fn deserialize_section<'de, D, X>(
+    d: D,
+    what: &'static str,
     keys: &'static [&'static str],
-    kinds: &[Kind],
-    mut extra: impl FnMut(&'static str, &mut A) -> Result<(), A::Error>,
-) -> Result<Identity, A::Error> {
-    let mut id = Identity::default();
-    let mut seen: Vec<&'static str> = Vec::new();
-    while let Some(known) = map.next_key_seed(Key(keys))? {
-        if seen.contains(&known) {
-            return Err(A::Error::duplicate_field(known));
-        }
-        seen.push(known);
-        match kinds.iter().find(|k| k.as_str() == known) {
-            Some(&kind) => id.set(kind, map.next_value::<String>()?),
-            None => extra(known, &mut map)?,
-        }
+    kinds: &'static [Kind],
+) -> Result<(Identity, X), D::Error>
+where
+    D: Deserializer<'de>,
+    X: Deserialize<'de> + Default,
+{
+    d.deserialize_map(Section {
+        what,
+        keys,
+        kinds,
+        extra: PhantomData,
+    })
+}
+
+struct Section<X> {
+    what: &'static str,
+    keys: &'static [&'static str],
+    kinds: &'static [Kind],
+    extra: PhantomData<X>,
+}
+
+impl<'de, X: Deserialize<'de> + Default> Visitor<'de> for Section<X> {
+    type Value = (Identity, X);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.what)
     }
-    Ok(id)
+    fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+        Ok(Default::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut id, mut extra) = (Identity::default(), X::default());
+        let mut seen: Vec<&'static str> = Vec::new();
+        while let Some(known) = map.next_key_seed(Key(self.keys))? {
+            if seen.contains(&known) {
+                return Err(A::Error::duplicate_field(known));
+            }
+            seen.push(known);
+            match self.kinds.iter().find(|k| k.as_str() == known) {
+                Some(&kind) => id.set(kind, map.next_value::<String>()?),
+                None => extra = map.next_value()?,
+            }
+        }
+        Ok((id, extra))
+    }
 }
 
 /// A key that must be one of the section's: refused while the key is read,

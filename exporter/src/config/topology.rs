@@ -11,7 +11,7 @@
 
 use super::error::ConfigError;
 use super::file::{read_list_file, MAX_LIST_FILE_BYTES};
-use super::kinds::{keys, read_kinds};
+use super::kinds::{deserialize_section, keys};
 use serde::Deserialize;
 use skeletonhunter_common::yaml::from_str_or_default;
 use skeletonhunter_common::{Identity, Kind};
@@ -83,24 +83,10 @@ impl TopologyEntry {
 
 impl<'de> Deserialize<'de> for TopologyEntry {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Entry;
-        impl<'de> serde::de::Visitor<'de> for Entry {
-            type Value = TopologyEntry;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a host's {tor, spine, pod, tenant, nic}")
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<TopologyEntry, E> {
-                Ok(TopologyEntry::default())
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> Result<TopologyEntry, A::Error> {
-                // Every key is a kind: nothing else to read.
-                read_kinds(map, &MAP_KEYS, &MAP_FIELDS, |_, _: &mut A| Ok(())).map(TopologyEntry)
-            }
-        }
-        d.deserialize_map(Entry)
+        // Every key is a kind: no other value to read.
+        let what = "a host's {tor, spine, pod, tenant, nic}";
+        let (id, ()) = deserialize_section(d, what, &MAP_KEYS, &MAP_FIELDS)?;
+        Ok(TopologyEntry(id))
     }
 }
 
