@@ -108,15 +108,16 @@ impl Delivery {
             };
             match dns::resolve(host, *port, timeout).await {
                 Ok((addrs, cut)) => {
-                    if source.lookup_failing || cut {
-                        tracing::info!(
-                            "{host} resolves again: {} member(s){}",
-                            addrs.len(),
-                            if cut { " (more left out)" } else { "" }
-                        );
+                    if source.lookup_failing {
+                        tracing::info!("{host} resolves again: {} member(s)", addrs.len());
                     }
                     source.lookup_failing = false;
-                    follow(&mut source.targets, url, &addrs, http, timeout, capacity);
+                    let members = Members {
+                        url,
+                        addrs: &addrs,
+                        cut,
+                    };
+                    follow(&mut source.targets, members, http, timeout, capacity);
                 }
                 Err(e) if !source.lookup_failing => {
                     tracing::warn!(
@@ -150,10 +151,11 @@ impl Delivery {
                 (i, batch.len(), r)
             });
         }
-        let mut posts = vec![None; self.targets_mut().count()];
+        let mut targets: Vec<&mut Target> = self.targets_mut().collect();
+        let mut posts = vec![None; targets.len()];
         while let Some(joined) = set.join_next().await {
             let Ok((i, n, result)) = joined else { continue };
-            if let Some(t) = self.targets_mut().nth(i) {
+            if let Some(t) = targets.get_mut(i) {
                 posts[i] = Some(settle(t, n, result));
             }
         }
@@ -196,12 +198,21 @@ fn settle(t: &mut Target, n: usize, result: Result<(), PostError>) -> Post {
     }
 }
 
-/// Make `targets` the members at `addrs`: keep the known ones (their
+/// What one lookup of a `dns+` name found.
+struct Members<'a> {
+    /// The URL without the prefix.
+    url: &'a str,
+    /// Its addresses, at most [`dns::MAX_MEMBERS`].
+    addrs: &'a [SocketAddr],
+    /// Whether more were left out.
+    cut: bool,
+}
+
+/// Make `targets` the members found: keep the known ones (their
 /// outboxes), add a client for each new one, drop those gone.
 fn follow(
     targets: &mut Vec<Target>,
-    url: &str,
-    addrs: &[SocketAddr],
+    Members { url, addrs, cut }: Members,
     http: &EndpointConfig,
     timeout: Duration,
     capacity: usize,
@@ -225,9 +236,10 @@ fn follow(
     targets.sort_by_key(|t| t.addr);
     if added + gone > 0 {
         tracing::info!(
-            "Alertmanager members of {}: {} ({added} new, {gone} gone)",
+            "Alertmanager members of {}: {} ({added} new, {gone} gone{})",
             crate::clients::http::redact_url(url),
-            targets.len()
+            targets.len(),
+            if cut { "; more left out" } else { "" }
         );
     }
 }
