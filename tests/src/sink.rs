@@ -2,7 +2,8 @@
 //! endpoints an Alertmanager config points at, and a way to search what it
 //! received.
 
-use anyhow::Result;
+use crate::netns::Netns;
+use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,19 @@ pub struct Sink {
 impl Sink {
     /// Listen on a free loopback port and record every POST.
     pub fn start() -> Result<Sink> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        Sink::serve(TcpListener::bind("127.0.0.1:0")?)
+    }
+
+    /// Listen on `addr` inside namespace `ns` (a fabric's monitoring
+    /// namespace, where the shipped receivers' placeholder port is free).
+    pub fn start_in(ns: &Netns, addr: SocketAddr) -> Result<Sink> {
+        let listener = ns
+            .run_in(move || TcpListener::bind(addr))?
+            .with_context(|| format!("bind the sink to {addr} in {}", ns.name()))?;
+        Sink::serve(listener)
+    }
+
+    fn serve(listener: TcpListener) -> Result<Sink> {
         let addr = listener.local_addr()?;
         let got = Arc::new(Mutex::new(Vec::new()));
         let store = got.clone();

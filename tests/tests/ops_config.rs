@@ -243,3 +243,43 @@ fn promtool_rule_unit_tests_pass() -> Result<()> {
     servers::promtool(&args)?.ok()?;
     Ok(())
 }
+
+/// The localizer Deployment's `--scrape-interval` is the exporters' scrape
+/// interval (the PodMonitor's): it sizes how long the localizer holds
+/// findings after a clear, and the page-latency benchmark runs the shipped
+/// timing from these files. Read through `StackOpts::shipped`, which parses
+/// the Deployment's flags with the localizer's own parser.
+#[test]
+fn the_localizer_is_told_the_shipped_scrape_interval() -> anyhow::Result<()> {
+    use skeletonhunter_tests::fabric::StackOpts;
+    let opts = StackOpts::shipped("exporter".into(), "localizer".into())?;
+    let told: Vec<&String> = opts
+        .localizer_args
+        .iter()
+        .filter(|a| a.starts_with("--scrape-interval"))
+        .collect();
+    let [flag] = told.as_slice() else {
+        anyhow::bail!(
+            "the localizer Deployment sets --scrape-interval {} times, not once",
+            told.len()
+        );
+    };
+    let value = flag
+        .trim_start_matches("--scrape-interval")
+        .trim_start_matches('=');
+    let told = skeletonhunter_common::duration::parse(value)?;
+    assert_eq!(
+        told, opts.scrape_interval,
+        "the localizer Deployment says {flag}, the exporters' PodMonitor scrapes every {:?}",
+        opts.scrape_interval
+    );
+    assert!(
+        opts.probe_interval < opts.scrape_interval
+            && opts.localizer_window >= opts.scrape_interval * 2,
+        "shipped timing out of proportion: probe {:?}, scrape {:?}, window {:?}",
+        opts.probe_interval,
+        opts.scrape_interval,
+        opts.localizer_window
+    );
+    Ok(())
+}

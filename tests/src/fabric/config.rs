@@ -1,7 +1,7 @@
 //! The configuration files of the stack: each exporter's YAML, Prometheus's
 //! scrape config, and the shipped `rules/` and `alertmanager/` files.
 
-use super::opts::StackOpts;
+use super::opts::{StackOpts, Timing};
 use super::ports;
 use super::topology::{Fabric, Node};
 use crate::repo::repo_root;
@@ -41,18 +41,20 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         u = ports::EXPORTER_UDP,
         t = ports::EXPORTER_TCP
     ));
-    let timeout = (opts.probe_interval * 2).min(Duration::from_secs(1));
     y.push_str(&format!(
-        "probe:\n  interval: {}\n  timeout: {}\n  protocols: [udp, tcp]\n  udp_port: {}\n  tcp_port: {}\n",
+        "probe:\n  interval: {}\n  protocols: [udp, tcp]\n  udp_port: {}\n  tcp_port: {}\n",
         secs(opts.probe_interval),
-        secs(timeout),
         ports::EXPORTER_UDP,
         ports::EXPORTER_TCP
     ));
-    // Per-flow and per-path loss over the localizer's window, as the
-    // defaults have it (both 1m): the localizer reads a path's ratio as
-    // covering its own window.
-    y.push_str(&format!("  flow_window: {}\n", secs(opts.localizer_window)));
+    if opts.timing == Timing::Test {
+        let timeout = (opts.probe_interval * 2).min(Duration::from_secs(1));
+        y.push_str(&format!("  timeout: {}\n", secs(timeout)));
+        // Per-flow and per-path loss over the localizer's window, as the
+        // defaults have it (both 1m): the localizer reads a path's ratio as
+        // covering its own window.
+        y.push_str(&format!("  flow_window: {}\n", secs(opts.localizer_window)));
+    }
     if fabric.spines.len() > 1 {
         // One path per spine; flows mapped within seconds of start.
         y.push_str(&format!(
@@ -77,9 +79,9 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
 /// localizer, the shipped rule files, and
 /// Alertmanager.
 pub fn prometheus_config(fabric: &Fabric, opts: &StackOpts, rule_files: &[String]) -> String {
-    let iv = secs(opts.scrape_interval);
+    let (iv, ev) = (secs(opts.scrape_interval), secs(opts.evaluation_interval));
     let mut y = format!(
-        "global:\n  scrape_interval: {iv}\n  evaluation_interval: {iv}\n  scrape_timeout: {iv}\n"
+        "global:\n  scrape_interval: {iv}\n  evaluation_interval: {ev}\n  scrape_timeout: {iv}\n"
     );
     y.push_str("rule_files:\n");
     for r in rule_files {

@@ -38,7 +38,8 @@
 //! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
 //! their lookups; `build` wires the namespaces and checks they route;
 //! `faults` injects and clears faults; `stack` starts the monitoring stack
-//! on top (`opts` says how), from the configs `config` writes; `alerts`
+//! on top (`opts` says how, `shipped` reads the shipped timing), from the
+//! configs `config` writes; `alerts`
 //! reads Alertmanager's view back; `flows` reads an exporter's per-flow
 //! traces and the spines they cross; `cleanup` removes what a killed process
 //! left behind.
@@ -51,6 +52,7 @@ mod faults;
 mod flows;
 mod opts;
 pub mod ports;
+mod shipped;
 mod stack;
 mod topology;
 
@@ -61,7 +63,7 @@ pub use config::{
     exporter_config, kubernetes_target_labels, prometheus_config, shipped_rule_files,
 };
 pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
-pub use opts::StackOpts;
+pub use opts::{StackOpts, Timing};
 pub use stack::{start_exporters, Stack};
 pub use topology::{
     link_addresses, tenant_of_rail, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,

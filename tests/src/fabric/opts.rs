@@ -1,13 +1,26 @@
-//! How to run the stack: binaries, fabric size and the short intervals that
-//! keep the end-to-end tests within minutes.
+//! How to run the stack: binaries, fabric size, and either the short
+//! intervals that keep the end-to-end tests within minutes or the shipped
+//! timing (`StackOpts::shipped`, in `shipped.rs`).
 
 use super::topology::FabricSpec;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Which timing the stack runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Short intervals, every one set on the command lines and configs.
+    Test,
+    /// The shipped files' and binaries' defaults: the exporters set only
+    /// their probe interval, the localizer gets the Deployment's flags.
+    Shipped,
+}
+
 /// How to run the stack.
 #[derive(Debug, Clone)]
 pub struct StackOpts {
+    /// Which timing the intervals below come from.
+    pub timing: Timing,
     /// Fabric size.
     pub spec: FabricSpec,
     /// The exporter binary to run in every container.
@@ -16,8 +29,10 @@ pub struct StackOpts {
     pub localizer_bin: Option<PathBuf>,
     /// Probe interval per peer.
     pub probe_interval: Duration,
-    /// Prometheus scrape and rule evaluation interval.
+    /// Prometheus scrape interval.
     pub scrape_interval: Duration,
+    /// Prometheus rule evaluation interval.
+    pub evaluation_interval: Duration,
     /// Localizer cycle.
     pub localizer_interval: Duration,
     /// Localizer analysis window (PromQL `increase()` range): short, so a
@@ -28,7 +43,8 @@ pub struct StackOpts {
     /// default, 2 µs, is for RoCE NIC timestamps), so only a delay of this
     /// size is a latency fault on this fabric.
     pub min_latency_excess: String,
-    /// Extra localizer flags (after ours).
+    /// Extra localizer flags (after ours; with [`Timing::Shipped`], the
+    /// Deployment's behaviour flags).
     pub localizer_args: Vec<String>,
     /// The exporters' `probe.flows`; `None`: from the ECMP width, which
     /// is the spine count.
@@ -39,11 +55,13 @@ impl StackOpts {
     /// Short intervals so a fault shows within seconds and tests stay short.
     pub fn new(exporter_bin: PathBuf, localizer_bin: Option<PathBuf>) -> StackOpts {
         StackOpts {
+            timing: Timing::Test,
             spec: FabricSpec::default(),
             exporter_bin,
             localizer_bin,
             probe_interval: Duration::from_millis(200),
             scrape_interval: Duration::from_secs(1),
+            evaluation_interval: Duration::from_secs(1),
             localizer_interval: Duration::from_secs(2),
             localizer_window: Duration::from_secs(10),
             min_latency_excess: "250us".into(),

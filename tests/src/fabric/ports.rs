@@ -13,3 +13,7 @@ pub const PROMETHEUS: u16 = 9090;
 pub const ALERTMANAGER: u16 = 9093;
 /// The localizer's `/metrics` and `/report`, on the monitoring namespace's loopback.
 pub const LOCALIZER: u16 = 9478;
+/// The pager: the shipped Alertmanager receivers' placeholder port, on the
+/// monitoring namespace's loopback, where a sink records every notification
+/// (the shipped config runs unchanged).
+pub const PAGER: u16 = 9095;

@@ -5,11 +5,12 @@ use super::alerts::AlertView;
 use super::config::{
     exporter_config, prometheus_config, secs, shipped_alertmanager_files, shipped_rule_files,
 };
-use super::opts::StackOpts;
+use super::opts::{StackOpts, Timing};
 use super::ports;
 use super::topology::Fabric;
 use crate::process::ChildGuard;
 use crate::servers::{self, Server, ServerOpts, TempDir};
+use crate::sink::Sink;
 use anyhow::{bail, Context, Result};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -30,9 +31,14 @@ pub struct Stack {
     pub prometheus: Server,
     /// Alertmanager in the monitoring namespace.
     pub alertmanager: Server,
+    /// What the shipped receivers were sent: a sink on their placeholder
+    /// address in the monitoring namespace ([`ports::PAGER`]).
+    pub pager: Sink,
     /// The namespaces everything runs in.
     pub fabric: Fabric,
     dir: TempDir,
+    /// The range the health check counts probes over: two scrapes at least.
+    health_range: Duration,
 }
 
 /// Start an exporter in every container of `fabric` (configs written to
@@ -63,6 +69,10 @@ impl Stack {
         let dir = TempDir::new("stack")?;
         let exporters = start_exporters(&fabric, opts, dir.path())?;
 
+        let pager = Sink::start_in(
+            &fabric.mon,
+            SocketAddr::from(([127, 0, 0, 1], ports::PAGER)),
+        )?;
         let (am_config, am_files) = shipped_alertmanager_files()?;
         let mut am_opts = ServerOpts::new(
             SocketAddr::from(([127, 0, 0, 1], ports::ALERTMANAGER)),
@@ -96,17 +106,21 @@ impl Stack {
                     &prometheus.url(),
                     "--alertmanager",
                     &alertmanager.url(),
-                    "--interval",
-                    &secs(opts.localizer_interval),
-                    "--window",
-                    &secs(opts.localizer_window),
-                    "--scrape-interval",
-                    &secs(opts.scrape_interval),
                     "--min-latency-excess",
                     &opts.min_latency_excess,
                     "--web.listen-address",
                     &format!("127.0.0.1:{}", ports::LOCALIZER),
                 ]);
+                if opts.timing == Timing::Test {
+                    cmd.args([
+                        "--interval",
+                        &secs(opts.localizer_interval),
+                        "--window",
+                        &secs(opts.localizer_window),
+                        "--scrape-interval",
+                        &secs(opts.scrape_interval),
+                    ]);
+                }
                 cmd.args(&opts.localizer_args);
                 Some(ChildGuard::spawn("localizer", cmd)?)
             }
@@ -116,8 +130,11 @@ impl Stack {
             exporters,
             prometheus,
             alertmanager,
+            pager,
             fabric,
             dir,
+            health_range: (opts.scrape_interval * 2 + Duration::from_secs(1))
+                .max(Duration::from_secs(5)),
         })
     }
 
@@ -175,21 +192,22 @@ impl Stack {
         if up < targets {
             return Ok(Some(format!("{up}/{targets} scrape targets up")));
         }
-        // Probes counted over the last 5 s for every pair: the window the
-        // loss check below looks at has data for all of them.
-        let sent = self.prometheus.query(
-            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_sent_total{protocol=\"udp\"}[5s])) > 0",
-        )?;
+        // Probes counted over the last few scrapes for every pair: the
+        // window the loss check below looks at has data for all of them.
+        let range = secs(self.health_range);
+        let sent = self.prometheus.query(&format!(
+            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_sent_total{{protocol=\"udp\"}}[{range}])) > 0",
+        ))?;
         if sent.len() < pairs {
             return Ok(Some(format!(
                 "{}/{pairs} skeleton pairs have UDP probe results",
                 sent.len()
             )));
         }
-        let lost = self.prometheus.query(
-            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_lost_total[5s])) > 0 \
-             or sum by (src_node, dst_node) (increase(skeletonhunter_probe_dial_failures_total[5s])) > 0",
-        )?;
+        let lost = self.prometheus.query(&format!(
+            "sum by (src_node, dst_node) (increase(skeletonhunter_probe_lost_total[{range}])) > 0 \
+             or sum by (src_node, dst_node) (increase(skeletonhunter_probe_dial_failures_total[{range}])) > 0",
+        ))?;
         if !lost.is_empty() {
             return Ok(Some(format!("{} pairs still losing probes", lost.len())));
         }
