@@ -58,7 +58,7 @@ pub const MAX_PAIR_SHARDS: u16 = 64;
 
 /// Node identities below which `auto` reads every pair every cycle: a
 /// fleet this small reads its pairs in a small share of a cycle (8,192
-/// nodes and 28,672 pairs took 1.5 s of a 10 s cycle unsharded, see
+/// nodes and 28,672 pairs took 1.5 s a cycle unsharded, see
 /// docs/scaling.md), so it keeps alerting as fast as unsharded instead
 /// of paying the shards' extra confirmation cycles.
 pub const AUTO_MIN_NODES: usize = 4096;

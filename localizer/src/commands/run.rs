@@ -65,8 +65,9 @@ pub struct RunArgs {
     #[arg(long = "web.config.file", env = "SKELETONHUNTER_WEB_CONFIG_FILE", value_name = "FILE",
           value_parser = open_web_config)]
     pub web_config_file: Option<Arc<WebSource>>,
-    /// Time between cycles (e.g. 10s, 500ms, 1m).
-    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    /// Time between cycles (e.g. 5s, 500ms, 1m). The default pages a fault within about 30 s
+    /// of a 15s scrape; a fleet whose cycle takes longer is sharded (--pair-shards auto).
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub interval: Duration,
     /// Range of the per-pair aggregates (PromQL increase() window); cover at least two scrapes.
     #[arg(long, default_value = "1m", value_parser = positive_duration, value_name = "DURATION")]
@@ -96,8 +97,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub timeout: Duration,
     /// Bound of each Prometheus query, also sent to the store (the API's timeout parameter) so it
-    /// stops evaluating what the localizer gave up on. Default: the larger of --interval and
-    /// --timeout (a cycle's queries run concurrently, so each may use the cycle's whole budget).
+    /// stops evaluating what the localizer gave up on. Default: the larger of twice --interval and
+    /// --timeout (a cycle's queries run concurrently, so each may use the cycle's whole budget,
+    /// and a slow cycle only delays the next: cycles never overlap).
     #[arg(long = "query.timeout", value_parser = positive_duration, value_name = "DURATION")]
     pub query_timeout: Option<Duration>,
     /// Which RTT histogram series are read: classic (_bucket/_count, 25 series a pair), native
@@ -158,7 +160,9 @@ pub struct RunArgs {
     pub flap_transitions: u32,
     /// Cycles over which --flap-transitions are counted; a flapping component's alert resolves
     /// after this many covered cycles without a fault, then --resolve-cycles.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
+    /// The default, 60 cycles of the default 5s --interval, catches outages that return within
+    /// about five minutes.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
     pub flap_window_cycles: u32,
     /// Fraction (0.01-1) of a component's expected pairs that need fresh data in a cycle for
     /// its alert to fire or resolve; below it the component is unknown and keeps its state.
@@ -393,7 +397,7 @@ mod tests {
     #[test]
     fn flap_flags_have_defaults_and_bounds() {
         let a = parse(&[]).unwrap();
-        assert_eq!((a.flap_transitions, a.flap_window_cycles), (3, 30));
+        assert_eq!((a.flap_transitions, a.flap_window_cycles), (3, 60));
         assert_eq!(
             parse(&["--flap-transitions=0"]).unwrap().flap_transitions,
             0
@@ -458,7 +462,7 @@ mod tests {
     fn histograms_and_query_timeout() {
         let s = settings_of(&[]);
         assert_eq!(s.histograms, None, "auto by default");
-        assert_eq!(s.query_timeout(), Duration::from_secs(10), "--interval");
+        assert_eq!(s.query_timeout(), Duration::from_secs(10), "2 x --interval");
         let s = settings_of(&["--interval=2s", "--timeout=7s"]);
         assert_eq!(
             s.query_timeout(),
@@ -481,10 +485,10 @@ mod tests {
     #[test]
     fn pair_shards_fixed_or_auto() {
         let shards = |extra: &[&str]| settings_of(extra).pair_shards;
-        // auto by default: a pair read once per scrape (15s over 10s: every
-        // cycle; 30s over 10s: every third), on fleets of AUTO_MIN_NODES.
-        assert_eq!(shards(&[]), 1, "the default intervals shard nothing");
-        assert_eq!(shards(&["--scrape-interval=30s"]), 3, "auto by default");
+        // auto by default: a pair read once per scrape (15s over 5s: every
+        // third cycle; 30s over 5s: every sixth), on fleets of AUTO_MIN_NODES.
+        assert_eq!(shards(&[]), 3, "the default intervals: every third cycle");
+        assert_eq!(shards(&["--scrape-interval=30s"]), 6, "auto by default");
         let s = settings_of(&["--scrape-interval=30s"]);
         assert_eq!(s.pair_shards_min_nodes, AUTO_MIN_NODES);
         // Unsharded at run time, a finding confirms as fast as with 1.

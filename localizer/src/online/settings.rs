@@ -98,11 +98,12 @@ impl Settings {
             .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(30)))
     }
 
-    /// The bound of each query: `--query.timeout`, else the cycle's budget
-    /// (the queries run concurrently), never below `--timeout`.
+    /// The bound of each query: `--query.timeout`, else two cycles' budget
+    /// (the queries run concurrently; cycles never overlap, so a slow one
+    /// delays the next instead of failing), never below `--timeout`.
     pub fn query_timeout(&self) -> Duration {
         self.query_timeout
-            .unwrap_or_else(|| self.interval.max(self.timeout))
+            .unwrap_or_else(|| (self.interval * 2).max(self.timeout))
     }
 
     /// Consecutive cycles a finding needs to fire with `shards` in use:

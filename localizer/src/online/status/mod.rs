@@ -31,8 +31,8 @@ use std::time::{Duration, SystemTime};
 /// were left out): 32 × 32 cells stay readable and small.
 pub const MATRIX_CAP: usize = 32;
 
-/// Cycles kept in the history ring (at the default 10 s interval, 40 min).
-pub const HISTORY_CAP: usize = 240;
+/// Cycles kept in the history ring (at the default 5 s interval, 40 min).
+pub const HISTORY_CAP: usize = 480;
 
 /// Events (fired / resolved) kept per cycle; the rest are counted.
 pub const EVENTS_CAP: usize = 16;
