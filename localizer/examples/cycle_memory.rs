@@ -88,6 +88,7 @@ fn main() {
         sent: decode(answer(nodes, &udp_tcp, |_, _| 600.0)),
         lost: decode(answer(nodes, &["udp"], |s, d| ((s + d) % 3) as f64)),
         dial_failures: Vec::new(),
+        consecutive_lost: Vec::new(),
         rtt_p50: decode(answer(nodes, &udp_tcp, |s, _| 2e-5 + s as f64 * 1e-9)),
         rtt_count: Some(decode(answer(nodes, &udp_tcp, |_, _| 598.0))),
         ..Default::default()

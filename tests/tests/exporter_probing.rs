@@ -149,6 +149,21 @@ fn exporter_link_down_then_up() {
         .unwrap_or(0.0)
     };
     assert!(fails(&b2) - fails(&b1) >= 50.0);
+    let in_a_row = |b: &str, proto: &str| {
+        sample(
+            b,
+            "skeletonhunter_probe_consecutive_lost",
+            &["dst_node=\"b\"", proto],
+        )
+    };
+    for proto in ["protocol=\"udp\"", "protocol=\"tcp\""] {
+        // Every loss since the link went down is one run: at least the
+        // losses between the two scrapes.
+        let (_, l1, _) = counts(&b1, "dst_node=\"b\"", proto);
+        let (_, l2, _) = counts(&b2, "dst_node=\"b\"", proto);
+        let run = in_a_row(&b2, proto).unwrap_or(0.0);
+        assert!(run >= l2 - l1, "{proto}: {run} in a row, {} lost", l2 - l1);
+    }
 
     p.a.link_set("a0", true).unwrap();
     wait_until(
@@ -163,6 +178,9 @@ fn exporter_link_down_then_up() {
     std::thread::sleep(Duration::from_secs(2));
     let u2 = scrape(&p.a).unwrap();
     assert_eq!(dial(&u2), Some(1.0));
+    for proto in ["protocol=\"udp\"", "protocol=\"tcp\""] {
+        assert_eq!(in_a_row(&u2, proto), Some(0.0), "{proto}: the run ended");
+    }
     for proto in ["protocol=\"udp\"", "protocol=\"tcp\""] {
         let (s1, l1, a1) = counts(&u1, "dst_node=\"b\"", proto);
         let (s2, l2, a2) = counts(&u2, "dst_node=\"b\"", proto);

@@ -176,7 +176,7 @@ impl IcmpProber {
             Completion::Answered(p) => {
                 if !p.data.target.is_retired() {
                     let rtt = rx_ns.saturating_sub(p.data.tx_ns);
-                    p.data.series.rtt.observe(rtt as f64 / 1e9);
+                    p.data.series.answered(rtt as f64 / 1e9);
                 }
             }
             other => self.metrics.probe_error(Protocol::Icmp, other.reason()),

@@ -207,7 +207,7 @@ impl<F> SharedInFlight<Sent<F>> {
         let mut lost = Vec::with_capacity(expired.len());
         for p in expired {
             if !p.data.target.is_retired() {
-                p.data.series.lost.inc();
+                p.data.series.lost_one();
                 lost.push(p.data);
             }
         }

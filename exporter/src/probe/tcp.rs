@@ -124,7 +124,7 @@ impl Prober for TcpProber {
             match r {
                 Ok(Ok(())) => {
                     series.sent.inc();
-                    series.rtt.observe(start.elapsed().as_secs_f64());
+                    series.answered(start.elapsed().as_secs_f64());
                     dial_series.success.set(1);
                 }
                 Ok(Err(e)) if is_local_shortage(&e) => {
@@ -136,14 +136,14 @@ impl Prober for TcpProber {
                     tracing::debug!("TCP dial to {addr} failed: {e}");
                     metrics.probe_error(Protocol::Tcp, failure_reason(&e).as_str());
                     series.sent.inc();
-                    series.lost.inc();
+                    series.lost_one();
                     dial_series.success.set(0);
                     dial_series.failures.inc();
                 }
                 Err(_) => {
                     metrics.probe_error(Protocol::Tcp, ProbeErrorReason::ConnectTimeout.as_str());
                     series.sent.inc();
-                    series.lost.inc();
+                    series.lost_one();
                     dial_series.success.set(0);
                     dial_series.failures.inc();
                 }

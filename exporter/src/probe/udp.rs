@@ -248,7 +248,7 @@ impl UdpProber {
         } else {
             sent.series
         };
-        series.rtt.observe(rtt_ns as f64 / 1e9);
+        series.answered(rtt_ns as f64 / 1e9);
         if from.ip() != sent.target.addr() {
             tracing::debug!(expected = %sent.target.addr(), got = %from, "UDP reply from another address");
         }

@@ -133,8 +133,8 @@ mod tests {
         }
         // The table in docs/exporter.md.
         let udp = per_peer(HistogramMode::Classic, Protocol::Udp).unwrap();
-        assert_eq!(udp.text, 31);
+        assert_eq!(udp.text, 32);
         let rdma = per_peer(HistogramMode::Native, Protocol::Rdma).unwrap();
-        assert_eq!(rdma.protobuf, 5);
+        assert_eq!(rdma.protobuf, 6);
     }
 }

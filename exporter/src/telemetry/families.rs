@@ -93,6 +93,8 @@ pub struct Families {
     pub sent: Family<ProbeLabels, Counter>,
     /// `skeletonhunter_probe_lost`: Probes without a reply within the timeout.
     pub lost: Family<ProbeLabels, Counter>,
+    /// `skeletonhunter_probe_consecutive_lost`: Probes lost in a row since the last answer.
+    pub consecutive_lost: Family<ProbeLabels, Gauge>,
     /// `skeletonhunter_probe_dial_success`: 1 if the last TCP dial to the peer connected, else 0.
     pub dial_success: Family<ProbeLabels, Gauge>,
     /// `skeletonhunter_probe_dial_failures`: TCP dials that failed (refused, timed out, unreachable).
@@ -157,6 +159,7 @@ impl Families {
             rtt: hist(mode),
             sent: Default::default(),
             lost: Default::default(),
+            consecutive_lost: Default::default(),
             dial_success: Default::default(),
             dial_failures: Default::default(),
             node_info: Default::default(),
@@ -212,6 +215,11 @@ impl Families {
             "skeletonhunter_probe_lost",
             "Probes without a reply within the timeout",
             self.lost.clone(),
+        );
+        r.register(
+            "skeletonhunter_probe_consecutive_lost",
+            "Probes lost in a row since the last answer (0 once one is answered)",
+            self.consecutive_lost.clone(),
         );
         r.register(
             "skeletonhunter_probe_dial_success",

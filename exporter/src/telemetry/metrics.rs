@@ -7,18 +7,17 @@
 
 #[cfg(test)]
 use super::families::rtt_buckets;
-use super::families::{Families, FloatGauge, PathFamilies};
+use super::families::{Families, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
+use super::series::{DialSeries, FlowSeries, RdmaSeries, Series};
 use crate::model::{
     DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, IdentitySource, IdentitySourceLabels,
     OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
     RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
@@ -26,47 +25,6 @@ use skeletonhunter_common::{Identity, Kind};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Mutex;
-
-/// Handles to one (peer, protocol) probe series. Clones share the
-/// underlying atomics, so the scheduler caches them per target.
-#[derive(Clone, Debug)]
-pub struct Series {
-    /// Shared, so caching and cloning a series never copies strings.
-    pub labels: std::sync::Arc<ProbeLabels>,
-    /// Probes sent.
-    pub sent: Counter,
-    /// Probes lost.
-    pub lost: Counter,
-    /// Round-trip times.
-    pub rtt: Histogram,
-}
-
-/// Handles to one peer's multi-flow UDP series.
-#[derive(Clone, Debug)]
-pub struct FlowSeries {
-    /// Loss ratio of the worst flow over the flow window.
-    pub worst_loss: FloatGauge,
-    /// Flows in use.
-    pub flows: Gauge,
-}
-
-/// Handles to one peer's TCP dial series.
-#[derive(Clone, Debug)]
-pub struct DialSeries {
-    /// 1 if the last dial connected.
-    pub success: Gauge,
-    /// Failed dials.
-    pub failures: Counter,
-}
-
-/// Handles to one peer's RDMA delay histograms.
-#[derive(Clone, Debug)]
-pub struct RdmaSeries {
-    /// Time the peer held the probe.
-    pub responder_delay: Histogram,
-    /// Time this host held the probe.
-    pub prober_delay: Histogram,
-}
 
 /// Every family of the exporter, the registry that renders them, and the
 /// one owner of per-peer series: created through [`Metrics::series`] & co.,
@@ -197,6 +155,7 @@ impl Metrics {
             sent: self.f.sent.get_or_create_owned(&labels),
             lost: self.f.lost.get_or_create_owned(&labels),
             rtt: self.f.rtt.get_or_create_owned(&labels),
+            consecutive_lost: self.f.consecutive_lost.get_or_create_owned(&labels),
             labels: std::sync::Arc::new(labels),
         }
     }
@@ -243,6 +202,7 @@ impl Metrics {
             self.f.rtt.remove(&l);
             self.f.sent.remove(&l);
             self.f.lost.remove(&l);
+            self.f.consecutive_lost.remove(&l);
             self.f.dial_success.remove(&l);
             self.f.dial_failures.remove(&l);
             self.f.worst_flow_loss.remove(&l);
@@ -531,6 +491,45 @@ mod tests {
         assert!(!text.contains("dst_node=\"b\""), "{text}");
         assert!(!text.contains("dst_node=\"10.0.0.2\""));
         assert!(text.contains("dst_node=\"c\""));
+    }
+
+    #[test]
+    fn losses_in_a_row_count_until_an_answer() {
+        let m = Metrics::new(&ident());
+        let s = m.series("10.0.0.2".parse().unwrap(), "b", Protocol::Udp);
+        let line = |m: &Metrics| {
+            String::from_utf8(m.render(None).body.to_vec())
+                .unwrap()
+                .lines()
+                .find(|l| l.starts_with("skeletonhunter_probe_consecutive_lost{"))
+                .map(str::to_string)
+        };
+        assert!(
+            line(&m).is_some_and(|l| l.ends_with(" 0")),
+            "{:?}",
+            line(&m)
+        );
+        s.lost_one();
+        s.lost_one();
+        s.lost_one();
+        assert!(
+            line(&m).is_some_and(|l| l.ends_with(" 3")),
+            "{:?}",
+            line(&m)
+        );
+        assert_eq!(s.lost.get(), 3, "still counted as lost");
+        s.answered(50e-6);
+        assert!(
+            line(&m).is_some_and(|l| l.ends_with(" 0")),
+            "{:?}",
+            line(&m)
+        );
+        s.lost_one();
+        assert!(
+            line(&m).is_some_and(|l| l.ends_with(" 1")),
+            "{:?}",
+            line(&m)
+        );
     }
 
     #[test]

@@ -10,8 +10,10 @@ pub mod families;
 pub mod host;
 mod metrics;
 pub mod repeats;
+mod series;
 
 pub use families::{rtt_buckets, FloatGauge, PathFamilies};
 pub use host::SocketDrops;
-pub use metrics::{DialSeries, FlowSeries, Metrics, RdmaSeries, Series};
+pub use metrics::Metrics;
 pub use repeats::{Repeats, Verdict};
+pub use series::{DialSeries, FlowSeries, RdmaSeries, Series};

@@ -187,10 +187,11 @@ impl CycleQueries {
         let pq = sharded.as_ref().unwrap_or(&self.queries);
         let (q, p, t) = (&self.queries, &self.prom, Some(time));
         let one = |kind, query| self.timed(kind, p.instant(query, t));
-        let (sent, lost, dial, p50, cnt, hops, paths) = tokio::join!(
+        let (sent, lost, dial, streak, p50, cnt, hops, paths) = tokio::join!(
             one(QueryKind::Sent, &pq.sent),
             one(QueryKind::Lost, &pq.lost),
             one(QueryKind::DialFailures, &pq.dial_failures),
+            one(QueryKind::ConsecutiveLost, &pq.consecutive_lost),
             one(QueryKind::RttP50, &pq.rtt_p50),
             self.optional(QueryKind::RttCount, pq.rtt_count.as_deref(), t),
             one(QueryKind::Hops, &q.hops),
@@ -225,6 +226,7 @@ impl CycleQueries {
             sent: take(QueryKind::Sent, sent),
             lost: take(QueryKind::Lost, lost),
             dial_failures: take(QueryKind::DialFailures, dial),
+            consecutive_lost: take(QueryKind::ConsecutiveLost, streak),
             rtt_p50: take(QueryKind::RttP50, p50),
             rtt_count: cnt.map(|r| take(QueryKind::RttCount, r)),
             hops,

@@ -120,6 +120,16 @@ impl Stack {
                         "--scrape-interval",
                         &secs(opts.scrape_interval),
                     ]);
+                    // The flap window in cycles of this timing: 30 of 2 s,
+                    // so faults a scenario apart stay independent, as the
+                    // shipped 60 cycles of 5 s keep faults five minutes apart.
+                    if !opts
+                        .localizer_args
+                        .iter()
+                        .any(|a| a.starts_with("--flap-window-cycles"))
+                    {
+                        cmd.args(["--flap-window-cycles", "30"]);
+                    }
                 }
                 cmd.args(&opts.localizer_args);
                 Some(ChildGuard::spawn("localizer", cmd)?)

@@ -39,6 +39,7 @@ pub fn time_queries_alone(
         ("sent", q.sent),
         ("lost", q.lost),
         ("dial_failures", q.dial_failures),
+        ("consecutive_lost", q.consecutive_lost),
         ("rtt_p50", q.rtt_p50),
         ("topology_now", q.topology_now),
     ];

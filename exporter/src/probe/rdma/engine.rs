@@ -103,7 +103,7 @@ fn record(metrics: &Metrics, o: Outcome<Arc<Target>>) {
             ..
         } => {
             if let Some(s) = peer.series(Protocol::Rdma) {
-                s.rtt.observe(network_ns as f64 / 1e9);
+                s.answered(network_ns as f64 / 1e9);
             }
             if let Some(r) = peer.rdma_series() {
                 r.prober_delay.observe(prober_delay_ns as f64 / 1e9);
@@ -112,7 +112,7 @@ fn record(metrics: &Metrics, o: Outcome<Arc<Target>>) {
         }
         Outcome::Lost { peer, .. } => {
             if let Some(s) = peer.series(Protocol::Rdma) {
-                s.lost.inc();
+                s.lost_one();
             }
         }
         Outcome::Unusable {
@@ -124,9 +124,9 @@ fn record(metrics: &Metrics, o: Outcome<Arc<Target>>) {
             metrics.probe_error(Protocol::Rdma, reason);
             if let Some(s) = peer.series(Protocol::Rdma) {
                 match fallback_rtt_ns {
-                    Some(ns) => s.rtt.observe(ns as f64 / 1e9),
+                    Some(ns) => s.answered(ns as f64 / 1e9),
                     None => {
-                        s.lost.inc();
+                        s.lost_one();
                     }
                 }
             }

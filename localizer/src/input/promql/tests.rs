@@ -4,6 +4,7 @@ use super::*;
 use crate::clients::prometheus::Labels;
 use crate::input::histograms::RttForm;
 use crate::input::paths::attach_hops;
+use skeletonhunter_common::Protocol;
 fn sample(labels: &[(&str, &str)], value: f64) -> Sample {
     Sample {
         labels: labels
@@ -344,4 +345,41 @@ fn protocols_not_asked_for_or_unknown_are_not_read() {
     assert_eq!((out.pairs[0].sent, out.pairs[0].lost), (100.0, 0.0));
     let both = assemble(&r, &topo, &[Protocol::Udp, Protocol::Icmp]);
     assert_eq!((both.pairs[0].sent, both.pairs[0].lost), (200.0, 100.0));
+}
+
+#[test]
+fn a_pair_silent_now_is_cut_before_its_window_says_so() {
+    let (topo, _) = topology_from(&[info("a", "t1"), info("b", "t1")], &[]);
+    // The window still holds answers from before the cut (60 of 100 probes
+    // and 12 of 20 dials lost), but at the latest scrape both protocols
+    // have lost CUT_STREAK in a row.
+    let mut r = QueryResults {
+        sent: vec![pair("a", "b", "udp", 100.0), pair("a", "b", "tcp", 20.0)],
+        lost: vec![pair("a", "b", "udp", 60.0), pair("a", "b", "tcp", 12.0)],
+        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], 12.0)],
+        rtt_count: Some(vec![
+            pair("a", "b", "udp", 40.0),
+            pair("a", "b", "tcp", 8.0),
+        ]),
+        consecutive_lost: vec![
+            pair("a", "b", "udp", CUT_STREAK),
+            pair("a", "b", "tcp", CUT_STREAK + 3.0),
+        ],
+        ..Default::default()
+    };
+    let rows = |r: &QueryResults| {
+        let p = &assemble(r, &topo, &protos()).pairs[0];
+        (p.rounds, p.failed_dials, p.sent, p.lost)
+    };
+    assert_eq!(rows(&r), (20.0, 20.0, 0.0, 0.0), "cut: all rounds failed");
+    // One protocol still answering (a streak below the bar): lossy, as measured.
+    r.consecutive_lost[1].value = CUT_STREAK - 1.0;
+    assert_eq!(rows(&r), (20.0, 12.0, 100.0, 60.0));
+    // A protocol without the gauge (an older exporter) cannot say silent.
+    r.consecutive_lost.truncate(1);
+    assert_eq!(rows(&r), (20.0, 12.0, 100.0, 60.0));
+    // Packet probes alone, silent now.
+    r.sent.truncate(1);
+    r.dial_failures.clear();
+    assert_eq!(rows(&r), (100.0, 100.0, 0.0, 0.0));
 }

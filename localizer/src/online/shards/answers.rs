@@ -11,6 +11,7 @@ pub(in crate::online) struct PairAnswers {
     sent: Vec<Sample>,
     lost: Vec<Sample>,
     dial_failures: Vec<Sample>,
+    consecutive_lost: Vec<Sample>,
     rtt_p50: Vec<Sample>,
     rtt_count: Vec<Sample>,
     /// Whether the cycle asked for `rtt_count` (one RTT form for all
@@ -25,6 +26,7 @@ impl PairAnswers {
             sent: std::mem::take(&mut r.sent),
             lost: std::mem::take(&mut r.lost),
             dial_failures: std::mem::take(&mut r.dial_failures),
+            consecutive_lost: std::mem::take(&mut r.consecutive_lost),
             rtt_p50: std::mem::take(&mut r.rtt_p50),
             counted: r.rtt_count.is_some(),
             rtt_count: r.rtt_count.take().unwrap_or_default(),
@@ -36,16 +38,18 @@ impl PairAnswers {
         r.sent = self.sent;
         r.lost = self.lost;
         r.dial_failures = self.dial_failures;
+        r.consecutive_lost = self.consecutive_lost;
         r.rtt_p50 = self.rtt_p50;
         r.rtt_count = self.counted.then_some(self.rtt_count);
     }
 
     /// Every field's samples, in a fixed order.
-    fn fields(&mut self) -> [&mut Vec<Sample>; 5] {
+    fn fields(&mut self) -> [&mut Vec<Sample>; 6] {
         [
             &mut self.sent,
             &mut self.lost,
             &mut self.dial_failures,
+            &mut self.consecutive_lost,
             &mut self.rtt_p50,
             &mut self.rtt_count,
         ]
@@ -59,7 +63,7 @@ impl PairAnswers {
                 ..PairAnswers::default()
             })
             .collect();
-        for field in 0..5 {
+        for field in 0..6 {
             for s in std::mem::take(self.fields()[field]) {
                 let shard = partition.shard_of(s.labels.get("src_node"));
                 out[shard].fields()[field].push(s);
