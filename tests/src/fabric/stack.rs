@@ -99,39 +99,7 @@ impl Stack {
         let localizer = match &opts.localizer_bin {
             None => None,
             Some(bin) => {
-                let mut cmd = fabric.mon.command(&bin.to_string_lossy());
-                cmd.args([
-                    "run",
-                    "--prometheus",
-                    &prometheus.url(),
-                    "--alertmanager",
-                    &alertmanager.url(),
-                    "--min-latency-excess",
-                    &opts.min_latency_excess,
-                    "--web.listen-address",
-                    &format!("127.0.0.1:{}", ports::LOCALIZER),
-                ]);
-                if opts.timing == Timing::Test {
-                    cmd.args([
-                        "--interval",
-                        &secs(opts.localizer_interval),
-                        "--window",
-                        &secs(opts.localizer_window),
-                        "--scrape-interval",
-                        &secs(opts.scrape_interval),
-                    ]);
-                    // The flap window in cycles of this timing: 30 of 2 s,
-                    // so faults a scenario apart stay independent, as the
-                    // shipped 60 cycles of 5 s keep faults five minutes apart.
-                    if !opts
-                        .localizer_args
-                        .iter()
-                        .any(|a| a.starts_with("--flap-window-cycles"))
-                    {
-                        cmd.args(["--flap-window-cycles", "30"]);
-                    }
-                }
-                cmd.args(&opts.localizer_args);
+                let cmd = localizer_command(&fabric, opts, bin, &prometheus, &alertmanager);
                 Some(ChildGuard::spawn("localizer", cmd)?)
             }
         };
@@ -245,4 +213,48 @@ impl Stack {
             .filter(AlertView::is_component)
             .collect())
     }
+}
+/// The localizer's command line in the monitoring namespace: against the
+/// stack's servers, with the timing's own cycle flags in [`Timing::Test`].
+fn localizer_command(
+    fabric: &Fabric,
+    opts: &StackOpts,
+    bin: &std::path::Path,
+    prometheus: &Server,
+    alertmanager: &Server,
+) -> std::process::Command {
+    let mut cmd = fabric.mon.command(&bin.to_string_lossy());
+    cmd.args([
+        "run",
+        "--prometheus",
+        &prometheus.url(),
+        "--alertmanager",
+        &alertmanager.url(),
+        "--min-latency-excess",
+        &opts.min_latency_excess,
+        "--web.listen-address",
+        &format!("127.0.0.1:{}", ports::LOCALIZER),
+    ]);
+    if opts.timing == Timing::Test {
+        cmd.args([
+            "--interval",
+            &secs(opts.localizer_interval),
+            "--window",
+            &secs(opts.localizer_window),
+            "--scrape-interval",
+            &secs(opts.scrape_interval),
+        ]);
+        // The flap window in cycles of this timing: 30 of 2 s, so faults a
+        // scenario apart stay independent, as the shipped 60 cycles of 5 s
+        // keep faults five minutes apart.
+        if !opts
+            .localizer_args
+            .iter()
+            .any(|a| a.starts_with("--flap-window-cycles"))
+        {
+            cmd.args(["--flap-window-cycles", "30"]);
+        }
+    }
+    cmd.args(&opts.localizer_args);
+    cmd
 }
