@@ -23,7 +23,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::fabric::{Stack, StackOpts, Timing};
+use skeletonhunter_tests::fabric::{Fabric, Stack, StackOpts, Timing};
 use skeletonhunter_tests::{bin_path, require_privileges};
 use std::time::{Duration, Instant};
 
@@ -34,9 +34,12 @@ const PAGE_LIMIT: Duration = Duration::from_secs(300);
 const CLEAN_LIMIT: Duration = Duration::from_secs(600);
 
 /// A fault kind: what to inject and which components are the right page.
-/// Run `i` of a kind faults the `i`th component of its kind (cycling), so
-/// one component does not fail again within the localizer's flapping
-/// window: each run is an independent fault, not the return of the last.
+/// Run `i` of a kind faults another component of its kind than run `i-1`
+/// (see [`host_of_run`], [`node_of_run`]), so that each run is an
+/// independent fault: not the return of the last within the localizer's
+/// flapping window, and not beneath a ToR or host that alerted minutes
+/// before (the localizer holds such a fault as that one's possible return,
+/// see the runbook's hold beneath a faulty component).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum FaultKind {
     /// 30 % loss at a ToR.
@@ -63,8 +66,8 @@ impl FaultKind {
         let f = &stack.fabric;
         match self {
             FaultKind::Tor => f.tor_loss(i % f.tors.len(), if on { 30 } else { 0 }),
-            FaultKind::Host => f.host_link(&f.hosts[i % f.hosts.len()], !on),
-            FaultKind::Node => f.isolate_node(&f.nodes[i % f.nodes.len()], on),
+            FaultKind::Host => f.host_link(&f.hosts[host_of_run(f, i)], !on),
+            FaultKind::Node => f.isolate_node(&f.nodes[node_of_run(f, i)], on),
         }
     }
 
@@ -74,18 +77,39 @@ impl FaultKind {
         match self {
             FaultKind::Tor => vec![("tor".into(), f.tors[i % f.tors.len()].name.clone())],
             FaultKind::Host => {
-                let h = &f.hosts[i % f.hosts.len()];
+                let h = &f.hosts[host_of_run(f, i)];
                 vec![
                     ("host".into(), h.name.clone()),
                     ("nic".into(), h.nic_ip.to_string()),
                 ]
             }
             FaultKind::Node => {
-                let n = &f.nodes[i % f.nodes.len()];
+                let n = &f.nodes[node_of_run(f, i)];
                 vec![("node".into(), n.identity.node.clone())]
             }
         }
     }
+}
+
+/// The host run `i` takes down: under the ToR run `i` does not fault
+/// (runs go tor, host, node), cycling through that ToR's hosts, so a ToR's
+/// hosts fail a whole run after its own fault, past the localizer's memory
+/// of it.
+fn host_of_run(f: &Fabric, i: usize) -> usize {
+    let tors = f.tors.len().max(1);
+    let per_tor = f.spec.hosts_per_tor.max(1);
+    ((i + 1) % tors) * per_tor + (i / tors) % per_tor
+}
+
+/// The container run `i` cuts off: under the same ToR as run `i`'s host,
+/// on the next host of it (never beneath the host that just failed).
+fn node_of_run(f: &Fabric, i: usize) -> usize {
+    let tors = f.tors.len().max(1);
+    let per_tor = (f.nodes.len() / tors).max(1);
+    let per_host = f.spec.containers_per_host.max(1);
+    let host = (host_of_run(f, i) % f.spec.hosts_per_tor.max(1) + 1) % f.spec.hosts_per_tor.max(1);
+    let local = (host * per_host + (i / tors) % per_host) % per_tor;
+    ((i + 1) % tors) * per_tor + local
 }
 
 /// The knobs, from the environment.
