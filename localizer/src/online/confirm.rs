@@ -32,7 +32,12 @@
 //!    component that is reported in the same cycle, alerting, or was
 //!    alerting in the last `remember` (a flapping ToR's next outage) is held
 //!    until it has been reported for `hold`; a fault of its own persists
-//!    that long, onset evidence is absorbed by its parent by then.
+//!    that long, onset evidence is absorbed by its parent by then. Beneath
+//!    a component only remembered (neither reported nor alerting) it is held
+//!    for `recent_hold` alone (a scrape interval and two cycles): were that
+//!    component back, all its pairs would show it by then and the finding
+//!    would be beneath a reported component, so an independent fault under
+//!    a ToR that alerted minutes ago is not delayed by a whole window.
 //!
 //! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
@@ -120,6 +125,10 @@ pub struct Confirmer {
     recent: BTreeMap<Component, SystemTime>,
     /// How long an alerting component is remembered after its alert.
     remember: Duration,
+    /// How long a finding beneath a remembered (no longer alerting,
+    /// not reported) component is held: until that one would be reported
+    /// again if it were back.
+    recent_hold: Duration,
     /// The last admitted findings of each alerting component, re-admitted
     /// while its resolution is pending.
     last: BTreeMap<Component, Vec<Finding>>,
@@ -150,12 +159,23 @@ impl Confirmer {
             since: BTreeMap::new(),
             recent: BTreeMap::new(),
             remember: Duration::ZERO,
+            recent_hold: hold,
         }
     }
 
     /// Remember an alerting component for `d` after its alert (rule 3).
     pub fn remember_for(mut self, d: Duration) -> Confirmer {
         self.remember = d;
+        self
+    }
+
+    /// Hold a finding beneath a component that is only remembered (not
+    /// reported, not alerting) for `d` instead of the whole hold (rule 3):
+    /// that component's next outage shows on all its pairs within a scrape
+    /// interval, after which the finding is beneath a reported component
+    /// and held as long as ever.
+    pub fn hold_beneath_recent(mut self, d: Duration) -> Confirmer {
+        self.recent_hold = d;
         self
     }
 
@@ -168,9 +188,10 @@ impl Confirmer {
 
     /// New confirmation cycles and hold (the shards in use changed); the
     /// state kept so far stays.
-    pub fn retime(&mut self, confirm_cycles: u32, hold: Duration) {
+    pub fn retime(&mut self, confirm_cycles: u32, hold: Duration, recent_hold: Duration) {
         self.confirm_cycles = confirm_cycles.max(1);
         self.hold = hold;
+        self.recent_hold = recent_hold;
     }
 
     /// What the last [`Confirmer::admit`] kept alerting without a report.
@@ -333,31 +354,29 @@ impl Confirmer {
             return Some(Held::AfterClear { cleared });
         }
         let began = self.since.get(&f.component).copied().unwrap_or(now);
+        let now_or_alerting = reported.iter().chain(self.alerting.keys());
         if within(began, now, self.hold) {
-            return self
-                .beneath(f, reported)
-                .map(|parent| Held::Beneath { parent });
+            if let Some(parent) = beneath(f, now_or_alerting) {
+                return Some(Held::Beneath { parent });
+            }
+        }
+        if within(began, now, self.recent_hold) {
+            return beneath(f, self.recent.keys()).map(|parent| Held::Beneath { parent });
         }
         None
     }
+}
 
-    /// Another component every one of `f`'s anomalous pairs crosses that is
-    /// reported this cycle, alerting, or was alerting recently (rule 3).
-    fn beneath(
-        &self,
-        f: &Finding,
-        reported: &std::collections::BTreeSet<Component>,
-    ) -> Option<Component> {
-        if f.hit_pairs.is_empty() {
-            return None;
-        }
-        reported
-            .iter()
-            .chain(self.alerting.keys())
-            .chain(self.recent.keys())
-            .find(|r| **r != f.component && f.hit_pairs.iter().all(|(a, b)| path(a, b).contains(r)))
-            .cloned()
+/// One of `parents` other than `f`'s own component that every one of `f`'s
+/// anomalous pairs crosses (rule 3).
+fn beneath<'a>(f: &Finding, parents: impl Iterator<Item = &'a Component>) -> Option<Component> {
+    if f.hit_pairs.is_empty() {
+        return None;
     }
+    parents
+        .filter(|r| **r != f.component)
+        .find(|r| f.hit_pairs.iter().all(|(a, b)| path(a, b).contains(r)))
+        .cloned()
 }
 
 /// `now` is less than `hold` after `last` (a clock step back counts as within).

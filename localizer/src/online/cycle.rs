@@ -98,7 +98,8 @@ impl Localizer {
             // (its next outage's onset must not page its nodes).
             confirmer: Confirmer::new(s.confirm_after(1), s.clear_hold(1))
                 .resolve_after(s.resolve_cycles)
-                .remember_for((s.interval * s.flap_window_cycles).max(s.clear_hold(1))),
+                .remember_for((s.interval * s.flap_window_cycles).max(s.clear_hold(1)))
+                .hold_beneath_recent(s.recent_hold(1)),
             flaps: FlapDetector::new(s.flap_transitions, s.flap_window_cycles)
                 .debounce(s.confirm_after(1), s.resolve_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),

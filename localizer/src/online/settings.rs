@@ -120,6 +120,15 @@ impl Settings {
         self.window + self.scrape_interval + self.interval.saturating_mul(shard_repeats(shards))
     }
 
+    /// How long a new finding beneath a component that alerted recently
+    /// (and is neither reported nor alerting now) is held with `shards` in
+    /// use: a scrape interval and two cycles, by when that component's
+    /// return would show on all its pairs; plus the intervals a sharded
+    /// reading repeats.
+    pub fn recent_hold(&self, shards: usize) -> Duration {
+        self.scrape_interval + self.interval.saturating_mul(2 + shard_repeats(shards))
+    }
+
     /// The links every alert carries.
     pub fn alert_links(&self) -> AlertLinks {
         AlertLinks {

@@ -344,3 +344,41 @@ fn the_onset_of_a_tor_does_not_page_its_nodes() {
     c.admit(vec![node()], at(20));
     assert_eq!(names(&c.admit(vec![node()], at(22)).0), ["node/t0-h1-c0"]);
 }
+
+/// Beneath a ToR that alerted minutes ago and is quiet now, a node's fault
+/// is held only for the recent hold (its return would have shown on the
+/// ToR's other pairs by then), not the whole hold; were the ToR reported
+/// meanwhile, the node is held as long as ever.
+#[test]
+fn beneath_a_quiet_tor_that_alerted_recently_the_hold_is_short() {
+    let tor = || finding(Kind::Tor, "tor0", "loss");
+    let node = || finding(Kind::Node, "t0-h1-c0", "unreachable");
+    let start = |recent: u64| {
+        let mut c = confirmer()
+            .remember_for(Duration::from_secs(300))
+            .hold_beneath_recent(Duration::from_secs(recent));
+        c.admit(vec![tor()], at(0));
+        c.admit(vec![tor()], at(2));
+        c.admit(vec![], at(4));
+        c
+    };
+    let mut c = start(5);
+    // Long after the ToR's leftovers, well inside its memory.
+    c.admit(vec![node()], at(100));
+    let (a, h) = c.admit(vec![node()], at(102));
+    assert!(a.is_empty(), "{:?}", names(&a));
+    assert_eq!(
+        h[0].1,
+        Held::Beneath {
+            parent: Component::new(Kind::Tor, "tor0")
+        }
+    );
+    // Reported for the recent hold (5 s since 100), far short of the 11 s.
+    assert_eq!(names(&c.admit(vec![node()], at(106)).0), ["node/t0-h1-c0"]);
+    // The same, but the ToR comes back beside it: the whole hold.
+    let mut c = start(5);
+    c.admit(vec![node()], at(100));
+    c.admit(vec![node(), tor()], at(102));
+    let (a, _) = c.admit(vec![node(), tor()], at(106));
+    assert_eq!(names(&a), ["tor/tor0"], "the node is held beneath the ToR");
+}

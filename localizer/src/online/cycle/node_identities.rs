@@ -88,8 +88,11 @@ impl Localizer {
         if after != before {
             tracing::info!("--pair-shards: per-pair queries split into {after} shard(s) by source node, one read per cycle");
             let s = &self.settings;
-            self.confirmer
-                .retime(s.confirm_after(after), s.clear_hold(after));
+            self.confirmer.retime(
+                s.confirm_after(after),
+                s.clear_hold(after),
+                s.recent_hold(after),
+            );
             self.flaps.retime(s.confirm_after(after));
         }
         reads.identities = Some(Identities {
