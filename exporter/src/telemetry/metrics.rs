@@ -10,9 +10,10 @@ use super::families::rtt_buckets;
 use super::families::{Families, FloatGauge, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use crate::model::{
-    DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, IdentitySource, IdentitySourceLabels,
-    OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
-    RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, HostStackLabels, IdentitySource,
+    IdentitySourceLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
+    ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels,
+    SourceLabels, StackStage,
 };
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
@@ -394,6 +395,18 @@ impl Metrics {
         SocketDrops::new(self.f.socket_drops.get_or_create(&labels).clone())
     }
 
+    /// The `skeletonhunter_host_stack_delay_seconds` histogram of one
+    /// protocol and stage (its series appears with no observation): the
+    /// delays this host's own scheduling and sockets add, so the localizer
+    /// can tell a busy host from a faulty network.
+    pub fn host_stack(&self, protocol: Protocol, stage: StackStage) -> Histogram {
+        let labels = HostStackLabels {
+            protocol,
+            stage: stage.as_str(),
+        };
+        self.f.host_stack.get_or_create_owned(&labels)
+    }
+
     /// Read the host's kernel counters (UDP `RcvbufErrors`) and the HTTP
     /// server's idle connections closed; at start and at every scrape.
     fn read_host_counters(&self) {
@@ -531,6 +544,20 @@ mod tests {
         assert!(!text.contains("dst_node=\"b\""), "{text}");
         assert!(!text.contains("dst_node=\"10.0.0.2\""));
         assert!(text.contains("dst_node=\"c\""));
+    }
+
+    #[test]
+    fn host_stack_delays_are_per_protocol_and_stage_never_per_peer() {
+        let m = Metrics::new(&ident());
+        m.host_stack(Protocol::Udp, StackStage::Responder)
+            .observe(0.3);
+        m.host_stack(Protocol::Udp, StackStage::Responder)
+            .observe(0.1);
+        let t = String::from_utf8(m.render(None).body.to_vec()).unwrap();
+        let count =
+            "skeletonhunter_host_stack_delay_seconds_count{protocol=\"udp\",stage=\"responder\"} 2";
+        assert!(t.contains(count), "{t}");
+        assert!(!t.contains("skeletonhunter_host_stack_delay_seconds_count{src_node"));
     }
 
     #[test]
