@@ -9,8 +9,9 @@
 //! ([`crate::input::paths`]).
 
 use crate::clients::prometheus::{QueryError, Sample};
-use crate::engine::model::PairStats;
+use crate::engine::model::{HostStack, PairStats};
 use crate::input::histograms::{rtt_queries, RttForm};
+use crate::input::hoststack;
 use crate::input::paths::{attach_hops, attach_paths};
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
@@ -52,6 +53,8 @@ pub struct Queries {
     pub path_loss: String,
     /// Probes that loss is over.
     pub path_probes: String,
+    /// Each node's host-stack delay ([`crate::input::hoststack`]; optional).
+    pub host_stack: String,
 }
 
 /// One of the cycle's queries: the `query` label of
@@ -76,6 +79,8 @@ pub enum QueryKind {
     Hops,
     /// [`Queries::paths`], [`Queries::path_loss`], [`Queries::path_probes`].
     Paths,
+    /// [`Queries::host_stack`].
+    HostStack,
 }
 
 impl QueryKind {
@@ -91,6 +96,7 @@ impl QueryKind {
             QueryKind::TopologyRecent => "topology_recent",
             QueryKind::Hops => "hops",
             QueryKind::Paths => "paths",
+            QueryKind::HostStack => "host_stack",
         }
     }
 }
@@ -154,6 +160,7 @@ impl Queries {
                 "max by (src_node, dst_node, path) (last_over_time({}[{w}]))",
                 sel("skeletonhunter_path_probes")
             ),
+            host_stack: hoststack::query(rtt, &w, &sel),
         }
     }
 }
@@ -192,6 +199,10 @@ pub struct QueryResults {
     /// Why a path query failed, if one did (the cycle goes on without
     /// per-path rows).
     pub paths_error: Option<QueryError>,
+    /// See [`Queries::host_stack`].
+    pub host_stack: Vec<Sample>,
+    /// Why it failed, if it did (the cycle goes on without the evidence).
+    pub host_stack_error: Option<QueryError>,
 }
 
 fn identity_of(s: &Sample) -> Identity {
@@ -245,6 +256,8 @@ pub struct Assembled {
     pub no_topology: usize,
     /// Pairs whose series were incomplete (sent without lost).
     pub incomplete: usize,
+    /// The nodes' host-stack delays (empty without the evidence).
+    pub host_stack: HostStack,
 }
 
 /// A count from PromQL: extrapolated `increase()` may be fractional; NaN or
