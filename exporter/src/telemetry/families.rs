@@ -144,6 +144,8 @@ pub struct Families {
     pub host_udp_rcvbuf_errors: Counter,
     /// `skeletonhunter_host_stack_delay_seconds`: Delays this host's own stack adds to probing, by protocol and stage.
     pub host_stack: HistFamily<HostStackLabels>,
+    /// `skeletonhunter_host_cpu_throttled_seconds`: Time the exporter's cgroup was held back by its CPU quota.
+    pub cpu_throttled: Counter<f64, AtomicU64>,
     /// `skeletonhunter_http_idle_connections_closed`: Idle HTTP connections closed to admit new ones at the connection limit.
     pub http_idle_closed: Counter,
 }
@@ -185,6 +187,7 @@ impl Families {
             socket_drops: Default::default(),
             host_udp_rcvbuf_errors: Default::default(),
             host_stack: hist(mode),
+            cpu_throttled: Default::default(),
             http_idle_closed: Default::default(),
         };
         f.register_pairs(r);
@@ -362,6 +365,11 @@ impl Families {
             "skeletonhunter_host_stack_delay_seconds",
             "Delay this host's own stack added to probing, by protocol and stage: send (a probe left late against its schedule), receive (an answer waited in the prober's socket), responder (a request waited in the responder)",
             self.host_stack.clone(),
+        );
+        r.register(
+            "skeletonhunter_host_cpu_throttled_seconds",
+            "Time the exporter's cgroup was held back because it had used up its CPU quota (cpu.stat throttled time; 0 without a quota)",
+            self.cpu_throttled.clone(),
         );
         r.register(
             "skeletonhunter_http_idle_connections_closed",

@@ -15,6 +15,7 @@ use crate::model::{
     ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels,
     SourceLabels, StackStage,
 };
+use crate::sys::cgroup::cpu_throttled_ns;
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -83,6 +84,8 @@ pub struct Metrics {
     rcvbuf_errors: KernelCounter,
     /// The last reading of the HTTP server's idle connections closed.
     http_idle_closed: KernelCounter,
+    /// The last reading of the cgroup's CPU-throttled time (ns).
+    throttled: KernelCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -108,6 +111,7 @@ impl Metrics {
             owned: Mutex::new(HashMap::new()),
             rcvbuf_errors: KernelCounter::default(),
             http_idle_closed: KernelCounter::default(),
+            throttled: KernelCounter::default(),
         };
         // Host-side loss is present at 0 from the start.
         for socket in [OwnSocket::UdpProber, OwnSocket::UdpResponder] {
@@ -407,12 +411,16 @@ impl Metrics {
         self.f.host_stack.get_or_create_owned(&labels)
     }
 
-    /// Read the host's kernel counters (UDP `RcvbufErrors`) and the HTTP
+    /// Read the host's kernel counters (UDP `RcvbufErrors`, the cgroup's
+    /// CPU-throttled time) and the HTTP
     /// server's idle connections closed; at start and at every scrape.
     fn read_host_counters(&self) {
         if let Some(total) = udp_rcvbuf_errors() {
             self.rcvbuf_errors
                 .update(&self.f.host_udp_rcvbuf_errors, total);
+        }
+        if let Some(ns) = cpu_throttled_ns() {
+            self.throttled.update_ns(&self.f.cpu_throttled, ns);
         }
         self.http_idle_closed.update(
             &self.f.http_idle_closed,
