@@ -6,21 +6,27 @@
 //! after the timeout is a lost probe; a TCP dial is timed in user space),
 //! and what is left lands on every pair of that node: tomography would
 //! blame its NIC, or the ToR when two such hosts share one. The exporter
-//! measures its own stack's delay (`skeletonhunter_host_stack_delay_seconds`),
-//! so the localizer can say where that evidence comes from instead.
+//! measures its own stack's delay (`skeletonhunter_host_stack_delay_seconds`)
+//! and how long its CPU quota held it back
+//! (`skeletonhunter_host_cpu_throttled_seconds_total`), so the localizer
+//! can say where that evidence comes from instead.
 //!
-//! Rule, per node with evidence: its delay is *noisy* when it reaches
+//! Rule, per node with evidence: it is *busy* when its delay reaches
 //! [`Config::min_host_stack_seconds`] and [`Config::host_stack_ratio`]
 //! times the fabric's typical delay (the median over nodes with evidence;
-//! a fabric slow everywhere is not one busy host). Every pair with a noisy
+//! a fabric slow everywhere is not one busy host), or when its quota held
+//! it back at least [`Config::min_host_throttled_ratio`] of the window (a
+//! quota is the host's own; on a loaded machine a starved exporter's
+//! delays need not stand out, its throttling does). Every pair with a busy
 //! end is explained by that end's stack and kept out of the link stage and
 //! the tomography, so it is never NIC, ToR, spine or link evidence. Each
-//! host holding a noisy node gets one `host_stack` verdict (the node
+//! host holding a busy node gets one `host_stack` verdict (the node
 //! itself when its identity names no host): score `1 - typical / delay`,
 //! the share of its delay above the fabric's (as a latency score is the
-//! share of the RTT due to the component); p-value 0, since the delay is
-//! the host's own measurement rather than an inference; `pairs` and
-//! `hit_pairs` the screened pairs that were anomalous.
+//! share of the RTT due to the component), or the throttled share, the
+//! larger; p-value 0, since the evidence is the host's own measurement
+//! rather than an inference; `pairs` and `hit_pairs` the screened pairs
+//! that were anomalous.
 //!
 //! A noisy host that is also a real fault (a bad NIC on a starved host)
 //! is reported as `host_stack`: the host is named either way, and no
@@ -55,37 +61,49 @@ fn host_of(id: &Identity) -> Component {
     }
 }
 
-/// The noisy nodes of `stack` among the ends of `pairs`, with their delay,
-/// and the fabric's typical delay.
-fn noisy_nodes(
-    pairs: &[&PairStats],
-    stack: &HostStack,
-    config: &Config,
-) -> (BTreeMap<String, f64>, f64) {
-    let mut seen: BTreeMap<&str, f64> = BTreeMap::new();
+/// The busy nodes of `stack` among the ends of `pairs`, each with its
+/// verdict's score: the share of its delay above the fabric's typical one
+/// (busy by delay), or the share of the window its CPU quota held it
+/// back (busy by throttling), the larger when both.
+fn busy_nodes(pairs: &[&PairStats], stack: &HostStack, config: &Config) -> BTreeMap<String, f64> {
+    let sane = |m: &BTreeMap<String, f64>, node: &str| {
+        m.get(node).copied().filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let mut seen: BTreeMap<&str, (Option<f64>, Option<f64>)> = BTreeMap::new();
     for p in pairs {
         for end in [&p.src.node, &p.dst.node] {
-            if let Some(&d) = stack.delay_seconds.get(end.as_str()) {
-                if d.is_finite() && d >= 0.0 {
-                    seen.insert(end, d);
-                }
+            let delay = sane(&stack.delay_seconds, end);
+            let throttled = sane(&stack.throttled_ratio, end);
+            if delay.is_some() || throttled.is_some() {
+                seen.insert(end, (delay, throttled));
             }
         }
     }
-    let mut values: Vec<f64> = seen.values().copied().collect();
-    let typical = if values.is_empty() {
+    let mut delays: Vec<f64> = seen.values().filter_map(|v| v.0).collect();
+    let typical = if delays.is_empty() {
         0.0
     } else {
-        median(&mut values)
+        median(&mut delays)
     };
-    let noisy = seen
-        .into_iter()
-        .filter(|(_, d)| {
-            *d >= config.min_host_stack_seconds && *d >= config.host_stack_ratio * typical
-        })
-        .map(|(n, d)| (n.to_string(), d))
-        .collect();
-    (noisy, typical)
+    let mut busy = BTreeMap::new();
+    for (node, (delay, throttled)) in seen {
+        let by_delay = delay
+            .filter(|d| {
+                *d >= config.min_host_stack_seconds && *d >= config.host_stack_ratio * typical
+            })
+            .map(|d| (1.0 - typical / d).clamp(0.0, 1.0));
+        let by_quota = throttled
+            .filter(|t| *t >= config.min_host_throttled_ratio)
+            .map(|t| t.clamp(0.0, 1.0));
+        let score = match (by_delay, by_quota) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(score) = score {
+            busy.insert(node.to_string(), score);
+        }
+    }
+    busy
 }
 
 /// Screen `pairs` (`anomalous[i]`: pair `i` shows any symptom) with the
@@ -96,7 +114,7 @@ pub fn screen(
     stack: &HostStack,
     config: &Config,
 ) -> Screen {
-    let (noisy, typical) = noisy_nodes(pairs, stack, config);
+    let noisy = busy_nodes(pairs, stack, config);
     let mut out = Screen {
         explained: vec![false; pairs.len()],
         ..Screen::default()
@@ -104,7 +122,7 @@ pub fn screen(
     if noisy.is_empty() {
         return out;
     }
-    // Host -> (worst delay of its noisy nodes, anomalous screened pairs).
+    // Host -> (highest score of its busy nodes, anomalous screened pairs).
     let mut hosts: BTreeMap<Component, (f64, Vec<usize>)> = BTreeMap::new();
     for (i, p) in pairs.iter().enumerate() {
         let ends = [&p.src, &p.dst];
@@ -117,12 +135,7 @@ pub fn screen(
             }
         }
     }
-    for (component, (delay, hit)) in hosts {
-        let score = if delay > 0.0 {
-            (1.0 - typical / delay).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+    for (component, (score, hit)) in hosts {
         out.blame.push(Blame {
             component: component.clone(),
             symptom: Symptom::HostStack,
@@ -170,6 +183,7 @@ mod tests {
     fn stack(delays: &[(&str, f64)]) -> HostStack {
         HostStack {
             delay_seconds: delays.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
+            ..HostStack::default()
         }
     }
 
@@ -249,6 +263,22 @@ mod tests {
             .hit_pairs
             .iter()
             .all(|&i| pairs[i].src.node == "b" || pairs[i].dst.node == "b"));
+    }
+
+    #[test]
+    fn a_throttled_node_is_busy_even_when_its_delays_do_not_stand_out() {
+        let pairs = mesh(&["a", "b", "c"]);
+        let refs: Vec<&PairStats> = pairs.iter().collect();
+        // A loaded machine: every delay alike.
+        let mut s = stack(&[("a", 0.04), ("b", 0.05), ("c", 0.045)]);
+        s.throttled_ratio = [("a", 0.0), ("b", 0.2), ("c", 0.005)]
+            .iter()
+            .map(|(n, r)| (n.to_string(), *r))
+            .collect();
+        let out = screen(&refs, &[], &s, &Config::default());
+        assert_eq!(out.faults.len(), 1);
+        assert_eq!(out.faults[0].component(), Component::new(Kind::Host, "h-b"));
+        assert!((out.faults[0].score - 0.2).abs() < 1e-12);
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn usable(pairs: &[PairStats]) -> (Vec<usize>, Vec<&PairStats>) {
 /// tomography, and their hosts get `host_stack` verdicts. With no
 /// evidence (`stack` empty) this is [`analyze`], to the byte.
 pub fn analyze_with(pairs: &[PairStats], stack: &HostStack, config: &Config) -> Report {
-    if stack.delay_seconds.is_empty() {
+    if stack.is_empty() {
         return analyze(pairs, config);
     }
     let t0 = std::time::Instant::now();

@@ -1,7 +1,9 @@
 //! The host-stack evidence of an online cycle: the query for each
 //! exporter's own stack delay (`skeletonhunter_host_stack_delay_seconds`)
-//! placed on its node through `skeletonhunter_node_info`, and its answer
-//! turned into the engine's [`HostStack`].
+//! and CPU-throttled share (`skeletonhunter_host_cpu_throttled_seconds_total`
+//! per second, its rows marked `evidence="throttled"`), placed on its node
+//! through `skeletonhunter_node_info`, and its answer turned into the
+//! engine's [`HostStack`].
 //!
 //! The metric carries no node label (it is the exporter's own, not a
 //! pair's), so the query joins it to the identity the same exporter
@@ -35,14 +37,26 @@ pub fn query(form: RttForm, w: &str, sel: &dyn Fn(&str) -> String) -> String {
         RttForm::Native => native,
         RttForm::NativeOrClassic => format!("{native} or {classic}"),
     };
-    format!(
-        "max by (node_id) (({delay}) * on (instance, job) group_left (node_id) \
-         max by (instance, job, node_id) ({}))",
+    let info = format!(
+        "on (instance, job) group_left (node_id) max by (instance, job, node_id) ({})",
         sel("skeletonhunter_node_info")
+    );
+    let throttled = format!(
+        "sum by (instance, job) (rate({}[{w}]))",
+        sel("skeletonhunter_host_cpu_throttled_seconds_total")
+    );
+    format!(
+        "max by (node_id) (({delay}) * {info}) or label_replace(max by (node_id) \
+         (({throttled}) * {info}), \"{EVIDENCE}\", \"{THROTTLED}\", \"\", \"\")"
     )
 }
 
-/// Node id -> delay from the answer to [`query`]: samples without a node
+/// The label marking the throttled rows of the answer, and its value.
+const EVIDENCE: &str = "evidence";
+const THROTTLED: &str = "throttled";
+
+/// Node id -> delay (and throttled share) from the answer to [`query`]:
+/// samples without a node
 /// or with a value that is not a finite delay (no observation in the
 /// window gives NaN) are no evidence; a node answered twice keeps the
 /// larger delay.
@@ -55,7 +69,11 @@ pub fn host_stack_from(samples: &[Sample]) -> HostStack {
         if !(s.value.is_finite() && s.value >= 0.0) {
             continue;
         }
-        let d = out.delay_seconds.entry(node.to_string()).or_insert(0.0);
+        let into = match s.labels.get(EVIDENCE) {
+            Some(v) if v == THROTTLED => &mut out.throttled_ratio,
+            _ => &mut out.delay_seconds,
+        };
+        let d = into.entry(node.to_string()).or_insert(0.0);
         *d = d.max(s.value);
     }
     out
@@ -84,6 +102,11 @@ mod tests {
         assert!(q.contains("rate(skeletonhunter_host_stack_delay_seconds_bucket{job=\"x\"}[1m])"));
         assert!(q.contains("on (instance, job) group_left (node_id)"));
         assert!(q.contains("skeletonhunter_node_info{job=\"x\"}"));
+        assert!(q.contains("rate(skeletonhunter_host_cpu_throttled_seconds_total{job=\"x\"}[1m])"));
+        assert!(
+            q.ends_with(", \"evidence\", \"throttled\", \"\", \"\")"),
+            "{q}"
+        );
         let both = query(RttForm::NativeOrClassic, "1m", &sel);
         assert!(both.contains("rate(skeletonhunter_host_stack_delay_seconds{job=\"x\"}[1m]))) or "));
     }
@@ -104,6 +127,15 @@ mod tests {
             .map(|(n, d)| (n.as_str(), *d))
             .collect();
         assert_eq!(got, vec![("a", 0.004)]);
+        assert!(s.throttled_ratio.is_empty());
+        let mut t = sample(Some("a"), 0.25);
+        t.labels = [("node_id", "a"), ("evidence", "throttled")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Labels>();
+        let s = host_stack_from(&[t, sample(Some("a"), 0.004)]);
+        assert_eq!(s.throttled_ratio.get("a"), Some(&0.25));
+        assert_eq!(s.delay_seconds.get("a"), Some(&0.004));
         assert!(host_stack_from(&[]).delay_seconds.is_empty());
     }
 }
