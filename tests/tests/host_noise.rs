@@ -49,10 +49,13 @@ struct Outcome {
 }
 
 fn start_stack() -> Stack {
-    let opts = StackOpts::new(
+    let mut opts = StackOpts::new(
         bin_path("skeletonhunter-exporter"),
         Some(bin_path("skeletonhunter-localizer")),
     );
+    // The exporters see their cgroup, so the starved one reports its
+    // throttling as it would in a container.
+    opts.exporters_see_cgroups = true;
     let mut stack = Stack::start(&opts).expect("start the stack");
     stack
         .wait_healthy(Duration::from_secs(90))
@@ -60,8 +63,29 @@ fn start_stack() -> Stack {
     stack
 }
 
-/// Each node's host-stack delay as the localizer reads it, for the log.
+/// The throttled share of each exporter, for the progress lines.
+const THROTTLE_QUERY: &str = "max by (node_id) (rate(skeletonhunter_host_cpu_throttled_seconds_total[10s]) * on (instance, job) group_left (node_id) max by (instance, job, node_id) (skeletonhunter_node_info)) > 0";
+
+/// Each node's host-stack delay as the localizer reads it, and the
+/// throttled exporters, for the log.
 fn stack_delays(stack: &Stack) -> String {
+    let throttled = match stack.prometheus.query(THROTTLE_QUERY) {
+        Ok(rows) => rows
+            .iter()
+            .map(|r| {
+                let node = r["metric"]["node_id"].as_str().unwrap_or("?");
+                let v = r["value"][1].as_str().unwrap_or("?");
+                format!("{node}={v}")
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(_) => "no answer".into(),
+    };
+    format!("{}; throttled: {throttled}", p99s(stack))
+}
+
+/// Each node's p99 host-stack delay.
+fn p99s(stack: &Stack) -> String {
     let Ok(rows) = stack.prometheus.query(STACK_QUERY) else {
         return "no answer".into();
     };
