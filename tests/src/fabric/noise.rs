@@ -51,6 +51,22 @@ impl Hierarchy {
             Hierarchy::V2(p) | Hierarchy::V1(p) => p,
         }
     }
+
+    /// The cgroup `pid` is in now in this hierarchy (the root if unknown),
+    /// from `/proc/<pid>/cgroup`.
+    fn cgroup_of(&self, pid: u32) -> PathBuf {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let path = text.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let ours = match self {
+                Hierarchy::V2(_) => controllers.is_empty(),
+                Hierarchy::V1(_) => controllers.split(',').any(|c| c == "cpu"),
+            };
+            ours.then(|| path.trim_start_matches('/').to_string())
+        });
+        self.root().join(path.unwrap_or_default())
+    }
 }
 
 fn write(path: &Path, value: &str) -> Result<()> {
@@ -60,8 +76,10 @@ fn write(path: &Path, value: &str) -> Result<()> {
 /// A process held to a share of one CPU by a cgroup of its own.
 #[derive(Debug)]
 pub struct CpuQuota {
-    hierarchy: Hierarchy,
+    /// The cgroup made for the process.
     dir: PathBuf,
+    /// Where the process was before, and goes back to.
+    before: PathBuf,
     pid: u32,
 }
 
@@ -86,11 +104,11 @@ impl CpuQuota {
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let quota = PERIOD_US * percent.clamp(1, 100) / 100;
         let guard = CpuQuota {
-            hierarchy,
+            before: hierarchy.cgroup_of(pid),
             dir,
             pid,
         };
-        match &guard.hierarchy {
+        match &hierarchy {
             Hierarchy::V2(_) => write(&guard.dir.join("cpu.max"), &format!("{quota} {PERIOD_US}"))?,
             Hierarchy::V1(_) => {
                 write(&guard.dir.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
@@ -104,9 +122,9 @@ impl CpuQuota {
 
 impl Drop for CpuQuota {
     fn drop(&mut self) {
-        // Back to the root cgroup (fails only if the process is gone),
-        // then the empty cgroup can go.
-        let back = self.hierarchy.root().join("cgroup.procs");
+        // Back where it was (fails only if the process is gone), then
+        // the empty cgroup can go.
+        let back = self.before.join("cgroup.procs");
         let _ = std::fs::write(back, self.pid.to_string());
         let _ = std::fs::remove_dir(&self.dir);
     }
