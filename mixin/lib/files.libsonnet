@@ -77,7 +77,7 @@ function(mixin)
         kind       node | nic | host | tor | spine | pod | pair | exporter | localizer
         component  the id of that component ("<src_node>-><dst_node>" for a pair)
         severity   critical | warning
-        symptom    loss | unreachable | latency | flapping (network alerts)
+        symptom    loss | unreachable | latency | flapping (network alerts) | host_stack (a busy host)
         location   where the component sits, wherever known:
                    single-place alerts carry `%s`, `%s`, `%s` (and `%s`);
                    pair alerts carry src_host/src_tor/src_spine and the dst_* twins;

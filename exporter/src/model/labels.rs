@@ -63,6 +63,17 @@ pub struct SocketLabels {
     pub socket: &'static str,
 }
 
+/// Labels of `skeletonhunter_host_stack_delay_seconds`: per protocol and
+/// stage, never per peer, so a host's own delays cost a dozen series
+/// whatever its number of peers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HostStackLabels {
+    /// The probe protocol.
+    pub protocol: Protocol,
+    /// Where on this host the delay was spent (`StackStage::as_str`).
+    pub stage: &'static str,
+}
+
 /// Labels of responder replies.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProtocolLabels {

@@ -14,12 +14,12 @@ pub mod traffic;
 pub use histograms::{HistogramMode, UnknownHistogramMode};
 pub use identity_source::IdentitySource;
 pub use labels::{
-    BuildLabels, DiscoveryInfoLabels, HopLabels, IdentitySourceLabels, PairLabels, PathLabels,
-    ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels,
-    SourceEventLabels, SourceLabels,
+    BuildLabels, DiscoveryInfoLabels, HopLabels, HostStackLabels, IdentitySourceLabels, PairLabels,
+    PathLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels,
+    SocketLabels, SourceEventLabels, SourceLabels,
 };
 #[cfg(test)]
 pub use peer::test_ip;
 pub use peer::{Peer, PeerSource};
-pub use reasons::{DiscoveryEvent, DropReason, OwnSocket, ProbeErrorReason};
+pub use reasons::{DiscoveryEvent, DropReason, OwnSocket, ProbeErrorReason, StackStage};
 pub use skeletonhunter_common::protocol::{Protocol, UnknownProtocol};

@@ -231,3 +231,32 @@ impl OwnSocket {
         }
     }
 }
+
+/// Where on its own host the exporter measures a delay
+/// (`skeletonhunter_host_stack_delay_seconds{stage}`): time a busy or
+/// paused host adds that is not the network's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackStage {
+    /// How late a probe left against its slot in the schedule.
+    Send,
+    /// How long an answer waited in the prober's socket (kernel receive
+    /// timestamp to the read).
+    Receive,
+    /// How long a request waited in the responder (kernel receive
+    /// timestamp to the echo).
+    Responder,
+}
+
+impl StackStage {
+    /// Every stage.
+    pub const ALL: [StackStage; 3] = [StackStage::Send, StackStage::Receive, StackStage::Responder];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StackStage::Send => "send",
+            StackStage::Receive => "receive",
+            StackStage::Responder => "responder",
+        }
+    }
+}

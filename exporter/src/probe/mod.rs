@@ -40,6 +40,7 @@ use crate::model::Protocol;
 use crate::sys::sock::recv_with_timestamp;
 use crate::sys::time::wall_ns;
 use crate::telemetry::SocketDrops;
+use prometheus_client::metrics::histogram::Histogram;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Weak};
@@ -93,19 +94,25 @@ pub(crate) async fn receive_task<P, S: AsRawFd>(
 }
 
 /// What a packet prober's receive task reads one socket with: a buffer
-/// for the largest datagram it expects and the socket's drop counter.
+/// for the largest datagram it expects, the socket's drop counter and the
+/// histogram of how long answers waited in the socket.
 pub(crate) struct Reader {
     buf: Vec<u8>,
     drops: SocketDrops,
+    waited: Histogram,
 }
 
 impl Reader {
     /// A reader of datagrams up to `buf_len` bytes that counts the kernel's
-    /// drops in `drops`.
-    pub(crate) fn new(buf_len: usize, drops: SocketDrops) -> Reader {
+    /// drops in `drops` and the time each datagram waited between its
+    /// kernel receive timestamp and the read in `waited` (the receive
+    /// stage of `skeletonhunter_host_stack_delay_seconds`: a starved or
+    /// paused prober reads late).
+    pub(crate) fn new(buf_len: usize, drops: SocketDrops, waited: Histogram) -> Reader {
         Reader {
             buf: vec![0u8; buf_len],
             drops,
+            waited,
         }
     }
 
@@ -123,7 +130,13 @@ impl Reader {
             match recv_with_timestamp(sock, buf) {
                 Ok(r) => {
                     self.drops.observe(r.rx_drops);
-                    let rx = r.kernel_ns.unwrap_or_else(wall_ns);
+                    let read = wall_ns();
+                    if let Some(k) = r.kernel_ns {
+                        // Without a kernel timestamp there is nothing to
+                        // measure the wait from.
+                        self.waited.observe(read.saturating_sub(k) as f64 * 1e-9);
+                    }
+                    let rx = r.kernel_ns.unwrap_or(read);
                     on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,

@@ -4,7 +4,9 @@
 
 use super::{PeerInfo, Ports, Prober, Target};
 use crate::discovery::PeerSet;
+use crate::model::StackStage;
 use crate::telemetry::Metrics;
+use prometheus_client::metrics::histogram::Histogram;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -116,6 +118,16 @@ impl Scheduler {
         }
     }
 
+    /// Per prober, the histogram of how late its probes leave against
+    /// their slots: the send stage of the host-stack delays (a starved or
+    /// paused exporter fires late).
+    fn send_delays(&self) -> Vec<Histogram> {
+        self.probers
+            .iter()
+            .map(|p| self.metrics.host_stack(p.protocol(), StackStage::Send))
+            .collect()
+    }
+
     /// Run until `shutdown` resolves.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
@@ -128,6 +140,7 @@ impl Scheduler {
         let mut cursor = 0usize;
         let mut last_expire = Instant::now();
         let protocols: Vec<&str> = self.probers.iter().map(|p| p.protocol().as_str()).collect();
+        let late = self.send_delays();
         tracing::info!(
             peers = targets.len(),
             probes_per_round = slots.len(),
@@ -168,14 +181,19 @@ impl Scheduler {
                     round_start += interval;
                     // After a long stall (suspend, overload) skip ahead
                     // instead of firing a whole backlog at once.
-                    if now.saturating_duration_since(round_start) > interval {
+                    let behind = now.saturating_duration_since(round_start);
+                    if behind > interval {
+                        // The skipped round was late for every protocol.
+                        late.iter().for_each(|h| h.observe(behind.as_secs_f64()));
                         round_start = now;
                     }
                 }
-                if round_start + slot_offset(cursor, slots.len(), interval) > now {
+                let due = round_start + slot_offset(cursor, slots.len(), interval);
+                if due > now {
                     break;
                 }
                 let (ti, pi) = slots[cursor];
+                late[pi].observe(now.saturating_duration_since(due).as_secs_f64());
                 self.probers[pi].probe(&targets[ti]);
                 cursor += 1;
             }

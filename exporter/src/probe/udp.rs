@@ -16,7 +16,7 @@ use super::flows::FlowBook;
 use super::{
     receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, Sent, SharedInFlight, Target,
 };
-use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
+use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
     grow_recv_buffer, recv_tx_timestamp,
@@ -124,7 +124,11 @@ impl UdpProber {
             buf: Mutex::new(Vec::with_capacity(probe_size)),
         });
         for s in p.v4.iter().chain(&p.v6).cloned() {
-            let reader = Reader::new(65536, p.metrics.socket_drops(OwnSocket::UdpProber));
+            let reader = Reader::new(
+                65536,
+                p.metrics.socket_drops(OwnSocket::UdpProber),
+                p.metrics.host_stack(Protocol::Udp, StackStage::Receive),
+            );
             tokio::spawn(receive_loop(s, Arc::downgrade(&p), reader));
         }
         Ok(p)

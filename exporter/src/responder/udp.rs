@@ -8,7 +8,7 @@
 //! panic or reply bigger.
 
 use super::guard::Guard;
-use crate::model::{DropReason, OwnSocket, Protocol};
+use crate::model::{DropReason, OwnSocket, Protocol, StackStage};
 use crate::probe::PeerInfo;
 use crate::sys::sock::{
     async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
@@ -63,6 +63,8 @@ pub async fn run_udp(
     // The advertised TLVs are fixed at start-up (RDMA starts first).
     let tlvs = wire::reply_tlvs(&identity, &advertise);
     let mut drops = metrics.socket_drops(OwnSocket::UdpResponder);
+    // How long requests wait here: long on a starved or paused host.
+    let waited = metrics.host_stack(Protocol::Udp, StackStage::Responder);
     loop {
         let mut ready = tokio::select! {
             _ = &mut shutdown => return,
@@ -98,10 +100,10 @@ pub async fn run_udp(
                 metrics.responder_drop(DropReason::Oversized.as_str());
                 continue;
             }
-            let kernel_ns = r.kernel_ns;
+            let mut held = None;
             let delay = || {
-                let now = wall_ns();
-                kernel_ns.map(|k| now.saturating_sub(k)).unwrap_or(0)
+                held = r.kernel_ns.map(|k| wall_ns().saturating_sub(k));
+                held.unwrap_or(0)
             };
             let p = match answer(&buf[..r.len], delay, &tlvs, &mut out) {
                 Ok(p) => p,
@@ -110,6 +112,9 @@ pub async fn run_udp(
                     continue;
                 }
             };
+            if let Some(ns) = held {
+                waited.observe(ns as f64 * 1e-9);
+            }
             peer_info.observe(r.from.ip(), &p);
             match sock.get_ref().send_to(&out, r.from) {
                 Ok(_) => metrics.responder_reply(Protocol::Udp),

@@ -4,6 +4,7 @@
 //! metrics; it may use [`crate::model`] and [`crate::wire`] types only.
 
 pub mod caps;
+pub mod cgroup;
 pub mod completion;
 pub mod ebpf;
 pub mod eventfd;

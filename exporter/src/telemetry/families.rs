@@ -2,9 +2,10 @@
 //! name and help text.
 
 use crate::model::{
-    BuildLabels, DiscoveryInfoLabels, HistogramMode, HopLabels, IdentitySourceLabels, PairLabels,
-    PathLabels, ProbeLabels, ProtocolLabels, ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels,
-    SocketLabels, SourceEventLabels, SourceLabels,
+    BuildLabels, DiscoveryInfoLabels, HistogramMode, HopLabels, HostStackLabels,
+    IdentitySourceLabels, PairLabels, PathLabels, ProbeLabels, ProtocolLabels,
+    ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels,
+    SourceLabels,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -143,6 +144,10 @@ pub struct Families {
     pub socket_drops: Family<SocketLabels, Counter>,
     /// `skeletonhunter_host_udp_receive_buffer_errors`: UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors).
     pub host_udp_rcvbuf_errors: Counter,
+    /// `skeletonhunter_host_stack_delay_seconds`: Delays this host's own stack adds to probing, by protocol and stage.
+    pub host_stack: HistFamily<HostStackLabels>,
+    /// `skeletonhunter_host_cpu_throttled_seconds`: Time the exporter's cgroup was held back by its CPU quota.
+    pub cpu_throttled: Counter<f64, AtomicU64>,
     /// `skeletonhunter_http_idle_connections_closed`: Idle HTTP connections closed to admit new ones at the connection limit.
     pub http_idle_closed: Counter,
 }
@@ -184,6 +189,8 @@ impl Families {
             reload_time: Default::default(),
             socket_drops: Default::default(),
             host_udp_rcvbuf_errors: Default::default(),
+            host_stack: hist(mode),
+            cpu_throttled: Default::default(),
             http_idle_closed: Default::default(),
         };
         f.register_pairs(r);
@@ -348,9 +355,9 @@ impl Families {
         );
     }
 
-    /// Host-side loss: drops on the exporter's own sockets and the host's
-    /// UDP receive-buffer errors, so a busy host is not read as a bad
-    /// network.
+    /// Host-side loss and delay: drops on the exporter's own sockets, the
+    /// host's UDP receive-buffer errors and the delays of its own stack,
+    /// so a busy host is not read as a bad network.
     fn register_host(&self, r: &mut Registry) {
         r.register(
             "skeletonhunter_socket_receive_drops",
@@ -361,6 +368,16 @@ impl Families {
             "skeletonhunter_host_udp_receive_buffer_errors",
             "UDP datagrams dropped for a full receive buffer on any socket of this host's network namespace (/proc/net/snmp RcvbufErrors)",
             self.host_udp_rcvbuf_errors.clone(),
+        );
+        r.register(
+            "skeletonhunter_host_stack_delay_seconds",
+            "Delay this host's own stack added to probing, by protocol and stage: send (a probe left late against its schedule), receive (an answer waited in the prober's socket), responder (a request waited in the responder)",
+            self.host_stack.clone(),
+        );
+        r.register(
+            "skeletonhunter_host_cpu_throttled_seconds",
+            "Time the exporter's cgroup was held back because it had used up its CPU quota (cpu.stat throttled time; 0 without a quota)",
+            self.cpu_throttled.clone(),
         );
         r.register(
             "skeletonhunter_http_idle_connections_closed",

@@ -1,7 +1,8 @@
 //! Counters the kernel keeps and the exporter republishes: a socket's
 //! `SO_RXQ_OVFL` drop count (cumulative, per socket) and the host's UDP
-//! `RcvbufErrors` (cumulative, per network namespace). Both are turned
-//! into Prometheus counters by adding what grew since the last reading.
+//! `RcvbufErrors` (cumulative, per network namespace) and its cgroup's
+//! CPU-throttled time. All are turned into Prometheus counters by adding
+//! what grew since the last reading.
 
 use prometheus_client::metrics::counter::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +45,13 @@ impl KernelCounter {
     pub fn update(&self, counter: &Counter, total: u64) {
         let before = self.last.swap(total, Ordering::Relaxed);
         counter.inc_by(total.saturating_sub(before));
+    }
+
+    /// [`KernelCounter::update`] of a total in ns into a counter in
+    /// seconds.
+    pub fn update_ns(&self, counter: &Counter<f64, AtomicU64>, total_ns: u64) {
+        let before = self.last.swap(total_ns, Ordering::Relaxed);
+        counter.inc_by(total_ns.saturating_sub(before) as f64 * 1e-9);
     }
 }
 

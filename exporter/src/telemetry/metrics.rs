@@ -11,13 +11,16 @@ use super::families::{Families, PathFamilies};
 use super::host::{KernelCounter, SocketDrops};
 use super::series::{DialSeries, FlowSeries, RdmaSeries, Series};
 use crate::model::{
-    DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, IdentitySource, IdentitySourceLabels,
-    OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels, ProtocolReasonLabels,
-    RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels, SourceLabels,
+    DiscoveryEvent, DiscoveryInfoLabels, HistogramMode, HostStackLabels, IdentitySource,
+    IdentitySourceLabels, OwnSocket, PairLabels, PeerSource, ProbeLabels, Protocol, ProtocolLabels,
+    ProtocolReasonLabels, RdmaInfoLabels, ReasonLabels, SocketLabels, SourceEventLabels,
+    SourceLabels, StackStage,
 };
+use crate::sys::cgroup::cpu_throttled_ns;
 use crate::sys::snmp::udp_rcvbuf_errors;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
@@ -40,6 +43,8 @@ pub struct Metrics {
     rcvbuf_errors: KernelCounter,
     /// The last reading of the HTTP server's idle connections closed.
     http_idle_closed: KernelCounter,
+    /// The last reading of the cgroup's CPU-throttled time (ns).
+    throttled: KernelCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -65,6 +70,7 @@ impl Metrics {
             owned: Mutex::new(HashMap::new()),
             rcvbuf_errors: KernelCounter::default(),
             http_idle_closed: KernelCounter::default(),
+            throttled: KernelCounter::default(),
         };
         // Host-side loss is present at 0 from the start.
         for socket in [OwnSocket::UdpProber, OwnSocket::UdpResponder] {
@@ -354,12 +360,28 @@ impl Metrics {
         SocketDrops::new(self.f.socket_drops.get_or_create(&labels).clone())
     }
 
-    /// Read the host's kernel counters (UDP `RcvbufErrors`) and the HTTP
+    /// The `skeletonhunter_host_stack_delay_seconds` histogram of one
+    /// protocol and stage (its series appears with no observation): the
+    /// delays this host's own scheduling and sockets add, so the localizer
+    /// can tell a busy host from a faulty network.
+    pub fn host_stack(&self, protocol: Protocol, stage: StackStage) -> Histogram {
+        let labels = HostStackLabels {
+            protocol,
+            stage: stage.as_str(),
+        };
+        self.f.host_stack.get_or_create_owned(&labels)
+    }
+
+    /// Read the host's kernel counters (UDP `RcvbufErrors`, the cgroup's
+    /// CPU-throttled time) and the HTTP
     /// server's idle connections closed; at start and at every scrape.
     fn read_host_counters(&self) {
         if let Some(total) = udp_rcvbuf_errors() {
             self.rcvbuf_errors
                 .update(&self.f.host_udp_rcvbuf_errors, total);
+        }
+        if let Some(ns) = cpu_throttled_ns() {
+            self.throttled.update_ns(&self.f.cpu_throttled, ns);
         }
         self.http_idle_closed.update(
             &self.f.http_idle_closed,
@@ -530,6 +552,20 @@ mod tests {
             "{:?}",
             line(&m)
         );
+    }
+
+    #[test]
+    fn host_stack_delays_are_per_protocol_and_stage_never_per_peer() {
+        let m = Metrics::new(&ident());
+        m.host_stack(Protocol::Udp, StackStage::Responder)
+            .observe(0.3);
+        m.host_stack(Protocol::Udp, StackStage::Responder)
+            .observe(0.1);
+        let t = String::from_utf8(m.render(None).body.to_vec()).unwrap();
+        let count =
+            "skeletonhunter_host_stack_delay_seconds_count{protocol=\"udp\",stage=\"responder\"} 2";
+        assert!(t.contains(count), "{t}");
+        assert!(!t.contains("skeletonhunter_host_stack_delay_seconds_count{src_node"));
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Evidence {
             Symptom::Unreachable => self.unreachable.anomalous[i],
             Symptom::Latency => self.latency.anomalous[i],
             // Online only: no pair shows it.
-            Symptom::Flapping => false,
+            Symptom::Flapping | Symptom::HostStack => false,
         }
     }
 }

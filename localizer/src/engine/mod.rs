@@ -22,12 +22,18 @@
 //! tomography; [`evenness`] holds a ToR verdict that the per-path rows of
 //! its pairs do not bear out (loss on some paths only, or not shown yet).
 //!
+//! With host-stack evidence (the exporters' own delays), [`hoststack`]
+//! first keeps the pairs of a busy or paused host out of all of it and
+//! gives that host a `host_stack` verdict instead
+//! ([`pipeline::analyze_with`]).
+//!
 //! [`voting`] is the baseline the benchmark compares against; [`model`]
 //! holds the types everything else speaks; [`stats`] the distributions.
 
 pub mod contrast;
 pub mod detect;
 pub mod evenness;
+pub mod hoststack;
 pub mod links;
 pub mod model;
 pub mod paths;

@@ -143,6 +143,22 @@ pub struct Config {
     pub unreachable_min_loss: f64,
     /// Coordinate-descent sweeps at most.
     pub max_sweeps: usize,
+    /// Smallest host-stack delay (seconds, the exporter's own 99th
+    /// percentile) that screens a node out of the network's evidence
+    /// ([`crate::engine::hoststack`]): far above what a healthy host's
+    /// scheduling costs (a few milliseconds; a loaded machine's passing
+    /// spikes reach tens), reached by a paused or badly starved exporter,
+    /// below a probe timeout. A mildly starved exporter is caught by its
+    /// throttling instead (`min_host_throttled_ratio`).
+    pub min_host_stack_seconds: f64,
+    /// ... and the factor by which it must exceed the fabric's typical
+    /// host-stack delay (the median over nodes): a whole fabric that is
+    /// slow is not one busy host.
+    pub host_stack_ratio: f64,
+    /// Share of the window an exporter's cgroup may be held back by its
+    /// CPU quota before its node counts as busy whatever its delays (a
+    /// quota is the host's own business, so no fabric baseline).
+    pub min_host_throttled_ratio: f64,
 }
 
 impl Default for Config {
@@ -168,6 +184,9 @@ impl Default for Config {
             min_coverage_ratio: 0.5,
             ecmp_min_fraction: 0.08,
             max_sweeps: 200,
+            min_host_stack_seconds: 0.1,
+            host_stack_ratio: 4.0,
+            min_host_throttled_ratio: 0.01,
         }
     }
 }
@@ -187,6 +206,12 @@ pub enum Symptom {
     /// flap detector sets it on an incident; the engine never reports it,
     /// and it is not in [`Symptom::ALL`]).
     Flapping,
+    /// The host's own stack (a starved or paused exporter) delays probes:
+    /// its pairs are not the network's evidence (reported only from
+    /// host-stack evidence, see [`crate::engine::hoststack`]; not in
+    /// [`Symptom::ALL`]).
+    #[serde(rename = "host_stack")]
+    HostStack,
 }
 
 impl Symptom {
@@ -200,6 +225,7 @@ impl Symptom {
             Symptom::Unreachable => "unreachable",
             Symptom::Latency => "latency",
             Symptom::Flapping => "flapping",
+            Symptom::HostStack => "host_stack",
         }
     }
 }
@@ -242,6 +268,29 @@ impl Fault {
     /// The blamed component.
     pub fn component(&self) -> Component {
         Component::new(self.kind, self.id.clone())
+    }
+}
+
+/// Host-stack evidence of one window: per node id, the delay its own
+/// host's stack added to probing (seconds: the 99th percentile of the
+/// exporter's `skeletonhunter_host_stack_delay_seconds`, worst stage and
+/// protocol). Empty when the exporters do not measure it: the engine then
+/// behaves exactly as without it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostStack {
+    /// Node id -> delay in seconds.
+    pub delay_seconds: std::collections::BTreeMap<String, f64>,
+    /// Node id -> share of the window its exporter's cgroup was held back
+    /// by its CPU quota (`skeletonhunter_host_cpu_throttled_seconds_total`
+    /// per second): a starved exporter whose own delays are lost in a
+    /// machine's load still shows here.
+    pub throttled_ratio: std::collections::BTreeMap<String, f64>,
+}
+
+impl HostStack {
+    /// No evidence at all: the engine then runs as without it.
+    pub fn is_empty(&self) -> bool {
+        self.delay_seconds.is_empty() && self.throttled_ratio.is_empty()
     }
 }
 

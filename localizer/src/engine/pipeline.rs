@@ -6,8 +6,9 @@
 
 use super::detect;
 use super::evenness;
+use super::hoststack;
 use super::links;
-use super::model::{Config, PairStats, Report, Symptom, Timings};
+use super::model::{Config, HostStack, PairStats, Report, Symptom, Timings};
 use super::tomography;
 use super::topology;
 use skeletonhunter_common::topology::Kind;
@@ -23,11 +24,71 @@ pub fn analyze(pairs: &[PairStats], config: &Config) -> Report {
 /// [`analyze`], also returning how long each stage took.
 pub fn analyze_timed(pairs: &[PairStats], config: &Config) -> (Report, Timings) {
     let t0 = std::time::Instant::now();
-    let (index, usable): (Vec<usize>, Vec<&PairStats>) = pairs
+    let (index, usable) = usable(pairs);
+    analyze_usable(t0, index, usable, config)
+}
+
+/// The pairs the engine can use, with their index in `pairs`.
+fn usable(pairs: &[PairStats]) -> (Vec<usize>, Vec<&PairStats>) {
+    pairs
         .iter()
         .enumerate()
         .filter(|(_, p)| !p.src.node.is_empty() && !p.dst.node.is_empty() && p.rounds > 0.0)
+        .unzip()
+}
+
+/// [`analyze`] with host-stack evidence: the pairs a node's own stack
+/// explains ([`hoststack`]) are kept out of the link stage and the
+/// tomography, and their hosts get `host_stack` verdicts. With no
+/// evidence (`stack` empty) this is [`analyze`], to the byte.
+pub fn analyze_with(pairs: &[PairStats], stack: &HostStack, config: &Config) -> Report {
+    if stack.is_empty() {
+        return analyze(pairs, config);
+    }
+    let t0 = std::time::Instant::now();
+    let (index, usable) = usable(pairs);
+    let anomalous = {
+        let matrix = topology::PathMatrix::build(&usable);
+        let e = detect::detect(&usable, &matrix, config);
+        (0..usable.len())
+            .map(|i| Symptom::ALL.iter().any(|&s| e.is_anomalous(s, i)))
+            .collect::<Vec<bool>>()
+    };
+    let screen = hoststack::screen(&usable, &anomalous, stack, config);
+    let (rest_index, rest): (Vec<usize>, Vec<&PairStats>) = usable
+        .iter()
+        .zip(&index)
+        .zip(&screen.explained)
+        .filter(|(_, explained)| !**explained)
+        .map(|((p, i), _)| (*i, *p))
         .unzip();
+    let (mut report, _) = analyze_usable(t0, rest_index, rest, config);
+    for mut f in screen.faults {
+        for i in &mut f.hit_pairs {
+            *i = index[*i];
+        }
+        report.faults.push(f);
+    }
+    report.faults.sort_by(tomography::localize::report_order);
+    report.blame.extend(screen.blame);
+    report.pairs_observed = usable.len();
+    let explained_anomalous = anomalous
+        .iter()
+        .zip(&screen.explained)
+        .filter(|(a, e)| **a && **e)
+        .count();
+    report.pairs_anomalous += explained_anomalous;
+    report
+}
+
+/// Everything after choosing the pairs: `usable[i]` is `pairs[index[i]]`
+/// of the caller, whose indices the faults' `hit_pairs` use.
+fn analyze_usable(
+    t0: std::time::Instant,
+    index: Vec<usize>,
+    usable: Vec<&PairStats>,
+    config: &Config,
+) -> (Report, Timings) {
     // Blamed ECMP links first; the pairs they explain stay out of the
     // component tomography (no-op without per-path data).
     let links = links::localize(&usable, config);

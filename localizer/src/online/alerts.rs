@@ -127,10 +127,13 @@ impl Finding {
 /// How bad a symptom is, to pick one when a component shows several.
 pub(crate) fn symptom_rank(s: Symptom) -> u8 {
     match s {
-        Symptom::Latency => 0,
-        Symptom::Loss => 1,
-        Symptom::Unreachable => 2,
-        Symptom::Flapping => 3,
+        // The host's own stack, not the network: any network symptom of
+        // the same component says more.
+        Symptom::HostStack => 0,
+        Symptom::Latency => 1,
+        Symptom::Loss => 2,
+        Symptom::Unreachable => 3,
+        Symptom::Flapping => 4,
     }
 }
 
@@ -161,12 +164,13 @@ impl Severity {
 }
 
 /// Severity for routing: an unreachable component or a lossy or flapping
-/// switch, host or link stalls whole jobs (critical); latency, or loss or
-/// flapping on a single container, degrades them (warning).
+/// switch, host or link stalls whole jobs (critical); latency, loss or
+/// flapping on a single container, or a busy host stack, degrades them
+/// (warning).
 pub fn severity(kind: Kind, symptom: Symptom) -> Severity {
     match symptom {
         Symptom::Unreachable => Severity::Critical,
-        Symptom::Latency => Severity::Warning,
+        Symptom::Latency | Symptom::HostStack => Severity::Warning,
         Symptom::Loss | Symptom::Flapping if kind == Kind::Node => Severity::Warning,
         Symptom::Loss | Symptom::Flapping => Severity::Critical,
     }
@@ -257,6 +261,7 @@ pub fn alert_for(
         Symptom::Latency => "adds latency",
         Symptom::Loss => "drops packets",
         Symptom::Flapping => "is flapping (its fault comes and goes)",
+        Symptom::HostStack => "is busy: its own stack delays probes (not a network fault)",
     };
     annotations.insert(
         "summary".into(),

@@ -32,8 +32,8 @@ use super::status::{self, Board};
 use crate::clients::alertmanager::PostableAlert;
 use crate::clients::budget::ByteBudget;
 use crate::clients::Endpoint;
-use crate::engine::model::{PairStats, Report};
-use crate::engine::pipeline::analyze;
+use crate::engine::model::{HostStack, PairStats, Report};
+use crate::engine::pipeline::analyze_with;
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,6 +58,8 @@ pub(super) struct Localizer {
     hops_failing: bool,
     /// Whether a per-path query failed last cycle (likewise).
     paths_failing: bool,
+    /// Whether the host-stack query failed last cycle (likewise).
+    host_stack_failing: bool,
     /// Node identities and when they were read (`--topology-refresh`).
     topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
     /// The per-pair answers of `--pair-shards`.
@@ -108,6 +110,7 @@ impl Localizer {
             last_dropped: (0, 0),
             hops_failing: false,
             paths_failing: false,
+            host_stack_failing: false,
             topology: None,
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
             settings: s.clone(),
@@ -224,7 +227,8 @@ impl Localizer {
         rec.pairs_with_rtt = Some(with_rtt.count());
         let coverage = self.coverage.observe(&assembled.pairs, now);
         rec.coverage = (&coverage).into();
-        let Some((report, pairs)) = self.analyze(assembled.pairs, decided).await else {
+        let stack = assembled.host_stack;
+        let Some((report, pairs)) = self.analyze(assembled.pairs, stack, decided).await else {
             return (
                 Outcome::NoData(NoData::AnalysisFailed),
                 self.book.firing(now),
@@ -240,17 +244,18 @@ impl Localizer {
         (Outcome::Ok(Box::new(report)), alerts)
     }
 
-    /// Run the engine off the async threads, its wall time noted; `None`
-    /// if the task died.
+    /// Run the engine off the async threads (screening the busy hosts of
+    /// `stack`), its wall time noted; `None` if the task died.
     async fn analyze(
         &self,
         pairs: Vec<PairStats>,
+        stack: HostStack,
         decided: &mut Decided,
     ) -> Option<(Report, Vec<PairStats>)> {
         let config = self.settings.engine.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || {
-            let r = analyze(&pairs, &config);
+            let r = analyze_with(&pairs, &stack, &config);
             (r, pairs)
         })
         .await

@@ -69,7 +69,8 @@ pub fn evidence(c: &Component, symptom: Symptom, pairs: &[PairStats]) -> Vec<Str
 /// RTT); `None` when it does not show it at all.
 fn symptom_score(symptom: Symptom, p: &PairStats) -> Option<f64> {
     match symptom {
-        Symptom::Loss if p.sent > 0.0 && p.lost > 0.0 => Some(p.lost / p.sent),
+        // A busy host's pairs: the loss its stack turned its delays into.
+        Symptom::Loss | Symptom::HostStack if p.sent > 0.0 && p.lost > 0.0 => Some(p.lost / p.sent),
         Symptom::Unreachable if p.failed_dials > 0.0 => Some(p.failed_dials / p.rounds),
         Symptom::Latency => p.rtt_seconds,
         _ => None,
@@ -81,7 +82,7 @@ fn symptom_score(symptom: Symptom, p: &PairStats) -> Option<f64> {
 fn evidence_line(symptom: Symptom, p: &PairStats, score: f64) -> String {
     let name = format!("{} -> {}", p.src.node, p.dst.node);
     match symptom {
-        Symptom::Loss => format!(
+        Symptom::Loss | Symptom::HostStack => format!(
             "{name}: {:.1}% loss ({:.0} of {:.0} probes)",
             100.0 * score,
             p.lost,

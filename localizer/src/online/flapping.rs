@@ -26,6 +26,9 @@
 //!   without a finding; the incident then resolves as any alert does
 //!   (`--resolve-cycles`).
 //!
+//! A busy host (`host_stack`) is not tracked: its own load coming and
+//! going is not a component flapping, and never pages as one.
+//!
 //! Memory is bounded: a component is tracked while it is reported,
 //! flapping, or has a transition inside the window (at most `transitions`
 //! of them are kept), and at most [`MAX_TRACKED`] components at once.
@@ -124,7 +127,8 @@ impl FlapDetector {
         }
         self.cycle += 1;
         let mut worst: BTreeMap<Component, Finding> = BTreeMap::new();
-        for f in &findings {
+        // A busy host's load comes and goes: that is not a port bouncing.
+        for f in findings.iter().filter(|f| f.symptom != Symptom::HostStack) {
             if worst
                 .get(&f.component)
                 .is_none_or(|w| symptom_rank(f.symptom) > symptom_rank(w.symptom))

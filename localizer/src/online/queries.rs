@@ -176,8 +176,9 @@ impl CycleQueries {
 
     /// Every query of a cycle at `time` but the node identities
     /// ([`CycleQueries::topology`]), concurrently; the per-pair series only
-    /// of `shard` when given (a label matcher). The hop and per-path
-    /// queries are optional: their failure is kept in the results.
+    /// of `shard` when given (a label matcher). The hop, per-path and
+    /// host-stack queries are optional: their failure is kept in the
+    /// results.
     pub(super) async fn query_all(
         &self,
         time: f64,
@@ -187,7 +188,7 @@ impl CycleQueries {
         let pq = sharded.as_ref().unwrap_or(&self.queries);
         let (q, p, t) = (&self.queries, &self.prom, Some(time));
         let one = |kind, query| self.timed(kind, p.instant(query, t));
-        let (sent, lost, dial, streak, p50, cnt, hops, paths) = tokio::join!(
+        let (sent, lost, dial, streak, p50, cnt, hops, paths, stack) = tokio::join!(
             one(QueryKind::Sent, &pq.sent),
             one(QueryKind::Lost, &pq.lost),
             one(QueryKind::DialFailures, &pq.dial_failures),
@@ -203,6 +204,7 @@ impl CycleQueries {
                 );
                 Ok::<_, QueryError>((h?, l?, n?))
             }),
+            one(QueryKind::HostStack, &q.host_stack),
         );
         // Hops are optional: without them paths come from labels alone.
         let (hops, hops_error) = match hops {
@@ -213,6 +215,11 @@ impl CycleQueries {
         let ((paths, path_loss, path_probes), paths_error) = match paths {
             Ok(v) => (v, None),
             Err(e) => (Default::default(), Some(e)),
+        };
+        // And the host-stack evidence: without it no pair is screened.
+        let (host_stack, host_stack_error) = match stack {
+            Ok(v) => (v, None),
+            Err(e) => (Vec::new(), Some(e)),
         };
         let mut errors = Vec::new();
         let mut take = |name: QueryKind, r: Result<Vec<Sample>, QueryError>| match r {
@@ -235,6 +242,8 @@ impl CycleQueries {
             path_loss,
             path_probes,
             paths_error,
+            host_stack,
+            host_stack_error,
         };
         if errors.is_empty() {
             Ok(out)

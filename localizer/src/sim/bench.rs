@@ -115,7 +115,7 @@ pub fn random_fault(fabric: &Fabric, rng: &mut Rng) -> FaultSpec {
         Symptom::Latency if large => rng.range(20e-6, 200e-6),
         Symptom::Latency => rng.range(5e-6, 50e-6),
         // Not in `Symptom::ALL`: never drawn.
-        Symptom::Flapping => 0.0,
+        Symptom::Flapping | Symptom::HostStack => 0.0,
     };
     let ecmp_fraction = if kind == Kind::Spine && rng.f64() < 0.6 {
         Some(rng.range(0.25, 0.6))

@@ -195,7 +195,7 @@ fn probe_pair(
                 Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
                 Symptom::Unreachable => unreach = 1.0,
                 Symptom::Latency => delay_us += 200.0,
-                Symptom::Flapping => {}
+                Symptom::Flapping | Symptom::HostStack => {}
             }
         }
         let dial_flow = flows[round % k].1;

@@ -194,7 +194,7 @@ pub fn parse_fault(fabric: &Fabric, s: &str) -> Result<FaultSpec, FaultError> {
             Symptom::Loss => 0.2,
             Symptom::Unreachable => 1.0,
             Symptom::Latency => 20e-6,
-            Symptom::Flapping => 0.0,
+            Symptom::Flapping | Symptom::HostStack => 0.0,
         },
     };
     let ecmp_fraction = match parts.next() {
@@ -265,7 +265,7 @@ pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffe
                 }
                 Symptom::Latency => e.delay_s += f.severity,
                 // Online only: never parsed into a scenario.
-                Symptom::Flapping => {}
+                Symptom::Flapping | Symptom::HostStack => {}
             }
         }
     }
@@ -321,7 +321,7 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
                         Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
                         Symptom::Unreachable => unreach = 1.0,
                         Symptom::Latency => delay_us += 200.0,
-                        Symptom::Flapping => {}
+                        Symptom::Flapping | Symptom::HostStack => {}
                     }
                 }
             }

@@ -37,7 +37,8 @@
 //!
 //! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
 //! their lookups; `build` wires the namespaces and checks they route;
-//! `faults` injects and clears faults; `stack` starts the monitoring stack
+//! `faults` injects and clears faults; `noise` starves or pauses an
+//! exporter (a busy host, not a fault); `stack` starts the monitoring stack
 //! on top (`opts` says how, `shipped` reads the shipped timing), from the
 //! configs `config` writes; `alerts`
 //! reads Alertmanager's view back; `flows` reads an exporter's per-flow
@@ -50,6 +51,7 @@ mod cleanup;
 mod config;
 mod faults;
 mod flows;
+mod noise;
 mod opts;
 pub mod ports;
 mod shipped;
@@ -63,6 +65,7 @@ pub use config::{
     exporter_config, kubernetes_target_labels, prometheus_config, shipped_rule_files,
 };
 pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
+pub use noise::{CpuQuota, Pauses};
 pub use opts::{StackOpts, Timing};
 pub use stack::{start_exporters, Stack};
 pub use topology::{

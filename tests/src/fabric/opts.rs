@@ -49,6 +49,11 @@ pub struct StackOpts {
     /// The exporters' `probe.flows`; `None`: from the ECMP width, which
     /// is the spine count.
     pub flows: Option<u32>,
+    /// Start the exporters with only their namespace's network
+    /// (`nsenter --net`) instead of `ip netns exec`, which remounts `/sys`
+    /// and so hides the cgroup hierarchy: an exporter then sees its own
+    /// CPU throttling, as it does in a container.
+    pub exporters_see_cgroups: bool,
 }
 
 impl StackOpts {
@@ -67,6 +72,7 @@ impl StackOpts {
             min_latency_excess: "250us".into(),
             localizer_args: Vec::new(),
             flows: None,
+            exporters_see_cgroups: false,
         }
     }
 

@@ -49,7 +49,11 @@ pub fn start_exporters(fabric: &Fabric, opts: &StackOpts, dir: &Path) -> Result<
         let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
         std::fs::write(&path, exporter_config(fabric, node, opts))
             .with_context(|| format!("write {}", path.display()))?;
-        let mut cmd = node.ns.command(&opts.exporter_bin.to_string_lossy());
+        let bin = opts.exporter_bin.to_string_lossy();
+        let mut cmd = match opts.exporters_see_cgroups {
+            true => node.ns.net_command(&bin),
+            false => node.ns.command(&bin),
+        };
         cmd.arg("--config").arg(&path);
         exporters.push(ChildGuard::spawn(
             &format!("exporter-{}", node.identity.node),

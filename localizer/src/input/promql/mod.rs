@@ -10,6 +10,7 @@
 
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::input::histograms::{rtt_queries, RttForm};
+use crate::input::hoststack;
 use skeletonhunter_common::duration;
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +52,8 @@ pub struct Queries {
     pub path_loss: String,
     /// Probes that loss is over.
     pub path_probes: String,
+    /// Each node's host-stack delay ([`crate::input::hoststack`]; optional).
+    pub host_stack: String,
 }
 
 /// One of the cycle's queries: the `query` label of
@@ -77,6 +80,8 @@ pub enum QueryKind {
     Hops,
     /// [`Queries::paths`], [`Queries::path_loss`], [`Queries::path_probes`].
     Paths,
+    /// [`Queries::host_stack`].
+    HostStack,
 }
 
 impl QueryKind {
@@ -93,6 +98,7 @@ impl QueryKind {
             QueryKind::TopologyRecent => "topology_recent",
             QueryKind::Hops => "hops",
             QueryKind::Paths => "paths",
+            QueryKind::HostStack => "host_stack",
         }
     }
 }
@@ -160,6 +166,7 @@ impl Queries {
                 "max by (src_node, dst_node, path) (last_over_time({}[{w}]))",
                 sel("skeletonhunter_path_probes")
             ),
+            host_stack: hoststack::query(rtt, &w, &sel),
         }
     }
 }
@@ -200,6 +207,10 @@ pub struct QueryResults {
     /// Why a path query failed, if one did (the cycle goes on without
     /// per-path rows).
     pub paths_error: Option<QueryError>,
+    /// See [`Queries::host_stack`].
+    pub host_stack: Vec<Sample>,
+    /// Why it failed, if it did (the cycle goes on without the evidence).
+    pub host_stack_error: Option<QueryError>,
 }
 
 fn identity_of(s: &Sample) -> Identity {

@@ -4,7 +4,7 @@
 
 use super::QueryResults;
 use crate::clients::prometheus::Sample;
-use crate::engine::model::PairStats;
+use crate::engine::model::{HostStack, PairStats};
 use crate::input::paths::{attach_hops, attach_paths};
 use skeletonhunter_common::topology::Identity;
 use skeletonhunter_common::Protocol;
@@ -19,6 +19,8 @@ pub struct Assembled {
     pub no_topology: usize,
     /// Pairs whose series were incomplete (sent without lost).
     pub incomplete: usize,
+    /// The nodes' host-stack delays (empty without the evidence).
+    pub host_stack: HostStack,
 }
 
 /// A count from PromQL: extrapolated `increase()` may be fractional; NaN or

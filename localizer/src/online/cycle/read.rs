@@ -6,6 +6,7 @@
 
 use super::Localizer;
 use crate::clients::prometheus::{QueryError, QueryFailure};
+use crate::input::hoststack::host_stack_from;
 use crate::input::promql::{assemble_pairs, attach_traces, Assembled, QueryResults};
 use crate::online::queries::QueryErrors;
 use crate::online::record::Read;
@@ -74,6 +75,7 @@ impl Localizer {
         // The hop and path queries are not sharded: every pair's are set
         // anew, kept pairs included.
         attach_traces(&mut assembled.pairs, &results);
+        assembled.host_stack = host_stack_from(&results.host_stack);
         tracing::debug!(
             "assembled {} pair(s), {} of {} shard(s) anew",
             assembled.pairs.len(),
@@ -84,11 +86,13 @@ impl Localizer {
         Some((assembled, topology, cycle.no_probe_series))
     }
 
-    /// Log the hop and path queries' failures once per outage.
+    /// Log the hop, path and host-stack queries' failures once per outage.
     fn log_hops(&mut self, results: &QueryResults) {
         let (hops, paths) = (results.hops_error.as_ref(), results.paths_error.as_ref());
         self.hops_failing = Optional::Hops.log(hops, self.hops_failing);
         self.paths_failing = Optional::Paths.log(paths, self.paths_failing);
+        let stack = results.host_stack_error.as_ref();
+        self.host_stack_failing = Optional::HostStack.log(stack, self.host_stack_failing);
     }
 
     /// What assembling the engine's pairs left out, logged when it
@@ -130,6 +134,7 @@ fn log_query_errors(errors: &QueryErrors) {
 enum Optional {
     Hops,
     Paths,
+    HostStack,
 }
 
 impl Optional {
@@ -145,6 +150,11 @@ impl Optional {
                 "per-path queries failed",
                 "localizing without ECMP links until they answer",
                 "per-path queries answer again",
+            ),
+            Optional::HostStack => (
+                "host-stack query failed",
+                "localizing without screening busy hosts until it answers",
+                "host-stack query answers again",
             ),
         }
     }

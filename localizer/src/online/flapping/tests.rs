@@ -228,3 +228,19 @@ fn zero_transitions_disables_the_detector() {
         .all(|(_, s)| *s == Symptom::Unreachable));
     assert_eq!(d.tracked(), 0);
 }
+
+#[test]
+fn a_busy_host_coming_and_going_is_not_flapping() {
+    let mut d = detector();
+    let busy = || finding(Kind::Host, "t0-h0", Symptom::HostStack);
+    for ch in "xx...xx...xx...xx".chars() {
+        let found = if ch == 'x' { vec![busy()] } else { vec![] };
+        let out = d.observe(found, &all);
+        assert!(
+            out.iter().all(|f| f.symptom == Symptom::HostStack),
+            "{:?}",
+            seen(&out)
+        );
+    }
+    assert_eq!(d.flapping().count(), 0);
+}

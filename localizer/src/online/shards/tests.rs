@@ -38,6 +38,7 @@ fn build(calls: &mut usize) -> impl FnMut(&QueryResults) -> Assembled + '_ {
                 })
                 .collect(),
             no_topology: 1,
+            host_stack: Default::default(),
             incomplete: 0,
         }
     }
