@@ -43,15 +43,18 @@ impl KernelCounter {
     /// started are drops too). A smaller total (a counter reset) restarts
     /// from it.
     pub fn update(&self, counter: &Counter, total: u64) {
-        let before = self.last.swap(total, Ordering::Relaxed);
-        counter.inc_by(total.saturating_sub(before));
+        counter.inc_by(self.grew(total));
     }
 
     /// [`KernelCounter::update`] of a total in ns into a counter in
     /// seconds.
     pub fn update_ns(&self, counter: &Counter<f64, AtomicU64>, total_ns: u64) {
-        let before = self.last.swap(total_ns, Ordering::Relaxed);
-        counter.inc_by(total_ns.saturating_sub(before) as f64 * 1e-9);
+        counter.inc_by(self.grew(total_ns) as f64 * 1e-9);
+    }
+
+    /// What `total` grew by since the last reading, which it becomes.
+    fn grew(&self, total: u64) -> u64 {
+        total.saturating_sub(self.last.swap(total, Ordering::Relaxed))
     }
 }
 

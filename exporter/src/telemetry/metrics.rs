@@ -519,39 +519,23 @@ mod tests {
     fn losses_in_a_row_count_until_an_answer() {
         let m = Metrics::new(&ident());
         let s = m.series("10.0.0.2".parse().unwrap(), "b", Protocol::Udp);
-        let line = |m: &Metrics| {
+        let in_a_row = || {
             String::from_utf8(m.render(None).body.to_vec())
                 .unwrap()
                 .lines()
-                .find(|l| l.starts_with("skeletonhunter_probe_consecutive_lost{"))
-                .map(str::to_string)
+                .find_map(|l| l.strip_prefix("skeletonhunter_probe_consecutive_lost{"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         };
-        assert!(
-            line(&m).is_some_and(|l| l.ends_with(" 0")),
-            "{:?}",
-            line(&m)
-        );
+        assert_eq!(in_a_row(), Some(0.0));
         s.lost_one();
         s.lost_one();
         s.lost_one();
-        assert!(
-            line(&m).is_some_and(|l| l.ends_with(" 3")),
-            "{:?}",
-            line(&m)
-        );
+        assert_eq!(in_a_row(), Some(3.0));
         assert_eq!(s.lost.get(), 3, "still counted as lost");
         s.answered(50e-6);
-        assert!(
-            line(&m).is_some_and(|l| l.ends_with(" 0")),
-            "{:?}",
-            line(&m)
-        );
+        assert_eq!(in_a_row(), Some(0.0));
         s.lost_one();
-        assert!(
-            line(&m).is_some_and(|l| l.ends_with(" 1")),
-            "{:?}",
-            line(&m)
-        );
+        assert_eq!(in_a_row(), Some(1.0));
     }
 
     #[test]

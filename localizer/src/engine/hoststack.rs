@@ -65,7 +65,11 @@ fn host_of(id: &Identity) -> Component {
 /// verdict's score: the share of its delay above the fabric's typical one
 /// (busy by delay), or the share of the window its CPU quota held it
 /// back (busy by throttling), the larger when both.
-fn busy_nodes(pairs: &[&PairStats], stack: &HostStack, config: &Config) -> BTreeMap<String, f64> {
+pub fn busy_nodes(
+    pairs: &[&PairStats],
+    stack: &HostStack,
+    config: &Config,
+) -> BTreeMap<String, f64> {
     let sane = |m: &BTreeMap<String, f64>, node: &str| {
         m.get(node).copied().filter(|v| v.is_finite() && *v >= 0.0)
     };
@@ -106,15 +110,9 @@ fn busy_nodes(pairs: &[&PairStats], stack: &HostStack, config: &Config) -> BTree
     busy
 }
 
-/// Screen `pairs` (`anomalous[i]`: pair `i` shows any symptom) with the
-/// host-stack evidence `stack`; see the module docs.
-pub fn screen(
-    pairs: &[&PairStats],
-    anomalous: &[bool],
-    stack: &HostStack,
-    config: &Config,
-) -> Screen {
-    let noisy = busy_nodes(pairs, stack, config);
+/// Screen `pairs` (`anomalous[i]`: pair `i` shows any symptom) for the
+/// `noisy` nodes found by [`busy_nodes`]; see the module docs.
+pub fn screen(pairs: &[&PairStats], anomalous: &[bool], noisy: &BTreeMap<String, f64>) -> Screen {
     let mut out = Screen {
         explained: vec![false; pairs.len()],
         ..Screen::default()
@@ -160,6 +158,16 @@ pub fn screen(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The screen of the busy nodes `stack` shows.
+    fn screen_of(
+        pairs: &[&PairStats],
+        anomalous: &[bool],
+        stack: &HostStack,
+        config: &Config,
+    ) -> Screen {
+        screen(pairs, anomalous, &busy_nodes(pairs, stack, config))
+    }
 
     fn id(node: &str, host: &str) -> Identity {
         Identity {
@@ -211,7 +219,7 @@ mod tests {
             })
             .collect();
         let s = stack(&[("a", 0.002), ("b", 0.28), ("c", 0.001), ("d", 0.003)]);
-        let out = screen(&refs, &anomalous, &s, &Config::default());
+        let out = screen_of(&refs, &anomalous, &s, &Config::default());
         for (p, e) in pairs.iter().zip(&out.explained) {
             assert_eq!(*e, p.src.node == "b" || p.dst.node == "b", "{p:?}");
         }
@@ -275,7 +283,7 @@ mod tests {
             .iter()
             .map(|(n, r)| (n.to_string(), *r))
             .collect();
-        let out = screen(&refs, &[], &s, &Config::default());
+        let out = screen_of(&refs, &[], &s, &Config::default());
         assert_eq!(out.faults.len(), 1);
         assert_eq!(out.faults[0].component(), Component::new(Kind::Host, "h-b"));
         assert!((out.faults[0].score - 0.2).abs() < 1e-12);
@@ -294,7 +302,7 @@ mod tests {
             stack(&[("a", 0.2), ("b", 0.21), ("c", 0.19)]),
             stack(&[("b", f64::NAN), ("a", -1.0)]),
         ] {
-            let out = screen(&refs, &anomalous, &s, &config);
+            let out = screen_of(&refs, &anomalous, &s, &config);
             assert!(out.faults.is_empty() && out.blame.is_empty(), "{s:?}");
             assert!(out.explained.iter().all(|e| !e));
         }
@@ -314,7 +322,7 @@ mod tests {
         // "z" probes nobody here: it neither counts for the typical delay
         // nor gets a verdict.
         let s = stack(&[("a", 0.001), ("b", 0.001), ("c", 0.5), ("z", 9.0)]);
-        let out = screen(&refs, &[], &s, &Config::default());
+        let out = screen_of(&refs, &[], &s, &Config::default());
         assert_eq!(out.faults.len(), 1);
         assert_eq!(out.faults[0].component(), Component::new(Kind::Node, "c"));
         assert_eq!(out.faults[0].pairs, 0);

@@ -47,6 +47,11 @@ pub fn analyze_with(pairs: &[PairStats], stack: &HostStack, config: &Config) -> 
     }
     let t0 = std::time::Instant::now();
     let (index, usable) = usable(pairs);
+    let busy = hoststack::busy_nodes(&usable, stack, config);
+    if busy.is_empty() {
+        // Nothing to screen: no second detection pass.
+        return analyze_usable(t0, index, usable, config).0;
+    }
     let anomalous = {
         let matrix = topology::PathMatrix::build(&usable);
         let e = detect::detect(&usable, &matrix, config);
@@ -54,7 +59,7 @@ pub fn analyze_with(pairs: &[PairStats], stack: &HostStack, config: &Config) -> 
             .map(|i| Symptom::ALL.iter().any(|&s| e.is_anomalous(s, i)))
             .collect::<Vec<bool>>()
     };
-    let screen = hoststack::screen(&usable, &anomalous, stack, config);
+    let screen = hoststack::screen(&usable, &anomalous, &busy);
     let (rest_index, rest): (Vec<usize>, Vec<&PairStats>) = usable
         .iter()
         .zip(&index)

@@ -71,24 +71,50 @@ pub fn rtt_queries(
     sel: &dyn Fn(&str) -> String,
 ) -> (String, Option<String>) {
     let by = "src_node, dst_node, protocol";
-    let classic = (
-        format!(
-            "histogram_quantile(0.5, sum by ({by}, le) (increase({}[{w}])))",
-            sel("skeletonhunter_probe_rtt_seconds_bucket")
-        ),
+    let over = Over {
+        func: "increase",
+        w,
+        sel,
+    };
+    let median = quantile(form, "0.5", "skeletonhunter_probe_rtt_seconds", by, &over);
+    let count = (form == RttForm::Classic).then(|| {
         format!(
             "sum by ({by}) (increase({}[{w}]))",
             sel("skeletonhunter_probe_rtt_seconds_count")
-        ),
+        )
+    });
+    (median, count)
+}
+
+/// How a histogram is read over the window: the range function
+/// (`increase`, `rate`), the range `w`, and `sel`, which narrows a metric
+/// name to the operator's matchers.
+pub struct Over<'a> {
+    /// `increase` or `rate`.
+    pub func: &'a str,
+    /// The range, in PromQL form.
+    pub w: &'a str,
+    /// A metric name narrowed to the operator's matchers.
+    pub sel: &'a dyn Fn(&str) -> String,
+}
+
+/// The `q` quantile of the histogram `metric` per `by`, read in `form`:
+/// its classic `_bucket` series, its native series, or native where a
+/// series has it and classic elsewhere.
+pub fn quantile(form: RttForm, q: &str, metric: &str, by: &str, over: &Over<'_>) -> String {
+    let (func, w) = (over.func, over.w);
+    let classic = format!(
+        "histogram_quantile({q}, sum by ({by}, le) ({func}({}[{w}])))",
+        (over.sel)(&format!("{metric}_bucket"))
     );
     let native = format!(
-        "histogram_quantile(0.5, sum by ({by}) (increase({}[{w}])))",
-        sel("skeletonhunter_probe_rtt_seconds")
+        "histogram_quantile({q}, sum by ({by}) ({func}({}[{w}])))",
+        (over.sel)(metric)
     );
     match form {
-        RttForm::Classic => (classic.0, Some(classic.1)),
-        RttForm::Native => (native, None),
-        RttForm::NativeOrClassic => (format!("{native} or {}", classic.0), None),
+        RttForm::Classic => classic,
+        RttForm::Native => native,
+        RttForm::NativeOrClassic => format!("{native} or {classic}"),
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crate::clients::prometheus::Sample;
 use crate::engine::model::HostStack;
-use crate::input::histograms::RttForm;
+use crate::input::histograms::{quantile, Over, RttForm};
 
 /// The metric, as exposed (classic buckets add `_bucket`).
 const METRIC: &str = "skeletonhunter_host_stack_delay_seconds";
@@ -24,19 +24,12 @@ const METRIC: &str = "skeletonhunter_host_stack_delay_seconds";
 /// the RTT is read in; `sel` narrows a metric name to the operator's
 /// matchers.
 pub fn query(form: RttForm, w: &str, sel: &dyn Fn(&str) -> String) -> String {
-    let classic = format!(
-        "histogram_quantile(0.99, sum by (instance, job, stage, le) (rate({}[{w}])))",
-        sel(&format!("{METRIC}_bucket"))
-    );
-    let native = format!(
-        "histogram_quantile(0.99, sum by (instance, job, stage) (rate({}[{w}])))",
-        sel(METRIC)
-    );
-    let delay = match form {
-        RttForm::Classic => classic,
-        RttForm::Native => native,
-        RttForm::NativeOrClassic => format!("{native} or {classic}"),
+    let over = Over {
+        func: "rate",
+        w,
+        sel,
     };
+    let delay = quantile(form, "0.99", METRIC, "instance, job, stage", &over);
     let info = format!(
         "on (instance, job) group_left (node_id) max by (instance, job, node_id) ({})",
         sel("skeletonhunter_node_info")

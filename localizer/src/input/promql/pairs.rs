@@ -196,8 +196,9 @@ fn by_proto_key(v: &[Sample]) -> HashMap<ProtoKey<'_>, f64> {
         .collect()
 }
 
-/// Sent, lost (`lost_seen`, by [`by_proto_key`]) and dial-failure counters
-/// into the per-pair accumulators.
+/// Sent, lost (`lost_seen`, by [`by_proto_key`]) and dial-failure counters,
+/// and whether each protocol is silent now (losses in a row), into the
+/// per-pair accumulators.
 fn add_counts<'a>(
     acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
     r: &'a QueryResults,
@@ -212,10 +213,10 @@ fn add_counts<'a>(
         let key = (a, b);
         let e = acc.entry(key).or_default();
         let sent = count(s.value);
-        let silent = sent > 0.0
-            && streaks
-                .get(&(a, b, proto))
-                .is_some_and(|&n| n >= CUT_STREAK);
+        // Noted only for a protocol that probed the pair in the window.
+        let silent = streaks
+            .get(&(a, b, proto))
+            .is_some_and(|&n| n >= CUT_STREAK);
         if proto.is_dial() {
             e.tcp_attempts += sent;
             if sent > 0.0 {
