@@ -10,6 +10,7 @@ PKGS=(
   prometheus prometheus-alertmanager victoria-metrics prometheus-smokeping-prober
   chromium chromium-driver python3-selenium jsonnet
   mmdebstrap umoci skopeo libcap2-bin
+  stress-ng   # not used by the tests: the load the suite must pass beside (docs/reliability.md)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
