@@ -284,3 +284,175 @@ fn host_noise_repeated() {
     }
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// The flapping uplink: down this long ...
+const FLAP_DOWN: Duration = Duration::from_secs(1);
+/// ... at the start of every period of this length ...
+const FLAP_PERIOD: Duration = Duration::from_secs(15);
+/// ... for this long.
+const FLAP_FOR: Duration = Duration::from_secs(180);
+/// The flapping alert must reach Alertmanager within this of the first
+/// flap (the pager hears of it at the group's next tick).
+const FLAP_LIMIT: Duration = Duration::from_secs(60);
+
+/// One alert of a notification, as the pager got it.
+#[derive(Debug, Clone, PartialEq)]
+struct Paged {
+    /// Seconds since the flapping began.
+    at: f64,
+    kind: String,
+    component: String,
+    symptom: String,
+    /// `firing` or `resolved`.
+    status: String,
+    fingerprint: String,
+}
+
+/// Every alert of every notification the pager got from index `from` on.
+fn paged(stack: &Stack, from: usize, t0: Instant, seen: &mut Vec<Paged>) -> usize {
+    let all = stack.pager.webhooks();
+    for n in all.get(from..).unwrap_or(&[]) {
+        for a in n["alerts"].as_array().into_iter().flatten() {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            let p = Paged {
+                at: t0.elapsed().as_secs_f64(),
+                kind: s(&a["labels"]["kind"]),
+                component: s(&a["labels"]["component"]),
+                symptom: s(&a["labels"]["symptom"]),
+                status: s(&a["status"]),
+                fingerprint: s(&a["fingerprint"]),
+            };
+            println!(
+                "flapping: +{:.1} s notified {}/{} ({}) {}",
+                p.at, p.kind, p.component, p.symptom, p.status
+            );
+            seen.push(p);
+        }
+    }
+    all.len().max(from)
+}
+
+/// Toggle `host`'s uplink down for [`FLAP_DOWN`] at the start of every
+/// [`FLAP_PERIOD`] until [`FLAP_FOR`] has passed since `t0`.
+fn flap_uplink(stack: &Stack, host: usize, t0: Instant) -> anyhow::Result<()> {
+    let h = &stack.fabric.hosts[host];
+    let mut next = t0;
+    while next.duration_since(t0) < FLAP_FOR {
+        // The fault's own schedule, not a wait for a condition.
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        stack.fabric.host_link(h, false)?;
+        std::thread::sleep(FLAP_DOWN);
+        stack.fabric.host_link(h, true)?;
+        next += FLAP_PERIOD;
+    }
+    Ok(())
+}
+
+/// A host uplink down for 1 s every 15 s for 3 minutes is one `flapping`
+/// alert for that host within a minute, and no string of pages and
+/// resolutions: at most one page of the first outage before it, nothing
+/// else paged, the flapping alert not resolved while the flapping goes on.
+#[test]
+fn a_flapping_uplink_is_one_flapping_alert_without_churn() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !require_privileges("a_flapping_uplink_is_one_flapping_alert_without_churn") {
+        return;
+    }
+    let mut stack = start_stack();
+    let host = 4;
+    let h = &stack.fabric.hosts[host];
+    let blame = [("host", h.name.clone()), ("nic", h.nic_ip.to_string())];
+    let from = stack.pager.webhooks().len();
+    let t0 = Instant::now();
+    let (mut seen, mut at_am) = (Vec::new(), None);
+    std::thread::scope(|s| {
+        let flapper = s.spawn(|| flap_uplink(&stack, host, t0));
+        let mut next = from;
+        while !flapper.is_finished() {
+            next = paged(&stack, next, t0, &mut seen);
+            let alerts = stack.labelled_alerts().expect("alerts");
+            if at_am.is_none() && alerts.iter().any(|a| a.symptom == "flapping") {
+                println!(
+                    "flapping: +{:.1} s at Alertmanager",
+                    t0.elapsed().as_secs_f64()
+                );
+                at_am = Some(t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        paged(&stack, next, t0, &mut seen);
+        flapper.join().expect("flapper").expect("flap the uplink");
+    });
+    stack.check_running().expect("stack running");
+    let at_am = at_am.expect("a flapping alert at Alertmanager");
+    assert!(
+        at_am <= FLAP_LIMIT,
+        "flapping at Alertmanager after {at_am:?}"
+    );
+    check_flapping(&blame, &seen);
+}
+
+/// The verdicts of [`a_flapping_uplink_is_one_flapping_alert_without_churn`].
+fn check_flapping(blame: &[(&str, String)], seen: &[Paged]) {
+    let flap = seen
+        .iter()
+        .find(|p| p.symptom == "flapping" && p.status == "firing");
+    let Some(flap) = flap else {
+        panic!("no flapping alert in {FLAP_FOR:?}: {seen:#?}");
+    };
+    assert!(
+        blame
+            .iter()
+            .any(|(k, c)| *k == flap.kind && *c == flap.component),
+        "the flapping alert blames {}/{}, not the uplink's host or NIC",
+        flap.kind,
+        flap.component
+    );
+    let others: Vec<&Paged> = seen
+        .iter()
+        .filter(|p| p.fingerprint != flap.fingerprint)
+        .collect();
+    let before: Vec<&str> = others
+        .iter()
+        .filter(|p| p.status == "firing")
+        .map(|p| p.fingerprint.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(
+        before.len() <= 1,
+        "more than one other alert paged: {others:#?}"
+    );
+    let late = others
+        .iter()
+        .filter(|p| p.status == "firing" && p.at > flap.at)
+        .filter(|p| {
+            !seen
+                .iter()
+                .any(|q| q.fingerprint == p.fingerprint && q.at <= flap.at)
+        });
+    assert_eq!(late.count(), 0, "a new page while flapping: {seen:#?}");
+    for p in seen {
+        let refired = seen.iter().any(|q| {
+            q.fingerprint == p.fingerprint
+                && p.status == "resolved"
+                && q.status == "firing"
+                && q.at > p.at
+        });
+        assert!(
+            !refired,
+            "{}/{} resolved and fired again: {seen:#?}",
+            p.kind, p.component
+        );
+    }
+    let resolved = seen
+        .iter()
+        .filter(|p| p.fingerprint == flap.fingerprint && p.status == "resolved");
+    assert_eq!(
+        resolved.count(),
+        0,
+        "the flapping alert resolved: {seen:#?}"
+    );
+}
