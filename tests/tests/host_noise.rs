@@ -12,12 +12,21 @@
 use skeletonhunter_tests::fabric::{AlertView, CpuQuota, Pauses, Stack, StackOpts};
 use skeletonhunter_tests::privilege::skip_or_fail;
 use skeletonhunter_tests::{bin_path, require_privileges};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The stacks of this binary's tests run one at a time: two fabrics on a
 /// 2-core machine would be host noise of their own.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// This binary's turn to run a stack, once the privileges are there
+/// (`None`: skip, see `require_privileges`).
+fn privileged_alone(test: &str) -> Option<MutexGuard<'static, ()>> {
+    let turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    require_privileges(test).then_some(turn)
+}
 
 /// Kinds a busy host must never be blamed as.
 const NETWORK: [&str; 4] = ["nic", "tor", "spine", "link"];
@@ -209,12 +218,10 @@ fn check(name: &str, o: &Outcome) {
 
 #[test]
 fn a_starved_exporter_is_a_busy_host_not_a_network_fault() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !require_privileges("a_starved_exporter_is_a_busy_host_not_a_network_fault") {
+    let Some(_one) = privileged_alone("a_starved_exporter_is_a_busy_host_not_a_network_fault")
+    else {
         return;
-    }
+    };
     if let Some(why) = CpuQuota::unavailable() {
         skip_or_fail(
             "a_starved_exporter_is_a_busy_host_not_a_network_fault",
@@ -229,12 +236,10 @@ fn a_starved_exporter_is_a_busy_host_not_a_network_fault() {
 
 #[test]
 fn a_paused_exporter_is_a_busy_host_not_a_network_fault() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !require_privileges("a_paused_exporter_is_a_busy_host_not_a_network_fault") {
+    let Some(_one) = privileged_alone("a_paused_exporter_is_a_busy_host_not_a_network_fault")
+    else {
         return;
-    }
+    };
     let mut stack = start_stack();
     let o = run(&mut stack, "paused", "t1-h2-c1", &pause, Duration::ZERO);
     check("paused", &o);
@@ -249,12 +254,9 @@ const BENCH_NOISE: Duration = Duration::from_secs(180);
 #[test]
 #[ignore = "a benchmark: 40 stacks, tens of minutes; run with --ignored"]
 fn host_noise_repeated() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !require_privileges("host_noise_repeated") {
+    let Some(_one) = privileged_alone("host_noise_repeated") else {
         return;
-    }
+    };
     let runs = 20;
     let noises: [(&str, &str, &StartNoise); 2] = [
         ("starved", "t0-h1-c0", &starve),
@@ -354,12 +356,10 @@ fn flap_uplink(stack: &Stack, host: usize, t0: Instant) -> anyhow::Result<()> {
 /// else paged, the flapping alert not resolved while the flapping goes on.
 #[test]
 fn a_flapping_uplink_is_one_flapping_alert_without_churn() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !require_privileges("a_flapping_uplink_is_one_flapping_alert_without_churn") {
+    let Some(_one) = privileged_alone("a_flapping_uplink_is_one_flapping_alert_without_churn")
+    else {
         return;
-    }
+    };
     let mut stack = start_stack();
     let host = 4;
     let h = &stack.fabric.hosts[host];
