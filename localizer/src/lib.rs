@@ -20,6 +20,7 @@ pub mod clients;
 pub mod commands;
 pub mod engine;
 pub mod input;
+pub mod jobs;
 pub mod online;
 pub mod rulesgen;
 pub mod sim;

@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use skeletonhunter_localizer::commands::{analyze, bench, flags, rules, run, simulate};
+use skeletonhunter_localizer::commands::{analyze, bench, flags, jobs, rules, run, simulate};
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +32,9 @@ enum Command {
     Rules(rules::RulesArgs),
     /// Accuracy over simulated scenarios and the speed case; prints figures.
     Bench(bench::BenchArgs),
+    /// Training jobs' communication groups (TP, DP, PP) and grid from their
+    /// skeletons; JSON in (--input), JSON on stdout.
+    Jobs(jobs::JobsArgs),
 }
 
 fn main() {
@@ -53,6 +56,7 @@ fn main() {
             rules::run(args)
         }
         Command::Bench(args) => bench::run(args),
+        Command::Jobs(args) => jobs::run(args),
     };
     if let Err(e) = result {
         eprintln!("skeletonhunter-localizer: {e:#}");

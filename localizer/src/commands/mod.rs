@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod bench;
 pub mod flags;
+pub mod jobs;
 pub mod rules;
 pub mod run;
 pub mod simulate;
