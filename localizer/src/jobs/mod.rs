@@ -2,25 +2,26 @@
 //!
 //! A job of N ranks runs on a TP × DP × PP grid; its ranks hold the
 //! long-lived connections of their groups: NCCL rings and trees inside a DP
-//! group, a chain between consecutive pipeline stages, TP traffic that is
+//! group, links between consecutive pipeline stages, TP traffic that is
 //! often inside a host (NVLink) and then never on the network. Given which
 //! ranks talk ([`JobGraph`], from the discovered skeleton), [`infer`] tries
-//! every grid N factors into, both rank orders in use and each group shape
-//! ([`layout::Layout`]), and keeps the one whose predicted connections
-//! match the observed ones best (F1 of predicted against observed). Noise
-//! edges (checkpoints, stray connections) and missed ones lower every
-//! candidate alike; the true layout stays ahead.
+//! every grid N factors into, both rank orders in use, the common host
+//! sizes and each group shape ([`layout`]), and keeps the layout whose
+//! predicted connections match the observed ones best (F1). Noise
+//! connections and missed ones lower every candidate alike.
 //!
-//! [`Inference::determined`] is false when the best match is weak or a
-//! layout with other groups matches almost as well: the groups are then a
-//! guess, and said to be.
+//! The skeleton cannot tell every layout apart (a DP ring and a pipeline
+//! with its wrap-around link look alike): near-ties go to what real jobs
+//! use most, and [`Inference::determined`] is false unless the choice beats
+//! every layout with other groups by a margin: the groups are then a guess,
+//! and said to be.
 //!
 //! Pure: no I/O, tested on constructed skeletons; the command reading and
 //! writing JSON is `commands/jobs.rs`.
 
 pub mod layout;
 
-use layout::{DpShape, GroupKind, Layout, Order, TpShape};
+use layout::{Grid, GroupKind, Order, Shape, Tally, SHAPES};
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -32,19 +33,34 @@ pub const MAX_RANKS: u32 = 1 << 20;
 /// the host's own links.
 const HOST_GPUS: u32 = 8;
 
+/// GPUs per host tried, the most common first (`None`: a GPU per
+/// container, nothing hidden).
+const HOSTS: [Option<u32>; 5] = [Some(8), None, Some(4), Some(16), Some(2)];
+
 /// The best match below which a layout is not trusted.
 const MIN_F1: f64 = 0.6;
-/// How far ahead of any layout with other groups the best must be.
-const MIN_MARGIN: f64 = 0.02;
+/// Layouts this close to the best are told apart by what real jobs use
+/// most (see [`choose`]); the chosen one must beat every layout with other
+/// groups by as much to be trusted.
+const MARGIN: f64 = 0.02;
 
 /// One job's skeleton: its size and which ranks talk.
 #[derive(Debug, Clone)]
 pub struct JobGraph {
     /// Ranks 0..ranks.
     pub ranks: u32,
-    /// Undirected connections between distinct ranks below `ranks`, each
-    /// pair once.
+    /// Undirected connections between distinct ranks below `ranks`.
     pub edges: Vec<(u32, u32)>,
+}
+
+/// A grid with the shape each kind of group talks in.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Layout {
+    /// The placement.
+    #[serde(flatten)]
+    pub grid: Grid,
+    /// How TP, DP and PP groups talk.
+    pub shapes: [Shape; 3],
 }
 
 /// What [`infer`] found for one job.
@@ -52,12 +68,12 @@ pub struct JobGraph {
 pub struct Inference {
     /// Whether the grid is trusted (see the module docs).
     pub determined: bool,
-    /// The best layout (a guess when not determined; `None` for a job
+    /// The chosen layout (a guess when not determined; `None` for a job
     /// without ranks).
     pub grid: Option<Layout>,
     /// How well it matched (F1 of predicted against observed connections).
     pub score: f64,
-    /// The next best layout with other groups.
+    /// The best match of a layout with other groups.
     pub runner_up: f64,
     /// Its groups.
     pub groups: Groups,
@@ -74,36 +90,25 @@ pub struct Groups {
     pub pp: Vec<Vec<u32>>,
 }
 
-/// Every candidate layout of `n` ranks.
-pub fn candidates(n: u32) -> Vec<Layout> {
+/// Every grid of `n` ranks tried.
+pub fn grids(n: u32) -> Vec<Grid> {
     let mut out = Vec::new();
     let divisors: Vec<u32> = (1..=n).filter(|d| n.is_multiple_of(*d)).collect();
     for &tp in &divisors {
         for &dp in divisors.iter().filter(|&&d| (n / tp).is_multiple_of(d)) {
             let pp = n / tp / dp;
-            if tp * dp * pp != n {
-                continue;
-            }
             for order in [Order::TpDpPp, Order::TpPpDp] {
                 if order == Order::TpPpDp && (dp == 1 || pp == 1) {
                     continue;
                 }
-                for tp_shape in [TpShape::Hidden, TpShape::Ring, TpShape::Clique] {
-                    // TP beyond a host's GPUs runs over a larger NVLink
-                    // domain if at all: never on the network.
-                    if (tp == 1 || tp > HOST_GPUS) && tp_shape != TpShape::Hidden {
-                        continue;
-                    }
-                    for dp_shape in [DpShape::Ring, DpShape::Tree, DpShape::RingTree] {
-                        out.push(Layout {
-                            tp,
-                            dp,
-                            pp,
-                            order,
-                            tp_shape,
-                            dp_shape,
-                        });
-                    }
+                for gpus_per_host in HOSTS {
+                    out.push(Grid {
+                        tp,
+                        dp,
+                        pp,
+                        order,
+                        gpus_per_host,
+                    });
                 }
             }
         }
@@ -111,18 +116,23 @@ pub fn candidates(n: u32) -> Vec<Layout> {
     out
 }
 
-/// F1 of `l`'s predicted connections against the observed `edges`.
-fn score(l: &Layout, edges: &[(u32, u32)]) -> f64 {
-    let hits = edges
-        .iter()
-        .filter(|&&(a, b)| l.predicts(a, b).is_some())
-        .count() as f64;
-    let total = edges.len() as f64 + l.expected() as f64;
-    if total == 0.0 {
-        0.0
-    } else {
-        2.0 * hits / total
-    }
+/// Every shape combination of `grid` with its F1 against `observed` edges.
+fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = (f64, Layout)> + '_ {
+    let idx = |k: usize| 0..SHAPES[k].len();
+    idx(0)
+        .flat_map(move |a| idx(1).flat_map(move |b| idx(2).map(move |c| [a, b, c])))
+        .map(move |s| {
+            let hits: u64 = (0..3).map(|k| t.hits[k][s[k]]).sum();
+            let expected: u64 = (0..3).map(|k| t.expected[k][s[k]]).sum();
+            let total = observed as f64 + expected as f64;
+            let f1 = if total > 0.0 {
+                2.0 * hits as f64 / total
+            } else {
+                0.0
+            };
+            let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
+            (f1, Layout { grid, shapes })
+        })
 }
 
 /// The groups and grid of one job (see the module docs).
@@ -137,11 +147,14 @@ pub fn infer(job: &JobGraph) -> Inference {
         .into_iter()
         .collect();
     edges.sort_unstable();
-    let scored: Vec<(f64, Layout)> = candidates(n)
+    let all: Vec<(f64, Layout)> = grids(n)
         .into_iter()
-        .map(|l| (score(&l, &edges), l))
+        .flat_map(|g| {
+            let t = g.tally(&edges);
+            scored(g, &t, edges.len()).collect::<Vec<_>>()
+        })
         .collect();
-    let Some(best) = scored.iter().map(|(s, _)| *s).max_by(f64::total_cmp) else {
+    let Some(best) = all.iter().map(|(s, _)| *s).max_by(f64::total_cmp) else {
         return Inference {
             determined: false,
             grid: None,
@@ -150,41 +163,61 @@ pub fn infer(job: &JobGraph) -> Inference {
             groups: Groups::default(),
         };
     };
-    // Within the margin the skeleton cannot tell (a DP ring from a
-    // pipeline chain differs by one connection per group): the layout real
-    // jobs use more often wins, fewer pipeline stages first, then the
-    // larger TP up to a host's GPUs (a group of consecutive ranks that all
-    // talk is TP by convention), then the better score.
-    let host_tp = |l: &Layout| if l.tp <= HOST_GPUS { l.tp } else { 0 };
-    let near = || scored.iter().filter(|(s, _)| *s >= best - MIN_MARGIN);
-    let &(score, l) = near()
-        .min_by(|a, b| {
-            (a.1.pp.cmp(&b.1.pp))
-                .then(host_tp(&b.1).cmp(&host_tp(&a.1)))
-                .then(b.0.total_cmp(&a.0))
-        })
-        .unwrap_or(&scored[0]);
-    let runner_up = scored
+    let &(score, l) = choose(&all, best);
+    let key = l.grid.partition_key();
+    let runner_up = all
         .iter()
-        .filter(|(_, o)| o.partition_key() != l.partition_key())
+        .filter(|(_, o)| o.grid.partition_key() != key)
         .map(|(s, _)| *s)
         .max_by(f64::total_cmp)
         .unwrap_or(0.0);
+    let g = l.grid;
     Inference {
-        determined: score >= MIN_F1 && score - runner_up >= MIN_MARGIN,
+        determined: score >= MIN_F1 && score - runner_up >= MARGIN,
         grid: Some(l),
         score,
         runner_up,
         groups: Groups {
-            tp: groups(&l, n, GroupKind::Tp),
-            dp: groups(&l, n, GroupKind::Dp),
-            pp: groups(&l, n, GroupKind::Pp),
+            tp: groups(&g, n, GroupKind::Tp),
+            dp: groups(&g, n, GroupKind::Dp),
+            pp: groups(&g, n, GroupKind::Pp),
         },
     }
 }
 
+/// Within [`MARGIN`] of the best the skeleton cannot tell: what real jobs
+/// use most wins. DP before PP in the rank order (Megatron-LM's default),
+/// then the larger TP up to a host's GPUs (consecutive ranks that all talk
+/// are TP by convention, beyond a host they are DP), then fewer pipeline
+/// stages, then the commoner host size, then the better match.
+fn choose(all: &[(f64, Layout)], best: f64) -> &(f64, Layout) {
+    let rank = |l: &Layout| {
+        let g = &l.grid;
+        let host_tp = if g.tp <= HOST_GPUS { g.tp } else { 0 };
+        let host = HOSTS.iter().position(|h| *h == g.gpus_per_host);
+        (
+            g.order != Order::TpDpPp,
+            std::cmp::Reverse(host_tp),
+            g.pp,
+            host,
+        )
+    };
+    let mut near = all.iter().filter(|(s, _)| *s >= best - MARGIN);
+    let mut pick = near.next().unwrap_or(&all[0]);
+    for c in near {
+        if rank(&c.1)
+            .cmp(&rank(&pick.1))
+            .then(pick.0.total_cmp(&c.0))
+            .is_lt()
+        {
+            pick = c;
+        }
+    }
+    pick
+}
+
 /// `l`'s groups of `kind` with more than one rank.
-fn groups(l: &Layout, n: u32, kind: GroupKind) -> Vec<Vec<u32>> {
+fn groups(l: &Grid, n: u32, kind: GroupKind) -> Vec<Vec<u32>> {
     let mut by: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
     for r in 0..n {
         by.entry(l.group_of(r, kind)).or_default().push(r);

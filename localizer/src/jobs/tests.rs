@@ -1,4 +1,4 @@
-use super::layout::{DpShape, Layout, Order, TpShape};
+use super::layout::{Grid, Order, Shape};
 use super::*;
 
 /// A small deterministic generator (no dependency for tests).
@@ -17,49 +17,60 @@ impl Lcg {
     }
 }
 
+fn grid(tp: u32, dp: u32, pp: u32, order: Order, gpus_per_host: Option<u32>) -> Grid {
+    Grid {
+        tp,
+        dp,
+        pp,
+        order,
+        gpus_per_host,
+    }
+}
+
 /// The skeleton `l` predicts, with `missing` in 1,000 connections dropped
-/// and `noise` random ones added.
+/// and `noise` random ones (between hosts) added.
 fn skeleton(l: &Layout, missing: u64, noise: usize, seed: u64) -> JobGraph {
-    let n = l.tp * l.dp * l.pp;
+    let g = l.grid;
+    let n = g.tp * g.dp * g.pp;
     let mut rng = Lcg(seed);
     let mut edges = Vec::new();
     for a in 0..n {
         for b in a + 1..n {
-            if l.predicts(a, b).is_some() && rng.below(1000) >= missing {
+            if g.predicts(l.shapes, a, b) && rng.below(1000) >= missing {
                 edges.push((a, b));
             }
         }
     }
+    let host = |r: u32| g.gpus_per_host.map(|h| r / h);
     for _ in 0..noise {
         let (a, b) = (rng.below(n.into()) as u32, rng.below(n.into()) as u32);
-        if a != b {
+        if a != b && (g.gpus_per_host.is_none() || host(a) != host(b)) {
             edges.push((a, b));
         }
     }
     JobGraph { ranks: n, edges }
 }
 
-fn layout(tp: u32, dp: u32, pp: u32, order: Order, tp_shape: TpShape, dp_shape: DpShape) -> Layout {
+/// DP in a ring, pipelines as chains, TP silent inside hosts of 8 or a
+/// ring when each GPU has its own container.
+fn usual(g: Grid) -> Layout {
+    let tp = if g.gpus_per_host.is_some() {
+        Shape::Silent
+    } else {
+        Shape::Ring
+    };
     Layout {
-        tp,
-        dp,
-        pp,
-        order,
-        tp_shape,
-        dp_shape,
+        grid: g,
+        shapes: [tp, Shape::Ring, Shape::Chain],
     }
 }
 
 #[test]
 fn a_megatron_grid_is_recovered_through_noise_and_missed_connections() {
-    let truth = layout(4, 8, 4, Order::TpDpPp, TpShape::Hidden, DpShape::Ring);
-    let inf = infer(&skeleton(&truth, 100, 10, 7));
-    let g = inf.grid.expect("a grid");
-    assert_eq!(
-        (g.tp, g.dp, g.pp, g.order),
-        (4, 8, 4, Order::TpDpPp),
-        "{inf:?}"
-    );
+    let truth = grid(4, 8, 4, Order::TpDpPp, None);
+    let inf = infer(&skeleton(&usual(truth), 100, 10, 7));
+    let g = inf.grid.expect("a grid").grid;
+    assert_eq!(g.partition_key(), truth.partition_key(), "{inf:?}");
     assert!(inf.determined, "{inf:?}");
     assert_eq!(inf.groups.tp.len(), 32);
     assert_eq!(inf.groups.tp[0], vec![0, 1, 2, 3]);
@@ -68,17 +79,41 @@ fn a_megatron_grid_is_recovered_through_noise_and_missed_connections() {
 }
 
 #[test]
-fn other_orders_and_shapes_are_told_apart() {
+fn dp_and_pp_are_told_apart_by_shape_or_named_as_megatron_orders_them() {
+    // TP, PP, DP order; the pipelines are chains, the DP groups rings.
+    let truth = grid(2, 4, 4, Order::TpPpDp, None);
+    let inf = infer(&skeleton(&usual(truth), 0, 0, 9));
+    assert!(inf.determined, "{inf:?}");
+    assert_eq!(inf.grid.expect("a grid").grid, truth);
+    assert_eq!(inf.groups.pp[0], vec![0, 2, 4, 6]);
+    // With the pipelines' wrap-around link both kinds are rings: the same
+    // groups either way, named in the common order.
+    let ring = Layout {
+        grid: truth,
+        shapes: [Shape::Ring, Shape::Ring, Shape::Ring],
+    };
+    let inf = infer(&skeleton(&ring, 0, 0, 9));
+    assert!(inf.determined, "{inf:?}");
+    assert_eq!(inf.grid.expect("a grid").grid.order, Order::TpDpPp);
+    assert_eq!(inf.groups.pp[0], vec![0, 8, 16, 24]);
+}
+
+#[test]
+fn other_orders_and_host_sizes_are_told_apart() {
     for truth in [
-        layout(2, 4, 4, Order::TpPpDp, TpShape::Ring, DpShape::Ring),
-        layout(8, 16, 1, Order::TpDpPp, TpShape::Hidden, DpShape::RingTree),
-        layout(1, 32, 1, Order::TpDpPp, TpShape::Hidden, DpShape::Tree),
-        layout(4, 1, 8, Order::TpDpPp, TpShape::Clique, DpShape::Ring),
+        grid(2, 4, 4, Order::TpPpDp, None),
+        grid(8, 16, 1, Order::TpDpPp, Some(8)),
+        grid(8, 4, 4, Order::TpPpDp, Some(8)),
+        grid(2, 8, 2, Order::TpDpPp, Some(4)),
+        grid(4, 8, 4, Order::TpDpPp, Some(16)),
     ] {
-        let inf = infer(&skeleton(&truth, 0, 0, 3));
-        let g = inf.grid.expect("a grid");
-        let want = truth.partition_key();
-        assert_eq!(g.partition_key(), want, "{truth:?}: {inf:?}");
+        let inf = infer(&skeleton(&usual(truth), 50, 5, 3));
+        let g = inf.grid.expect("a grid").grid;
+        assert_eq!(
+            g.partition_key(),
+            truth.partition_key(),
+            "{truth:?}: {inf:?}"
+        );
     }
 }
 
@@ -94,13 +129,27 @@ fn a_skeleton_without_structure_is_not_determined() {
 
 #[test]
 fn out_of_range_and_repeated_edges_count_once_or_not_at_all() {
-    let truth = layout(1, 8, 1, Order::TpDpPp, TpShape::Hidden, DpShape::Ring);
-    let mut job = skeleton(&truth, 0, 0, 1);
+    let mut job = skeleton(&usual(grid(1, 8, 1, Order::TpDpPp, None)), 0, 0, 1);
     let clean = infer(&job).score;
     job.edges.push((1, 0));
     job.edges.push((3, 3));
     job.edges.push((2, 99));
     assert_eq!(infer(&job).score, clean);
+}
+
+#[test]
+fn one_ring_of_all_ranks_is_data_parallel() {
+    // A single ring: DP, or a pipeline with its wrap-around link: the same
+    // group, named DP, the usual one.
+    let inf = infer(&skeleton(
+        &usual(grid(1, 64, 1, Order::TpDpPp, None)),
+        0,
+        0,
+        5,
+    ));
+    assert!(inf.determined, "{inf:?}");
+    assert_eq!(inf.groups.dp.len(), 1, "{inf:?}");
+    assert!(inf.groups.tp.is_empty() && inf.groups.pp.is_empty());
 }
 
 #[test]
@@ -110,24 +159,4 @@ fn a_job_without_ranks_has_no_grid() {
         edges: vec![],
     });
     assert!(inf.grid.is_none() && !inf.determined);
-}
-
-#[test]
-fn a_long_ring_is_data_parallel_but_not_determined() {
-    // Only the ring's closing connection tells it from a 64-stage pipeline:
-    // data parallel, the usual layout, but said to be a guess.
-    let truth = layout(1, 64, 1, Order::TpDpPp, TpShape::Hidden, DpShape::Ring);
-    let mut job = skeleton(&truth, 0, 0, 5);
-    for closed in [true, false] {
-        if !closed {
-            job.edges.retain(|&(a, b)| (a, b) != (0, 63));
-        }
-        let inf = infer(&job);
-        assert!(!inf.determined, "{inf:?}");
-        assert_eq!(inf.groups.dp.len(), 1, "{inf:?}");
-        assert!(inf.groups.tp.is_empty() && inf.groups.pp.is_empty());
-    }
-    // A short one is told apart.
-    let truth = layout(1, 16, 1, Order::TpDpPp, TpShape::Hidden, DpShape::Ring);
-    assert!(infer(&skeleton(&truth, 0, 0, 5)).determined);
 }
