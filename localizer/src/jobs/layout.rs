@@ -181,7 +181,15 @@ impl Grid {
 
     /// The counts every shape combination is scored from (see [`Tally`]).
     pub fn tally(&self, edges: &[(u32, u32)]) -> Tally {
-        let mut t = Tally::default();
+        Tally {
+            hits: self.hits(edges),
+            expected: self.expected(),
+        }
+    }
+
+    /// Observed connections each shape of each kind predicts.
+    pub fn hits(&self, edges: &[(u32, u32)]) -> [[u64; 3]; 3] {
+        let mut hits = [[0; 3]; 3];
         for &(a, b) in edges {
             if !self.visible(a, b) {
                 continue;
@@ -189,10 +197,17 @@ impl Grid {
             if let Some((k, i, j)) = self.shared(a, b) {
                 let n = self.degree(k);
                 for (s, shape) in SHAPES[k].iter().enumerate() {
-                    t.hits[k][s] += u64::from(shape.links(i, j, n));
+                    hits[k][s] += u64::from(shape.links(i, j, n));
                 }
             }
         }
+        hits
+    }
+
+    /// Visible connections each shape of each kind predicts: a pass over
+    /// the ranks, each with the partners a shape can give it.
+    pub fn expected(&self) -> [[u64; 3]; 3] {
+        let mut expected = [[0; 3]; 3];
         for r in 0..self.tp * self.dp * self.pp {
             let c = self.coord(r);
             for k in 0..3 {
@@ -205,7 +220,7 @@ impl Grid {
                     o[k] = i;
                     if self.visible(r, self.rank(o)) {
                         for (s, shape) in SHAPES[k].iter().enumerate() {
-                            t.expected[k][s] += u64::from(shape.links(i, j, n));
+                            expected[k][s] += u64::from(shape.links(i, j, n));
                         }
                     }
                 };
@@ -216,7 +231,7 @@ impl Grid {
                 }
             }
         }
-        t
+        expected
     }
 
     /// The group of `kind` a rank belongs to (an id per kind).
