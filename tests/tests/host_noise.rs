@@ -248,16 +248,21 @@ fn a_paused_exporter_is_a_busy_host_not_a_network_fault() {
 /// How long the benchmark's noise lasts in each run.
 const BENCH_NOISE: Duration = Duration::from_secs(180);
 
-/// The benchmark: 20 runs of each noise, 3 minutes each on a fresh stack,
-/// counting network alerts (must be 0) and host verdicts (at least 18 of
-/// 20).
+/// The benchmark: 20 runs of each noise (`HOST_NOISE_RUNS`), 3 minutes
+/// each on a fresh stack, counting network alerts (must be 0) and host
+/// verdicts (at least 9 in 10).
 #[test]
 #[ignore = "a benchmark: 40 stacks, tens of minutes; run with --ignored"]
 fn host_noise_repeated() {
     let Some(_one) = privileged_alone("host_noise_repeated") else {
         return;
     };
-    let runs = 20;
+    // HOST_NOISE_RUNS: runs of each noise (default 20, the benchmark's
+    // figure; fewer for a quicker look).
+    let runs: usize = std::env::var("HOST_NOISE_RUNS")
+        .ok()
+        .map(|v| v.parse().expect("HOST_NOISE_RUNS: a whole number"))
+        .unwrap_or(20);
     let noises: [(&str, &str, &StartNoise); 2] = [
         ("starved", "t0-h1-c0", &starve),
         ("paused", "t1-h2-c1", &pause),
