@@ -164,19 +164,20 @@ impl Target {
     /// target never brings its series back.
     fn cached<S: Clone>(
         &self,
-        slot: impl FnOnce(&mut TargetState) -> &mut Option<S>,
+        slot: impl Fn(&mut TargetState) -> &mut Option<S>,
         make: impl FnOnce(&Metrics, IpAddr, &str) -> S,
     ) -> Option<S> {
         if self.is_retired() {
             return None;
         }
         let mut st = self.lock();
-        let dst = st.dst_node.clone();
-        Some(
-            slot(&mut st)
-                .get_or_insert_with(|| make(&self.metrics, self.peer.addr, &dst))
-                .clone(),
-        )
+        // The label is copied only to make the handles: this runs for
+        // every probe, and an allocation per probe adds up at 10,000 peers.
+        if let Some(s) = slot(&mut st) {
+            return Some(s.clone());
+        }
+        let made = make(&self.metrics, self.peer.addr, &st.dst_node);
+        Some(slot(&mut st).insert(made).clone())
     }
 
     /// A reply told us who answered. A peer's identity is pinned: by its
