@@ -276,7 +276,7 @@ pub struct Sent<F> {
     /// Whom it went to.
     pub target: Arc<Target>,
     /// The series it counts in (cached on the target).
-    pub series: Series,
+    pub series: Arc<Series>,
     /// When it left, wall clock ns (a kernel transmit timestamp, where the
     /// prober has one, replaces the user-space time).
     pub tx_ns: u64,

@@ -62,7 +62,9 @@ struct TargetState {
     /// discovery, or the first name the peer gave (see
     /// [`Target::learn_node`]).
     pinned: bool,
-    series: [Option<Series>; Protocol::ALL.len()],
+    /// Shared (`Arc`): a probe in flight holds its series through one
+    /// reference count, not the five of the handles inside.
+    series: [Option<Arc<Series>>; Protocol::ALL.len()],
     dial: Option<DialSeries>,
     rdma: Option<RdmaSeries>,
     flow: Option<FlowSeries>,
@@ -137,10 +139,10 @@ impl Target {
     }
 
     /// The probe series for `protocol` (created on first use).
-    pub fn series(&self, protocol: Protocol) -> Option<Series> {
+    pub fn series(&self, protocol: Protocol) -> Option<Arc<Series>> {
         self.cached(
             |st| &mut st.series[protocol.index()],
-            |m, addr, dst| m.series(addr, dst, protocol),
+            |m, addr, dst| Arc::new(m.series(addr, dst, protocol)),
         )
     }
 
