@@ -82,7 +82,9 @@ fn icmp(window: Duration) -> std::io::Result<Vec<f64>> {
 fn udp(port: u16, window: Duration) -> std::io::Result<Vec<f64>> {
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
     sock.bind(&SockAddr::from(SocketAddr::from(([0, 0, 0, 0], 0))))?;
-    sock.connect(&SockAddr::from(SocketAddr::from((ADDRESS, port))))?;
+    // Not connected: the responder, bound to 0.0.0.0, answers from
+    // whatever source the route gives (127.0.0.1), not from ADDRESS.
+    let to = SockAddr::from(SocketAddr::from((ADDRESS, port)));
     sock.set_nonblocking(true)?;
     enable_tx_timestamps(sock.as_raw_fd());
     let end = Instant::now() + window;
@@ -93,7 +95,7 @@ fn udp(port: u16, window: Duration) -> std::io::Result<Vec<f64>> {
         }
         let pre = wall_ns();
         wire::encode_request(&mut req, SESSION, seq, pre, &[], 256);
-        sock.send(&req)?;
+        sock.send_to(&req, &to)?;
         // The transmit timestamp is queued during the send on loopback.
         let tx = match recv_tx_timestamp(&sock) {
             Ok(Some((_, ts))) => ts,
