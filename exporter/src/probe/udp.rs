@@ -21,7 +21,7 @@ use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
 use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
-    grow_recv_buffer, set_dont_fragment,
+    grow_recv_buffer,
 };
 use crate::sys::time::{random_u64, wall_ns};
 use crate::telemetry::Metrics;
@@ -76,9 +76,6 @@ pub struct UdpProber {
 fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
     let s = UdpSocket::bind(addr)?;
     s.set_nonblocking(true)?;
-    if addr.is_ipv4() {
-        set_dont_fragment(s.as_raw_fd());
-    }
     grow_recv_buffer(s.as_raw_fd(), 4 << 20);
     enable_rx_drop_count(s.as_raw_fd());
     let tx = enable_tx_timestamps(s.as_raw_fd());

@@ -319,9 +319,9 @@ pub fn set_icmp_filter_only(fd: RawFd, echo_reply: u8) {
 }
 
 /// Send with the don't-fragment bit and without path-MTU bookkeeping
-/// (`IP_PMTUDISC_PROBE`) on IPv4 socket `fd`: a probe is far below any MTU,
-/// and a datagram without DF makes the kernel draw a hashed IP id for
-/// every send (`__ip_select_ident`, a visible share of a busy prober's
+/// (`IP_PMTUDISC_PROBE`) on IPv4 socket `fd`, for packets far below any
+/// MTU (datagrams above the interface MTU then fail instead of being
+/// fragmented): without DF the kernel draws a hashed IP id for every send (`__ip_select_ident`, a visible share of a busy prober's
 /// send path). Best effort.
 pub fn set_dont_fragment(fd: RawFd) -> bool {
     set_option(
