@@ -14,6 +14,7 @@ use crate::model::Peer;
 use crate::probe::{FlowCount, PeerInfo};
 use crate::sys::time::wall_ns;
 use crate::wire::probe::{self as wire, TRACE_SESSION};
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -144,7 +145,7 @@ impl Context {
     ) {
         tokio::pin!(shutdown);
         let mut det = AnomalyDetector::new(window, threshold);
-        let mut known: Vec<IpAddr> = Vec::new();
+        let mut known: HashSet<IpAddr> = HashSet::new();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
@@ -163,15 +164,15 @@ impl Context {
                 }
             }
             self.map(&peers, due, now);
-            // Peers that left: drop their traces and path series.
-            for addr in known.drain(..) {
-                if !peers.iter().any(|p| p.addr == addr) {
-                    det.forget(addr);
-                    self.tracer.forget(addr);
-                    self.lock_mapper().forget(addr);
-                }
+            // Peers that left: drop their traces and path series. A set,
+            // not a scan per address: 10,000 peers would make it 10^8.
+            let current: HashSet<IpAddr> = peers.iter().map(|p| p.addr).collect();
+            for addr in known.difference(&current) {
+                det.forget(*addr);
+                self.tracer.forget(*addr);
+                self.lock_mapper().forget(*addr);
             }
-            known = peers.iter().map(|p| p.addr).collect();
+            known = current;
         }
     }
 

@@ -10,7 +10,8 @@
 use super::{receive_task, Completion, Prober, Reader, Sent, SharedInFlight, Target};
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
 use crate::sys::sock::{
-    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, set_icmp_filter_only,
+    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, set_dont_fragment,
+    set_icmp_filter_only,
 };
 use crate::sys::time::{random_u64, wall_ns};
 use crate::telemetry::Metrics;
@@ -130,6 +131,9 @@ fn open(v6: bool) -> std::io::Result<IcmpSocket> {
     if raw && !v6 {
         set_icmp_filter_only(sock.as_raw_fd(), ECHO_REPLY_V4);
     }
+    if !v6 {
+        set_dont_fragment(sock.as_raw_fd());
+    }
     grow_recv_buffer(sock.as_raw_fd(), 4 << 20);
     enable_rx_drop_count(sock.as_raw_fd());
     enable_rx_timestamps(sock.as_raw_fd());
@@ -204,7 +208,7 @@ async fn receive_loop(sock: Arc<IcmpSocket>, prober: Weak<IcmpProber>, reader: R
                     }
                 },
                 |e| tracing::trace!("ICMP receive error: {e}"),
-            );
+            )
         },
     )
     .await;

@@ -8,7 +8,7 @@
 
 use super::Target;
 use crate::telemetry::Series;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -56,17 +56,42 @@ enum Finished {
     Lost,
 }
 
-/// The in-flight table, keyed by sequence number.
+/// Where one sequence number stands.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// Never registered (a gap in the numbers).
+    Vacant,
+    /// Outstanding; its data is at this index of the slab.
+    Pending(u32),
+    /// Left the table at the instant: answered or lost.
+    Done(Finished, Instant),
+}
+
+/// Most sequence numbers the table spans (outstanding and remembered):
+/// 24 MB of slots at most. The defaults need 6 s of probes (60,000 at
+/// 10,000 peers); past the span the oldest go, outstanding ones as lost.
+const MAX_SPAN: u64 = 1 << 20;
+
+/// The in-flight table, indexed by sequence number.
+///
+/// Sequence numbers come from one counter per prober, so the live ones are
+/// a window: a ring of slots indexed by `seq - base` replaces hash maps
+/// (no hashing, no allocation once the ring and slab have grown), and the
+/// data of outstanding probes sits in a slab reused as they leave.
 #[derive(Debug)]
 pub struct InFlight<T> {
     timeout: Duration,
-    pending: HashMap<u64, Pending<T>>,
+    /// The sequence number of `slots[0]`.
+    base: u64,
+    slots: VecDeque<Slot>,
+    /// Data of outstanding probes; `free` lists the empty places.
+    slab: Vec<Option<Pending<T>>>,
+    free: Vec<u32>,
     /// Sequence numbers in send order with their deadline; the timeout is
     /// the same for all, so send order is expiry order.
     order: VecDeque<(u64, Instant)>,
-    /// Recently finished probes, to tell late and duplicate replies apart.
-    finished: HashMap<u64, Finished>,
-    finished_order: VecDeque<(u64, Instant)>,
+    /// Outstanding probes pushed out of the span, lost at the next expiry.
+    evicted: Vec<Pending<T>>,
 }
 
 impl<T> InFlight<T> {
@@ -74,85 +99,153 @@ impl<T> InFlight<T> {
     pub fn new(timeout: Duration) -> Self {
         InFlight {
             timeout,
-            pending: HashMap::new(),
+            base: 0,
+            slots: VecDeque::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
             order: VecDeque::new(),
-            finished: HashMap::new(),
-            finished_order: VecDeque::new(),
+            evicted: Vec::new(),
         }
     }
 
     #[cfg(test)]
-    /// Test helper.
+    /// Test helper: outstanding probes.
     pub fn len(&self) -> usize {
-        self.pending.len()
+        self.slab.len() - self.free.len() + self.evicted.len()
     }
 
     #[cfg(test)]
     /// Test helper.
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.len() == 0
     }
 
-    /// Register a probe sent at `sent_at`. A reused sequence number replaces
-    /// nothing: the caller's counter never repeats within a process.
-    pub fn insert(&mut self, seq: u64, sent_at: Instant, data: T) {
-        if self.pending.contains_key(&seq) {
-            return;
-        }
-        self.pending.insert(seq, Pending { sent_at, data });
-        self.order.push_back((seq, sent_at + self.timeout));
+    /// The ring index of `seq`, if the table spans it.
+    fn offset(&self, seq: u64) -> Option<usize> {
+        let off = seq.checked_sub(self.base)?;
+        (off < self.slots.len() as u64).then_some(off as usize)
     }
 
-    fn remember(&mut self, seq: u64, f: Finished, now: Instant) {
-        self.finished.insert(seq, f);
-        self.finished_order.push_back((seq, now));
-        // Keep memory of finished probes for a few timeouts.
-        let keep = self.timeout * 4 + Duration::from_secs(1);
-        while let Some(&(s, at)) = self.finished_order.front() {
-            if now.saturating_duration_since(at) <= keep {
-                break;
+    /// Take the data of the probe at ring index `off` (which must be
+    /// outstanding at slab index `i`) and mark it finished.
+    fn finish(&mut self, off: usize, i: u32, f: Finished, now: Instant) -> Option<Pending<T>> {
+        self.slots[off] = Slot::Done(f, now);
+        let p = self.slab.get_mut(i as usize)?.take();
+        self.free.push(i);
+        p
+    }
+
+    /// Drop the front slot; an outstanding probe there goes to `evicted`.
+    fn pop_front(&mut self) {
+        if let Some(Slot::Pending(i)) = self.slots.pop_front() {
+            if let Some(p) = self.slab.get_mut(i as usize).and_then(Option::take) {
+                self.free.push(i);
+                self.evicted.push(p);
             }
-            self.finished_order.pop_front();
-            self.finished.remove(&s);
+        }
+        self.base += 1;
+    }
+
+    /// Whether [`InFlight::insert`] takes `seq`: numbers must grow from one
+    /// insert to the next (one counter, one sending task), so a reused or
+    /// older number replaces nothing.
+    pub fn accepts(&self, seq: u64) -> bool {
+        self.slots.is_empty() || seq >= self.base + self.slots.len() as u64
+    }
+
+    /// Register a probe sent at `sent_at`; `false` (and nothing changed)
+    /// unless the table [`accepts`](InFlight::accepts) `seq`.
+    pub fn insert(&mut self, seq: u64, sent_at: Instant, data: T) -> bool {
+        if !self.accepts(seq) {
+            return false;
+        }
+        if self.slots.is_empty() {
+            self.base = seq;
+        }
+        while seq - self.base >= MAX_SPAN {
+            self.pop_front();
+            if self.slots.is_empty() {
+                self.base = seq;
+            }
+        }
+        while (self.slots.len() as u64) < seq - self.base {
+            self.slots.push_back(Slot::Vacant);
+        }
+        let pending = Some(Pending { sent_at, data });
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = pending;
+                i
+            }
+            None => {
+                self.slab.push(pending);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.slots.push_back(Slot::Pending(i));
+        self.order.push_back((seq, sent_at + self.timeout));
+        true
+    }
+
+    /// Forget finished probes older than a few timeouts (and gaps) at the
+    /// front: replies to them are unknown from then on.
+    fn forget(&mut self, now: Instant) {
+        let keep = self.timeout * 4 + Duration::from_secs(1);
+        while let Some(front) = self.slots.front() {
+            match *front {
+                Slot::Vacant => {}
+                Slot::Done(_, at) if now.saturating_duration_since(at) > keep => {}
+                _ => break,
+            }
+            self.pop_front();
         }
     }
 
     /// The data of an outstanding probe (to refine its send timestamp).
     pub fn get_mut(&mut self, seq: u64) -> Option<&mut T> {
-        self.pending.get_mut(&seq).map(|p| &mut p.data)
+        let Slot::Pending(i) = self.slots[self.offset(seq)?] else {
+            return None;
+        };
+        self.slab.get_mut(i as usize)?.as_mut().map(|p| &mut p.data)
     }
 
     /// A reply for `seq` arrived at `now`. Replies that arrive after the
     /// deadline but before the next [`InFlight::expire`] are still late.
     pub fn complete(&mut self, seq: u64, now: Instant) -> Completion<T> {
-        match self.pending.get(&seq) {
-            Some(p) if now.saturating_duration_since(p.sent_at) <= self.timeout => {
-                let p = self.pending.remove(&seq).expect("present");
-                self.remember(seq, Finished::Answered, now);
-                Completion::Answered(p)
+        let Some(off) = self.offset(seq) else {
+            return Completion::Unknown;
+        };
+        match self.slots[off] {
+            Slot::Pending(i) => {
+                let sent_at = self.slab.get(i as usize).and_then(|p| p.as_ref());
+                match sent_at.map(|p| now.saturating_duration_since(p.sent_at)) {
+                    Some(age) if age <= self.timeout => self
+                        .finish(off, i, Finished::Answered, now)
+                        .map_or(Completion::Unknown, Completion::Answered),
+                    _ => Completion::Late,
+                }
             }
-            Some(_) => Completion::Late,
-            None => match self.finished.get(&seq) {
-                Some(Finished::Answered) => Completion::Duplicate,
-                Some(Finished::Lost) => Completion::Late,
-                None => Completion::Unknown,
-            },
+            Slot::Done(Finished::Answered, _) => Completion::Duplicate,
+            Slot::Done(Finished::Lost, _) => Completion::Late,
+            Slot::Vacant => Completion::Unknown,
         }
     }
 
     /// Remove and return every probe whose deadline passed: these are lost.
     pub fn expire(&mut self, now: Instant) -> Vec<Pending<T>> {
-        let mut lost = Vec::new();
+        let mut lost = std::mem::take(&mut self.evicted);
         while let Some(&(seq, deadline)) = self.order.front() {
             if deadline >= now {
                 break;
             }
             self.order.pop_front();
-            if let Some(p) = self.pending.remove(&seq) {
-                self.remember(seq, Finished::Lost, now);
-                lost.push(p);
+            if let Some(off) = self.offset(seq) {
+                if let Slot::Pending(i) = self.slots[off] {
+                    lost.extend(self.finish(off, i, Finished::Lost, now));
+                }
             }
         }
+        self.forget(now);
         lost
     }
 }
@@ -183,7 +276,7 @@ pub struct Sent<F> {
     /// Whom it went to.
     pub target: Arc<Target>,
     /// The series it counts in (cached on the target).
-    pub series: Series,
+    pub series: Arc<Series>,
     /// When it left, wall clock ns (a kernel transmit timestamp, where the
     /// prober has one, replaces the user-space time).
     pub tx_ns: u64,
@@ -196,8 +289,12 @@ impl<F> SharedInFlight<Sent<F>> {
     /// multi-threaded runtime its reply can be processed before the send
     /// returns.
     pub fn register(&self, seq: u64, sent_at: Instant, sent: Sent<F>) {
-        sent.series.sent.inc();
-        self.lock().insert(seq, sent_at, sent);
+        let mut table = self.lock();
+        // Counted only when tracked, so the books balance.
+        if table.accepts(seq) {
+            sent.series.sent.inc();
+            table.insert(seq, sent_at, sent);
+        }
     }
 
     /// Take the probes past their deadline and count them lost; those of
@@ -281,5 +378,88 @@ mod tests {
         // (of which one, 9_995, is already in the fifth).
         let expected = n / 5 + (n - 3..n).filter(|s| s % 5 != 0).count() as u64;
         assert_eq!(lost, expected);
+    }
+
+    #[test]
+    fn finished_probes_are_remembered_for_a_while_then_unknown() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut f: InFlight<()> = InFlight::new(ms(100));
+        assert!(f.insert(10, t0, ()));
+        // A gap: 11 and 12 were never registered.
+        assert!(f.insert(13, t0, ()));
+        assert!(matches!(
+            f.complete(10, t0 + ms(1)),
+            Completion::Answered(_)
+        ));
+        assert!(matches!(f.complete(11, t0 + ms(1)), Completion::Unknown));
+        assert_eq!(f.expire(t0 + ms(150)).len(), 1, "13 is lost");
+        // Within 4 timeouts + 1 s both are still told apart ...
+        assert!(matches!(
+            f.complete(10, t0 + ms(1000)),
+            Completion::Duplicate
+        ));
+        assert!(matches!(f.complete(13, t0 + ms(1000)), Completion::Late));
+        // ... after it they are forgotten, and so is the span.
+        assert!(f.expire(t0 + ms(1600)).is_empty());
+        assert!(matches!(f.complete(10, t0 + ms(1600)), Completion::Unknown));
+        assert!(matches!(f.complete(13, t0 + ms(1600)), Completion::Unknown));
+        assert!(f.slots.is_empty());
+    }
+
+    #[test]
+    fn reused_or_older_numbers_are_refused() {
+        let t0 = Instant::now();
+        let mut f: InFlight<&str> = InFlight::new(Duration::from_millis(100));
+        assert!(f.insert(5, t0, "a"));
+        assert!(!f.accepts(5) && !f.insert(5, t0, "b"));
+        assert!(!f.accepts(4) && !f.insert(4, t0, "c"));
+        assert!(f.insert(6, t0, "d"));
+        match f.complete(5, t0) {
+            Completion::Answered(p) => assert_eq!(p.data, "a"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.len(), 1);
+    }
+
+    #[test]
+    fn the_slab_is_reused_so_steady_probing_does_not_grow_it() {
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        let mut f: InFlight<u64> = InFlight::new(Duration::from_millis(10));
+        // 100,000 probes, each answered after the next 3 were sent.
+        for seq in 0..100_000u64 {
+            let now = t0 + us(seq * 100);
+            assert!(f.insert(seq, now, seq));
+            if let Some(r) = seq.checked_sub(3) {
+                assert!(matches!(f.complete(r, now), Completion::Answered(p) if p.data == r));
+            }
+            if seq % 100 == 0 {
+                assert!(f.expire(now).is_empty());
+            }
+        }
+        assert_eq!(f.len(), 3);
+        assert!(f.slab.len() <= 4, "slab grew to {}", f.slab.len());
+        // Only the last 4 timeouts + 1 s of numbers (1.04 s, 10,400
+        // probes, of the 10 s sent) are remembered, give or take an expiry.
+        let keep = 10_400 + 200;
+        assert!(f.slots.len() <= keep, "{} slots", f.slots.len());
+    }
+
+    #[test]
+    fn a_jump_past_the_span_counts_the_oldest_outstanding_as_lost() {
+        let t0 = Instant::now();
+        let mut f: InFlight<u64> = InFlight::new(Duration::from_secs(100));
+        assert!(f.insert(1, t0, 1));
+        assert!(f.insert(2, t0, 2));
+        assert!(f.insert(MAX_SPAN + 1, t0, 3));
+        assert!(f.slots.len() as u64 <= MAX_SPAN);
+        // 1 fell out of the span: lost at the next expiry, long before its
+        // deadline; 2 and the new one are still in flight.
+        let lost: Vec<u64> = f.expire(t0).into_iter().map(|p| p.data).collect();
+        assert_eq!(lost, [1]);
+        assert_eq!(f.len(), 2);
+        assert!(matches!(f.complete(2, t0), Completion::Answered(p) if p.data == 2));
+        assert!(matches!(f.complete(1, t0), Completion::Unknown));
     }
 }

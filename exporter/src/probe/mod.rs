@@ -37,7 +37,7 @@ pub use scheduler::{ScheduleConfig, Scheduler};
 pub use target::{NodeClaim, Ports, Target};
 
 use crate::model::Protocol;
-use crate::sys::sock::recv_with_timestamp;
+use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::time::wall_ns;
 use crate::telemetry::SocketDrops;
 use prometheus_client::metrics::histogram::Histogram;
@@ -69,15 +69,17 @@ pub trait Prober: Send + Sync + 'static {
 
 /// The receive task of a packet prober (ICMP, UDP): each time `fd` is
 /// ready for `interest`, and while the prober lives, `drain` reads what is
-/// queued (until the socket would block) with `reader`. Ends when the
-/// prober is gone or the socket fails (logged as `what` failed).
+/// queued with `reader` and says whether the socket is empty; readiness is
+/// only cleared then, so a drain cut short by its bound resumes at once.
+/// Ends when the prober is gone or the socket fails (logged as `what`
+/// failed).
 pub(crate) async fn receive_task<P, S: AsRawFd>(
     fd: &AsyncFd<S>,
     interest: Interest,
     prober: &Weak<P>,
     what: &str,
     mut reader: Reader,
-    mut drain: impl FnMut(&P, &mut Reader),
+    mut drain: impl FnMut(&P, &mut Reader) -> bool,
 ) {
     loop {
         let mut guard = match fd.ready(interest).await {
@@ -88,16 +90,21 @@ pub(crate) async fn receive_task<P, S: AsRawFd>(
             }
         };
         let Some(p) = prober.upgrade() else { return };
-        drain(&p, &mut reader);
-        guard.clear_ready();
+        if drain(&p, &mut reader) {
+            guard.clear_ready();
+        }
     }
 }
 
-/// What a packet prober's receive task reads one socket with: a buffer
-/// for the largest datagram it expects, the socket's drop counter and the
-/// histogram of how long answers waited in the socket.
+/// Most `recvmmsg` calls one drain makes (64 batches of 32 datagrams)
+/// before it yields to the other tasks: a flood cannot hold the task.
+pub(crate) const DRAIN_CALLS: usize = 64;
+
+/// What a packet prober's receive task reads one socket with: batch
+/// buffers for the largest datagram it expects, the socket's drop counter
+/// and the histogram of how long answers waited in the socket.
 pub(crate) struct Reader {
-    buf: Vec<u8>,
+    batch: RecvBatch,
     drops: SocketDrops,
     waited: Histogram,
 }
@@ -110,38 +117,48 @@ impl Reader {
     /// paused prober reads late).
     pub(crate) fn new(buf_len: usize, drops: SocketDrops, waited: Histogram) -> Reader {
         Reader {
-            buf: vec![0u8; buf_len],
+            batch: RecvBatch::new(buf_len),
             drops,
             waited,
         }
     }
 
-    /// Read every datagram queued on `sock` until it would block: each goes
-    /// to `on_datagram` with its sender and receive time (the kernel's,
-    /// else the wall clock now), any other receive error to `on_error`.
+    /// Read the datagrams queued on `sock`, a batch per call, until the
+    /// queue is empty (`true`) or [`DRAIN_CALLS`] calls were made
+    /// (`false`): each goes to `on_datagram` with its sender and receive
+    /// time (the kernel's, else the wall clock at the read), any other
+    /// receive error to `on_error`.
     pub(crate) fn drain(
         &mut self,
         sock: &impl AsRawFd,
         mut on_datagram: impl FnMut(&[u8], SocketAddr, u64),
         mut on_error: impl FnMut(std::io::Error),
-    ) {
-        let buf = &mut self.buf;
-        loop {
-            match recv_with_timestamp(sock, buf) {
-                Ok(r) => {
-                    self.drops.observe(r.rx_drops);
-                    let read = wall_ns();
-                    if let Some(k) = r.kernel_ns {
-                        // Without a kernel timestamp there is nothing to
-                        // measure the wait from.
-                        self.waited.observe(read.saturating_sub(k) as f64 * 1e-9);
-                    }
-                    let rx = r.kernel_ns.unwrap_or(read);
-                    on_datagram(&buf[..r.len.min(buf.len())], r.from, rx);
+    ) -> bool {
+        for _ in 0..DRAIN_CALLS {
+            let n = match self.batch.recv(sock, 0) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(e) => {
+                    on_error(e);
+                    continue;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) => on_error(e),
+            };
+            let read = wall_ns();
+            for (data, d) in self.batch.datagrams() {
+                let r = d.received;
+                self.drops.observe(r.rx_drops);
+                if let Some(k) = r.kernel_ns {
+                    // Without a kernel timestamp there is nothing to
+                    // measure the wait from.
+                    self.waited.observe(read.saturating_sub(k) as f64 * 1e-9);
+                }
+                on_datagram(data, r.from, r.kernel_ns.unwrap_or(read));
+            }
+            if n < BATCH {
+                // The call ran out of datagrams: the queue was empty.
+                return true;
             }
         }
+        false
     }
 }

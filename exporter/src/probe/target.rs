@@ -62,7 +62,9 @@ struct TargetState {
     /// discovery, or the first name the peer gave (see
     /// [`Target::learn_node`]).
     pinned: bool,
-    series: [Option<Series>; Protocol::ALL.len()],
+    /// Shared (`Arc`): a probe in flight holds its series through one
+    /// reference count, not the five of the handles inside.
+    series: [Option<Arc<Series>>; Protocol::ALL.len()],
     dial: Option<DialSeries>,
     rdma: Option<RdmaSeries>,
     flow: Option<FlowSeries>,
@@ -137,10 +139,10 @@ impl Target {
     }
 
     /// The probe series for `protocol` (created on first use).
-    pub fn series(&self, protocol: Protocol) -> Option<Series> {
+    pub fn series(&self, protocol: Protocol) -> Option<Arc<Series>> {
         self.cached(
             |st| &mut st.series[protocol.index()],
-            |m, addr, dst| m.series(addr, dst, protocol),
+            |m, addr, dst| Arc::new(m.series(addr, dst, protocol)),
         )
     }
 
@@ -164,19 +166,20 @@ impl Target {
     /// target never brings its series back.
     fn cached<S: Clone>(
         &self,
-        slot: impl FnOnce(&mut TargetState) -> &mut Option<S>,
+        slot: impl Fn(&mut TargetState) -> &mut Option<S>,
         make: impl FnOnce(&Metrics, IpAddr, &str) -> S,
     ) -> Option<S> {
         if self.is_retired() {
             return None;
         }
         let mut st = self.lock();
-        let dst = st.dst_node.clone();
-        Some(
-            slot(&mut st)
-                .get_or_insert_with(|| make(&self.metrics, self.peer.addr, &dst))
-                .clone(),
-        )
+        // The label is copied only to make the handles: this runs for
+        // every probe, and an allocation per probe adds up at 10,000 peers.
+        if let Some(s) = slot(&mut st) {
+            return Some(s.clone());
+        }
+        let made = make(&self.metrics, self.peer.addr, &st.dst_node);
+        Some(slot(&mut st).insert(made).clone())
     }
 
     /// A reply told us who answered. A peer's identity is pinned: by its

@@ -15,11 +15,13 @@
 use super::flows::FlowBook;
 use super::{
     receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, Sent, SharedInFlight, Target,
+    DRAIN_CALLS,
 };
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
+use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
-    grow_recv_buffer, recv_tx_timestamp,
+    grow_recv_buffer,
 };
 use crate::sys::time::{random_u64, wall_ns};
 use crate::telemetry::Metrics;
@@ -200,6 +202,28 @@ impl UdpProber {
         }
     }
 
+    /// Read the transmit timestamps queued on `sock`'s error queue, a batch
+    /// per call, until it is empty (`true`) or [`DRAIN_CALLS`] calls were
+    /// made (`false`).
+    fn drain_tx_timestamps(&self, sock: &ProbeSocket, batch: &mut RecvBatch) -> bool {
+        for _ in 0..DRAIN_CALLS {
+            // Any error (an empty queue included) ends the drain: the
+            // error queue holds nothing else for this socket.
+            let Ok(n) = batch.recv(sock.fd.get_ref(), libc::MSG_ERRQUEUE) else {
+                return true;
+            };
+            for (_, d) in batch.datagrams() {
+                if let Some((id, ts)) = d.tx_id.zip(d.received.kernel_ns) {
+                    self.on_tx_timestamp(sock, id, ts);
+                }
+            }
+            if n < BATCH {
+                return true;
+            }
+        }
+        false
+    }
+
     fn on_datagram(&self, data: &[u8], from: SocketAddr, rx_ns: u64) {
         let p = match Packet::decode(data) {
             Ok(p) if p.header.typ == TYPE_REPLY && p.header.session == self.session => p,
@@ -262,6 +286,8 @@ impl UdpProber {
 
 async fn receive_loop(sock: Arc<ProbeSocket>, prober: Weak<UdpProber>, reader: Reader) {
     let interest = Interest::READABLE | Interest::ERROR;
+    // OPT_TSONLY: an error-queue entry carries no payload.
+    let mut stamps = RecvBatch::new(64);
     receive_task(
         &sock.fd,
         interest,
@@ -271,12 +297,8 @@ async fn receive_loop(sock: Arc<ProbeSocket>, prober: Weak<UdpProber>, reader: R
         |p, reader| {
             // Transmit timestamps first: a reply is only ever read after the
             // timestamp of its request, which the kernel queued during send.
-            while let Ok(stamp) = recv_tx_timestamp(sock.fd.get_ref()) {
-                if let Some((id, ts)) = stamp {
-                    p.on_tx_timestamp(&sock, id, ts);
-                }
-            }
-            reader.drain(
+            let stamps_drained = p.drain_tx_timestamps(&sock, &mut stamps);
+            let drained = reader.drain(
                 sock.fd.get_ref(),
                 |data, from, rx| p.on_datagram(data, from, rx),
                 |e| {
@@ -287,6 +309,7 @@ async fn receive_loop(sock: Arc<ProbeSocket>, prober: Weak<UdpProber>, reader: R
                         .probe_error(Protocol::Udp, ProbeErrorReason::IcmpError.as_str());
                 },
             );
+            stamps_drained && drained
         },
     )
     .await;

@@ -10,12 +10,12 @@
 use super::guard::Guard;
 use crate::model::{DropReason, OwnSocket, Protocol, StackStage};
 use crate::probe::PeerInfo;
-use crate::sys::sock::{
-    async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, recv_with_timestamp,
-};
+use crate::sys::batch::{RecvBatch, BATCH};
+use crate::sys::sock::{async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer};
 use crate::sys::time::wall_ns;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, SocketDrops};
 use crate::wire::probe::{self as wire, Packet, TYPE_REQUEST};
+use prometheus_client::metrics::histogram::Histogram;
 use skeletonhunter_common::Identity;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -50,7 +50,7 @@ pub struct BindError {
 #[allow(clippy::too_many_arguments)]
 pub async fn run_udp(
     sock: AsyncFd<UdpSocket>,
-    mut guard: Guard,
+    guard: Guard,
     identity: Identity,
     metrics: Arc<Metrics>,
     peer_info: Arc<PeerInfo>,
@@ -58,13 +58,18 @@ pub async fn run_udp(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
-    let mut buf = vec![0u8; 65536];
-    let mut out = Vec::with_capacity(wire::MAX_DATAGRAM);
-    // The advertised TLVs are fixed at start-up (RDMA starts first).
-    let tlvs = wire::reply_tlvs(&identity, &advertise);
-    let mut drops = metrics.socket_drops(OwnSocket::UdpResponder);
-    // How long requests wait here: long on a starved or paused host.
-    let waited = metrics.host_stack(Protocol::Udp, StackStage::Responder);
+    let mut r = Responder {
+        batch: RecvBatch::new(RECV_LEN),
+        out: Vec::with_capacity(wire::MAX_DATAGRAM),
+        // The advertised TLVs are fixed at start-up (RDMA starts first).
+        tlvs: wire::reply_tlvs(&identity, &advertise),
+        drops: metrics.socket_drops(OwnSocket::UdpResponder),
+        // How long requests wait here: long on a starved or paused host.
+        waited: metrics.host_stack(Protocol::Udp, StackStage::Responder),
+        guard,
+        metrics,
+        peer_info,
+    };
     loop {
         let mut ready = tokio::select! {
             _ = &mut shutdown => return,
@@ -76,52 +81,95 @@ pub async fn run_udp(
                 }
             },
         };
-        loop {
-            let r = match recv_with_timestamp(sock.get_ref(), &mut buf) {
-                Ok(r) => {
-                    drops.observe(r.rx_drops);
-                    r
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    ready.clear_ready();
-                    break;
-                }
+        // Readiness is cleared only once the queue is empty: a drain cut
+        // short by its bound goes on at the next turn.
+        if r.drain(sock.get_ref()) {
+            ready.clear_ready();
+        }
+    }
+}
+
+/// Receive buffer per datagram: larger than any valid request, so an
+/// oversized one is seen as such (truncated) and dropped.
+const RECV_LEN: usize = wire::MAX_DATAGRAM + 1;
+
+/// Most `recvmmsg` calls one drain makes before it yields.
+const DRAIN_CALLS: usize = 64;
+
+/// The responder's state between wake-ups.
+struct Responder {
+    batch: RecvBatch,
+    out: Vec<u8>,
+    tlvs: Vec<(u16, Vec<u8>)>,
+    drops: SocketDrops,
+    waited: Histogram,
+    guard: Guard,
+    metrics: Arc<Metrics>,
+    peer_info: Arc<PeerInfo>,
+}
+
+impl Responder {
+    /// Answer what is queued on `sock`, a batch of requests per receive
+    /// call, each answered on its own as soon as it is read (its delay is
+    /// taken just before its reply leaves). `true` once the queue is
+    /// empty, `false` after [`DRAIN_CALLS`] calls.
+    fn drain(&mut self, sock: &UdpSocket) -> bool {
+        for _ in 0..DRAIN_CALLS {
+            let n = match self.batch.recv(sock, 0) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
                 Err(e) => {
                     // ICMP errors for earlier replies surface here; keep going.
                     tracing::debug!("UDP responder receive error: {e}");
                     continue;
                 }
             };
-            if let Err(reason) = guard.check(r.from.ip(), Instant::now()) {
-                metrics.responder_drop(reason.as_str());
-                continue;
+            for i in 0..n {
+                self.one(sock, i);
             }
-            if r.truncated || r.len > wire::MAX_DATAGRAM {
-                metrics.responder_drop(DropReason::Oversized.as_str());
-                continue;
+            if n < BATCH {
+                return true;
             }
-            let mut held = None;
-            let delay = || {
-                held = r.kernel_ns.map(|k| wall_ns().saturating_sub(k));
-                held.unwrap_or(0)
-            };
-            let p = match answer(&buf[..r.len], delay, &tlvs, &mut out) {
-                Ok(p) => p,
-                Err(reason) => {
-                    metrics.responder_drop(reason);
-                    continue;
-                }
-            };
-            if let Some(ns) = held {
-                waited.observe(ns as f64 * 1e-9);
+        }
+        false
+    }
+
+    /// Check, answer and count datagram `i` of the batch.
+    fn one(&mut self, sock: &UdpSocket, i: usize) {
+        let Some((data, d)) = self.batch.datagrams().nth(i) else {
+            return;
+        };
+        let r = d.received;
+        self.drops.observe(r.rx_drops);
+        if let Err(reason) = self.guard.check(r.from.ip(), Instant::now()) {
+            self.metrics.responder_drop(reason.as_str());
+            return;
+        }
+        if r.truncated || r.len > wire::MAX_DATAGRAM {
+            self.metrics.responder_drop(DropReason::Oversized.as_str());
+            return;
+        }
+        let mut held = None;
+        let delay = || {
+            held = r.kernel_ns.map(|k| wall_ns().saturating_sub(k));
+            held.unwrap_or(0)
+        };
+        let p = match answer(data, delay, &self.tlvs, &mut self.out) {
+            Ok(p) => p,
+            Err(reason) => {
+                self.metrics.responder_drop(reason);
+                return;
             }
-            peer_info.observe(r.from.ip(), &p);
-            match sock.get_ref().send_to(&out, r.from) {
-                Ok(_) => metrics.responder_reply(Protocol::Udp),
-                Err(e) => {
-                    tracing::debug!("UDP reply to {} failed: {e}", r.from);
-                    metrics.responder_drop(DropReason::SendFailed.as_str());
-                }
+        };
+        if let Some(ns) = held {
+            self.waited.observe(ns as f64 * 1e-9);
+        }
+        self.peer_info.observe(r.from.ip(), &p);
+        match sock.send_to(&self.out, r.from) {
+            Ok(_) => self.metrics.responder_reply(Protocol::Udp),
+            Err(e) => {
+                tracing::debug!("UDP reply to {} failed: {e}", r.from);
+                self.metrics.responder_drop(DropReason::SendFailed.as_str());
             }
         }
     }

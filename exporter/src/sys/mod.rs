@@ -3,6 +3,7 @@
 //! safe functions and types. Nothing here knows about probing, discovery or
 //! metrics; it may use [`crate::model`] and [`crate::wire`] types only.
 
+pub mod batch;
 pub mod caps;
 pub mod cgroup;
 pub mod completion;

@@ -115,14 +115,14 @@ fn recvmsg(
 /// What the control messages of one received message said (each field
 /// absent when the kernel attached none of its kind).
 #[derive(Debug, Default)]
-struct Control {
+pub(super) struct Control {
     /// The software timestamp (`SCM_TIMESTAMPING`), wall clock ns.
-    timestamp_ns: Option<u64>,
+    pub(super) timestamp_ns: Option<u64>,
     /// The socket's drop count (`SO_RXQ_OVFL`).
-    rx_drops: Option<u32>,
+    pub(super) rx_drops: Option<u32>,
     /// The id of a transmit timestamp (an `IP_RECVERR`/`IPV6_RECVERR` of
     /// origin `SO_EE_ORIGIN_TIMESTAMPING`, error queue only).
-    tx_id: Option<u32>,
+    pub(super) tx_id: Option<u32>,
 }
 
 /// Read the control messages of `msg`: one reader for the rx path and the
@@ -130,7 +130,7 @@ struct Control {
 ///
 /// # Safety
 /// `msg` must come from [`recvmsg`] and its control buffer still be alive.
-unsafe fn read_control(msg: &libc::msghdr) -> Control {
+pub(super) unsafe fn read_control(msg: &libc::msghdr) -> Control {
     let mut out = Control::default();
     // SAFETY: walking the control messages the kernel wrote, with the
     // CMSG_* helpers that bound every access by msg_controllen; each is
@@ -220,7 +220,7 @@ pub struct Received {
     pub rx_drops: Option<u32>,
 }
 
-fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+pub(super) fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as libc::c_int {
         libc::AF_INET => {
             // SAFETY: the family says this storage holds a sockaddr_in.
@@ -316,6 +316,20 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
 pub fn set_icmp_filter_only(fd: RawFd, echo_reply: u8) {
     let mask: u32 = !(1u32 << echo_reply);
     set_option(fd, libc::SOL_RAW, 1, &mask);
+}
+
+/// Send with the don't-fragment bit and without path-MTU bookkeeping
+/// (`IP_PMTUDISC_PROBE`) on IPv4 socket `fd`, for packets far below any
+/// MTU (datagrams above the interface MTU then fail instead of being
+/// fragmented): without DF the kernel draws a hashed IP id for every send (`__ip_select_ident`, a visible share of a busy prober's
+/// send path). Best effort.
+pub fn set_dont_fragment(fd: RawFd) -> bool {
+    set_option(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        &libc::IP_PMTUDISC_PROBE,
+    )
 }
 
 /// The source address the kernel would use towards `dst`: connecting an
