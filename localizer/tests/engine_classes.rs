@@ -335,36 +335,6 @@ fn a_slow_host_s_own_spread_is_not_a_second_fault() {
     );
 }
 
-/// A gray spine (2% on every flow) and a gray container under it (4%),
-/// eleven of whose twelve pairs cross the spine. Taken as a fault on a
-/// share of its flows, the spine explained its hit pairs away, the
-/// container's lossy ones among them, and the container was missed;
-/// its rate on every pair leaves the container's excess in view.
-#[test]
-fn a_gray_container_under_a_gray_spine_is_found_beside_it() {
-    let f = Fabric {
-        spine_of: (0..12).map(|t| t / 4).collect(),
-        hosts: 16,
-    };
-    let pairs = window_with(&f, 90.0, 1e-3, &|k, i| Effect {
-        loss: match (k, i) {
-            (Kind::Spine, "spine-1") => 0.02,
-            (Kind::Node, "node-129") => 0.04,
-            _ => 0.0,
-        },
-        ..Default::default()
-    });
-    let r = analyze(&pairs, &Config::default());
-    let mut names = named(&r);
-    names.sort();
-    assert_eq!(
-        names,
-        vec!["node:node-129:loss", "spine:spine-1:loss"],
-        "{}",
-        detail(&r)
-    );
-}
-
 /// A gray spine (2% on every flow, over half of the cross-ToR pairs,
 /// each losing a probe or two, none significant alone) and a gray
 /// container (5%) whose three pairs stay under its ToR. Pooled into the

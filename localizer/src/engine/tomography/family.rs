@@ -13,7 +13,6 @@ use crate::engine::model::Config;
 use crate::engine::stats::{binomial_loglik, binomial_upper_tail, bisect_root, normal_upper_tail};
 
 /// The model of faults accepted so far, per pair.
-#[derive(Clone)]
 pub(super) struct Model {
     /// Binomial: Σ log(1 - q) of accepted faults on the path; latency: Σ
     /// accepted delays (seconds).

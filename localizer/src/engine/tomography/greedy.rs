@@ -89,9 +89,9 @@ impl<F: Family> Greedy<'_, F> {
     }
 
     /// Add an accepted fault to the model: its effect on every pair it
-    /// crosses, or (ECMP on a share of its flows) its hit pairs as explained.
+    /// crosses, or (ECMP) its hit pairs as explained.
     fn apply(&self, model: &mut Model, v: &Verdict) {
-        if v.ecmp && !v.whole {
+        if v.ecmp {
             for &i in &v.hit {
                 model.explained[i as usize] = true;
             }

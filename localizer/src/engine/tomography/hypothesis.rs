@@ -38,11 +38,6 @@ pub(super) struct Verdict {
     /// Pairs showing the symptom (sorted).
     pub(super) hit: Vec<u32>,
     pub(super) ecmp: bool,
-    /// An ECMP fault that hits every flow: it
-    /// is added to the model as an effect on all its pairs (like any other
-    /// component), not by explaining its hit pairs away — a fault stacked
-    /// under it (a gray container) keeps the excess on its pairs.
-    pub(super) whole: bool,
     pub(super) passes: bool,
     /// Other ECMP columns hitting exactly the same pairs: the hit flows
     /// cannot tell them apart (reported as equivalent).
@@ -69,11 +64,6 @@ impl Chance {
         }
     }
 }
-
-/// Largest share of an ECMP fault's hit pairs that may still show the
-/// symptom once its rate over all its pairs is on every one of them, for
-/// it to count as a fault on every flow.
-const WHOLE_LEFT_SHARE: f64 = 0.25;
 
 /// Level of the coverage shortfall test: fewer hit pairs than a fault of
 /// the fitted size makes is evidence against the candidate only when this
@@ -136,7 +126,6 @@ impl<F: Family> Tester<'_, F> {
             effect: f.effect(param),
             hit: Vec::new(),
             ecmp: is_ecmp(self.m.columns[j].kind),
-            whole: false,
             passes: false,
             also: Vec::new(),
         };
@@ -187,30 +176,6 @@ impl<F: Family> Tester<'_, F> {
         v.passes = p_count < self.level
             && m_hit >= config.ecmp_min_fraction * full.min(n_pairs)
             && f.big_enough(hit, param_hit);
-        v.whole = v.passes && self.hits_every_flow(model, rows, hit, param_all);
-    }
-
-    /// Whether an ECMP candidate hits every flow: as many of its pairs
-    /// show the symptom as its rate over all of them (`param_all`) makes
-    /// show it (coverage), and that rate on every pair leaves few of them
-    /// still showing it (at most [`WHOLE_LEFT_SHARE`] of its hit pairs; a
-    /// fault stacked under it may hold a few). A fault on a share of its
-    /// flows fails one or the other: its hit pairs lose far more than the
-    /// rate spread over all pairs, or too few pairs show it.
-    fn hits_every_flow(&self, model: &Model, rows: &[u32], hit: &[u32], param_all: f64) -> bool {
-        let f = self.family;
-        if !self.coverage_ok(model, rows, hit.len() as f64, param_all) {
-            return false;
-        }
-        let mut with = model.clone();
-        for &i in rows {
-            with.effect[i as usize] += f.effect(param_all);
-        }
-        let left = hit
-            .iter()
-            .filter(|&&i| f.anomalous(&with, i as usize))
-            .count();
-        left as f64 <= WHOLE_LEFT_SHARE * hit.len() as f64
     }
 
     /// Non-ECMP rule: robustness, effect size, coverage overall and outside
