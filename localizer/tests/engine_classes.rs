@@ -334,3 +334,34 @@ fn a_slow_host_s_own_spread_is_not_a_second_fault() {
         detail(&r)
     );
 }
+
+/// A gray spine (2% on every flow, over half of the cross-ToR pairs,
+/// each losing a probe or two, none significant alone) and a gray
+/// container (5%) whose three pairs stay under its ToR. Pooled into the
+/// fabric's background, the spine lifted it several-fold and the
+/// container's pairs no longer stood out: before the fix it was missed.
+/// The background read again without the spine's pairs shows it.
+#[test]
+fn a_gray_spine_does_not_hide_a_gray_container_elsewhere() {
+    let f = Fabric {
+        spine_of: (0..12).map(|t| t / 4).collect(),
+        hosts: 16,
+    };
+    let pairs = window_with(&f, 90.0, 1e-3, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Spine, "spine-1") => 0.02,
+            (Kind::Node, "node-128") => 0.05,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    let mut names = named(&r);
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["node:node-128:loss", "spine:spine-1:loss"],
+        "{}",
+        detail(&r)
+    );
+}

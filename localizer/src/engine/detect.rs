@@ -161,6 +161,48 @@ fn binomial_obs(n: Vec<f64>, k: Vec<f64>, floor: f64, ceiling: f64, level: f64) 
     }
 }
 
+/// The loss evidence with its background re-read without the pairs that
+/// cross `faulty` columns (accepted loss faults), when that is at most
+/// half the first reading; `None` otherwise. A gray fault on a large
+/// component (2% on a spine's third of the pairs, a probe or two lost per
+/// pair, none significant alone) is pooled into the first reading and
+/// lifts it several-fold, hiding a gray container beside it.
+pub fn rebased_loss(
+    loss: &BinomialObs,
+    m: &PathMatrix,
+    faulty: &[usize],
+    config: &Config,
+) -> Option<BinomialObs> {
+    let mut crosses = vec![false; loss.n.len()];
+    for &j in faulty {
+        for &i in m.col(j) {
+            if let Some(c) = crosses.get_mut(i as usize) {
+                *c = true;
+            }
+        }
+    }
+    let (n, k): (Vec<f64>, Vec<f64>) = loss
+        .n
+        .iter()
+        .zip(&loss.k)
+        .zip(&crosses)
+        .filter(|(_, &c)| !c)
+        .map(|((&n, &k), _)| (n, k))
+        .unzip();
+    let level = config.pair_alpha / loss.n.len().max(1) as f64;
+    let rest = background_rate(&n, &k, config.min_background_loss, level);
+    if n.iter().sum::<f64>() <= 0.0 || rest > 0.5 * loss.background {
+        return None;
+    }
+    Some(binomial_obs(
+        loss.n.clone(),
+        loss.k.clone(),
+        rest,
+        rest,
+        level,
+    ))
+}
+
 /// Run the per-pair tests. `pairs` and `matrix` must come from the same
 /// slice (the matrix supplies the path classes).
 pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evidence {

@@ -105,9 +105,14 @@ fn analyze_usable(
         .unzip();
     let matrix = topology::PathMatrix::build(&rows);
     let t1 = std::time::Instant::now();
-    let evidence = detect::detect(&rows, &matrix, config);
+    let mut evidence = detect::detect(&rows, &matrix, config);
     let t2 = std::time::Instant::now();
     let mut report = tomography::localize(&matrix, &evidence, config);
+    let faulty = loss_fault_columns(&matrix, &report);
+    if let Some(loss) = detect::rebased_loss(&evidence.loss, &matrix, &faulty, config) {
+        evidence.loss = loss;
+        report = tomography::localize(&matrix, &evidence, config);
+    }
     hold_tor_verdicts(&mut report, &rows, config);
     drop_departed_containers(&mut report, &rows);
     for f in &mut report.faults {
@@ -136,6 +141,20 @@ fn analyze_usable(
             localize: t3 - t2,
         },
     )
+}
+
+/// The matrix columns of the report's loss and unreachable faults.
+fn loss_fault_columns(m: &topology::PathMatrix, report: &Report) -> Vec<usize> {
+    report
+        .faults
+        .iter()
+        .filter(|f| matches!(f.symptom, Symptom::Loss | Symptom::Unreachable))
+        .filter_map(|f| {
+            m.columns
+                .iter()
+                .position(|c| c.kind == f.kind && c.id == f.id)
+        })
+        .collect()
 }
 
 /// Drop the ToR loss verdicts that the per-path rows of their pairs do
