@@ -117,6 +117,17 @@ pub struct Tally {
 type Coord = [u32; 3];
 
 impl Grid {
+    /// A grid of TP × DP × PP ranks in `order`, `gpus_per_host` to a host.
+    pub fn new(tp: u32, dp: u32, pp: u32, order: Order, gpus_per_host: Option<u32>) -> Grid {
+        Grid {
+            tp,
+            dp,
+            pp,
+            order,
+            gpus_per_host,
+        }
+    }
+
     /// The rank's coordinates.
     pub fn coord(&self, r: u32) -> Coord {
         let t = r % self.tp;

@@ -17,16 +17,6 @@ impl Lcg {
     }
 }
 
-fn grid(tp: u32, dp: u32, pp: u32, order: Order, gpus_per_host: Option<u32>) -> Grid {
-    Grid {
-        tp,
-        dp,
-        pp,
-        order,
-        gpus_per_host,
-    }
-}
-
 /// The skeleton `l` predicts, with `missing` in 1,000 connections dropped
 /// and `noise` random ones (between hosts) added.
 fn skeleton(l: &Layout, missing: u64, noise: usize, seed: u64) -> JobGraph {
@@ -67,7 +57,7 @@ fn usual(g: Grid) -> Layout {
 
 #[test]
 fn a_megatron_grid_is_recovered_through_noise_and_missed_connections() {
-    let truth = grid(4, 8, 4, Order::TpDpPp, None);
+    let truth = Grid::new(4, 8, 4, Order::TpDpPp, None);
     let inf = infer(&skeleton(&usual(truth), 100, 10, 7));
     let g = inf.grid.expect("a grid").grid;
     assert_eq!(g.partition_key(), truth.partition_key(), "{inf:?}");
@@ -81,7 +71,7 @@ fn a_megatron_grid_is_recovered_through_noise_and_missed_connections() {
 #[test]
 fn dp_and_pp_are_told_apart_by_shape_or_named_as_megatron_orders_them() {
     // TP, PP, DP order; the pipelines are chains, the DP groups rings.
-    let truth = grid(2, 4, 4, Order::TpPpDp, None);
+    let truth = Grid::new(2, 4, 4, Order::TpPpDp, None);
     let inf = infer(&skeleton(&usual(truth), 0, 0, 9));
     assert!(inf.determined, "{inf:?}");
     assert_eq!(inf.grid.expect("a grid").grid, truth);
@@ -101,11 +91,11 @@ fn dp_and_pp_are_told_apart_by_shape_or_named_as_megatron_orders_them() {
 #[test]
 fn other_orders_and_host_sizes_are_told_apart() {
     for truth in [
-        grid(2, 4, 4, Order::TpPpDp, None),
-        grid(8, 16, 1, Order::TpDpPp, Some(8)),
-        grid(8, 4, 4, Order::TpPpDp, Some(8)),
-        grid(2, 8, 2, Order::TpDpPp, Some(4)),
-        grid(4, 8, 4, Order::TpDpPp, Some(16)),
+        Grid::new(2, 4, 4, Order::TpPpDp, None),
+        Grid::new(8, 16, 1, Order::TpDpPp, Some(8)),
+        Grid::new(8, 4, 4, Order::TpPpDp, Some(8)),
+        Grid::new(2, 8, 2, Order::TpDpPp, Some(4)),
+        Grid::new(4, 8, 4, Order::TpDpPp, Some(16)),
     ] {
         let inf = infer(&skeleton(&usual(truth), 50, 5, 3));
         let g = inf.grid.expect("a grid").grid;
@@ -129,7 +119,7 @@ fn a_skeleton_without_structure_is_not_determined() {
 
 #[test]
 fn out_of_range_and_repeated_edges_count_once_or_not_at_all() {
-    let mut job = skeleton(&usual(grid(1, 8, 1, Order::TpDpPp, None)), 0, 0, 1);
+    let mut job = skeleton(&usual(Grid::new(1, 8, 1, Order::TpDpPp, None)), 0, 0, 1);
     let clean = infer(&job).score;
     job.edges.push((1, 0));
     job.edges.push((3, 3));
@@ -142,7 +132,7 @@ fn one_ring_of_all_ranks_is_data_parallel() {
     // A single ring: DP, or a pipeline with its wrap-around link: the same
     // group, named DP, the usual one.
     let inf = infer(&skeleton(
-        &usual(grid(1, 64, 1, Order::TpDpPp, None)),
+        &usual(Grid::new(1, 64, 1, Order::TpDpPp, None)),
         0,
         0,
         5,

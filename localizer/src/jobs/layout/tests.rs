@@ -1,21 +1,11 @@
 use super::*;
 
-fn grid(tp: u32, dp: u32, pp: u32, order: Order, gpus_per_host: Option<u32>) -> Grid {
-    Grid {
-        tp,
-        dp,
-        pp,
-        order,
-        gpus_per_host,
-    }
-}
-
 #[test]
 fn coordinates_follow_the_order_and_back() {
-    let g = grid(2, 3, 4, Order::TpDpPp, None);
+    let g = Grid::new(2, 3, 4, Order::TpDpPp, None);
     assert_eq!(g.coord(3), [1, 1, 0]);
     assert_eq!(g.coord(6), [0, 0, 1]);
-    let h = grid(2, 3, 4, Order::TpPpDp, None);
+    let h = Grid::new(2, 3, 4, Order::TpPpDp, None);
     assert_eq!(h.coord(3), [1, 0, 1]);
     assert_eq!(h.coord(8), [0, 1, 0]);
     for r in 0..24 {
@@ -38,7 +28,7 @@ fn the_tally_counts_what_the_shapes_predict() {
     ] {
         for order in [Order::TpDpPp, Order::TpPpDp] {
             for gph in [None, Some(2), Some(8)] {
-                let g = grid(tp, dp, pp, order, gph);
+                let g = Grid::new(tp, dp, pp, order, gph);
                 let n = tp * dp * pp;
                 let all: Vec<(u32, u32)> = (0..n)
                     .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
@@ -63,7 +53,7 @@ fn the_tally_counts_what_the_shapes_predict() {
 #[test]
 fn connections_inside_a_host_are_not_predicted() {
     // TP 8 in a host of 8: nothing of TP on the network.
-    let t = grid(8, 2, 1, Order::TpDpPp, Some(8)).tally(&[]);
+    let t = Grid::new(8, 2, 1, Order::TpDpPp, Some(8)).tally(&[]);
     assert_eq!(t.expected[0], [0, 0, 0]);
     // DP pairs 0-8, 1-9, ...: eight visible ring connections.
     assert_eq!(t.expected[1][0], 8);
@@ -71,7 +61,7 @@ fn connections_inside_a_host_are_not_predicted() {
 
 #[test]
 fn groups_partition_the_ranks_by_the_other_coordinates() {
-    let g = grid(2, 2, 2, Order::TpDpPp, None);
+    let g = Grid::new(2, 2, 2, Order::TpDpPp, None);
     assert_eq!(g.group_of(0, GroupKind::Tp), g.group_of(1, GroupKind::Tp));
     assert_ne!(g.group_of(0, GroupKind::Tp), g.group_of(2, GroupKind::Tp));
     assert_eq!(g.group_of(0, GroupKind::Dp), g.group_of(2, GroupKind::Dp));
@@ -80,7 +70,7 @@ fn groups_partition_the_ranks_by_the_other_coordinates() {
     assert_eq!(g.shared(0, 3), None);
     // TP, PP, DP with DP and PP swapped stands for the same groups.
     assert_eq!(
-        grid(2, 3, 4, Order::TpPpDp, None).partition_key(),
-        grid(2, 4, 3, Order::TpDpPp, None).partition_key()
+        Grid::new(2, 3, 4, Order::TpPpDp, None).partition_key(),
+        Grid::new(2, 4, 3, Order::TpDpPp, None).partition_key()
     );
 }
