@@ -4,10 +4,11 @@
 //! A [`Grid`] places the ranks (the degrees, the rank order, the GPUs per
 //! host); connections between GPUs of one host go over NVLink and never show
 //! on the network. Each kind of group talks in one of a few shapes (NCCL
-//! rings and trees, pipeline chains); [`Grid::tally`] counts, in one pass
-//! over the observed edges and one over the ranks, the predicted and the
-//! observed-and-predicted connections of every shape of every kind, so that
-//! every combination of shapes is scored without another pass.
+//! rings and trees, pipeline chains); [`Grid::hits`] (a pass over the
+//! observed edges) and [`Grid::expected`] (a pass over the ranks) count the
+//! observed-and-predicted and the predicted connections of every shape of
+//! every kind, so that every combination of shapes is scored without
+//! another pass.
 
 use serde::Serialize;
 
@@ -188,14 +189,6 @@ impl Grid {
             && self
                 .shared(a, b)
                 .is_some_and(|(k, i, j)| shapes[k].links(i, j, self.degree(k)))
-    }
-
-    /// The counts every shape combination is scored from (see [`Tally`]).
-    pub fn tally(&self, edges: &[(u32, u32)]) -> Tally {
-        Tally {
-            hits: self.hits(edges),
-            expected: self.expected(),
-        }
     }
 
     /// Observed connections each shape of each kind predicts.

@@ -102,18 +102,23 @@ pub fn grids(n: u32) -> Vec<Grid> {
                     continue;
                 }
                 for gpus_per_host in HOSTS {
-                    out.push(Grid {
-                        tp,
-                        dp,
-                        pp,
-                        order,
-                        gpus_per_host,
-                    });
+                    out.push(Grid::new(tp, dp, pp, order, gpus_per_host));
                 }
             }
         }
     }
     out
+}
+
+/// F1 of `expected` predicted connections, `hits` of them among the
+/// `observed` ones.
+fn f1(hits: u64, observed: usize, expected: u64) -> f64 {
+    let total = observed as f64 + expected as f64;
+    if total > 0.0 {
+        2.0 * hits as f64 / total
+    } else {
+        0.0
+    }
 }
 
 /// Every shape combination of `grid` with its F1 against `observed` edges.
@@ -124,22 +129,15 @@ fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = (f64, 
         .map(move |s| {
             let hits: u64 = (0..3).map(|k| t.hits[k][s[k]]).sum();
             let expected: u64 = (0..3).map(|k| t.expected[k][s[k]]).sum();
-            let total = observed as f64 + expected as f64;
-            let f1 = if total > 0.0 {
-                2.0 * hits as f64 / total
-            } else {
-                0.0
-            };
             let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
-            (f1, Layout { grid, shapes })
+            (f1(hits, observed, expected), Layout { grid, shapes })
         })
 }
 
-/// Every layout of `n` ranks with its F1, best first as far as it matters:
-/// a grid whose hits alone cannot bring it within [`MARGIN`] of the best
-/// so far is not counted out in full (the expensive part) but kept as its
-/// bound (F1 ≤ 2h / (observed + h), since every hit is also predicted),
-/// all shapes at once.
+/// Every layout of `n` ranks with its F1. A grid whose hits alone cannot
+/// bring it within [`MARGIN`] of the best so far is not counted out in
+/// full (the expensive part) but kept once, with its bound as its score
+/// (F1 ≤ 2h / (observed + h), since every hit is also predicted).
 fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<(f64, Layout)> {
     let observed = edges.len();
     let mut best = 0.0f64;
@@ -150,11 +148,7 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<(f64, Layout)> {
             .iter()
             .map(|k| k.iter().max().copied().unwrap_or(0))
             .sum();
-        let bound = if observed > 0 {
-            2.0 * h as f64 / (observed as f64 + h as f64)
-        } else {
-            0.0
-        };
+        let bound = f1(h, observed, h);
         if bound < best - MARGIN {
             let shapes = [SHAPES[0][0], SHAPES[1][0], SHAPES[2][0]];
             all.push((bound, Layout { grid: g, shapes }));
@@ -233,18 +227,10 @@ fn choose(all: &[(f64, Layout)], best: f64) -> &(f64, Layout) {
             host,
         )
     };
-    let mut near = all.iter().filter(|(s, _)| *s >= best - MARGIN);
-    let mut pick = near.next().unwrap_or(&all[0]);
-    for c in near {
-        if rank(&c.1)
-            .cmp(&rank(&pick.1))
-            .then(pick.0.total_cmp(&c.0))
-            .is_lt()
-        {
-            pick = c;
-        }
-    }
-    pick
+    all.iter()
+        .filter(|(s, _)| *s >= best - MARGIN)
+        .min_by(|a, b| rank(&a.1).cmp(&rank(&b.1)).then(b.0.total_cmp(&a.0)))
+        .unwrap_or(&all[0])
 }
 
 /// `l`'s groups of `kind` with more than one rank.
