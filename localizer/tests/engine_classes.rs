@@ -235,6 +235,24 @@ fn a_tiny_significant_excess_is_not_paged_and_a_gray_nic_is() {
     assert!(r.faults.len() > 1, "{}", detail(&r));
 }
 
+/// Twelve ToRs over three spines, 16 hosts, rows of 10 probes × 9 rounds
+/// over a 0.1% background, with spine-1 losing 2% of every flow and
+/// container `node` losing `loss`.
+fn gray_spine_and_container(node: &str, loss: f64) -> Vec<PairStats> {
+    let f = Fabric {
+        spine_of: (0..12).map(|t| t / 4).collect(),
+        hosts: 16,
+    };
+    window_with(&f, 90.0, 1e-3, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Spine, "spine-1") => 0.02,
+            (Kind::Node, n) if n == node => loss,
+            _ => 0.0,
+        },
+        ..Default::default()
+    })
+}
+
 /// A gray spine (2% loss on every flow) next to a gray container, rows of
 /// 10 probes × 9 rounds over a 0.1% background: one lost probe is no sign,
 /// so only about a tenth of the spine's pairs show it. Before the fix the
@@ -243,18 +261,7 @@ fn a_tiny_significant_excess_is_not_paged_and_a_gray_nic_is() {
 /// paged as a dozen ToRs.
 #[test]
 fn a_gray_spine_is_one_spine_not_its_tors() {
-    let f = Fabric {
-        spine_of: (0..12).map(|t| t / 4).collect(),
-        hosts: 16,
-    };
-    let pairs = window_with(&f, 90.0, 1e-3, &|k, i| Effect {
-        loss: match (k, i) {
-            (Kind::Spine, "spine-1") => 0.02,
-            (Kind::Node, "node-7") => 0.028,
-            _ => 0.0,
-        },
-        ..Default::default()
-    });
+    let pairs = gray_spine_and_container("node-7", 0.028);
     let r = analyze(&pairs, &Config::default());
     let names = named(&r);
     assert!(
@@ -343,18 +350,7 @@ fn a_slow_host_s_own_spread_is_not_a_second_fault() {
 /// The background read again without the spine's pairs shows it.
 #[test]
 fn a_gray_spine_does_not_hide_a_gray_container_elsewhere() {
-    let f = Fabric {
-        spine_of: (0..12).map(|t| t / 4).collect(),
-        hosts: 16,
-    };
-    let pairs = window_with(&f, 90.0, 1e-3, &|k, i| Effect {
-        loss: match (k, i) {
-            (Kind::Spine, "spine-1") => 0.02,
-            (Kind::Node, "node-128") => 0.05,
-            _ => 0.0,
-        },
-        ..Default::default()
-    });
+    let pairs = gray_spine_and_container("node-128", 0.05);
     let r = analyze(&pairs, &Config::default());
     let mut names = named(&r);
     names.sort();
