@@ -81,22 +81,37 @@ pub fn start_both(
     a_peers: &str,
     b_peers: &str,
 ) -> Result<(ChildGuard, ChildGuard)> {
+    start_both_with(p, dir, probing, [a_peers, b_peers], &[])
+}
+
+/// [`start_both`] with extra command-line flags for `a` (the exporter
+/// under test; `b` is its plain peer). `peers` are `a`'s and `b`'s
+/// `discovery:` lines. The one place the tests start an exporter pair.
+pub fn start_both_with(
+    p: &Pair,
+    dir: &Path,
+    probing: Probing,
+    peers: [&str; 2],
+    a_flags: &[&str],
+) -> Result<(ChildGuard, ChildGuard)> {
     let Probing {
         interval,
         timeout,
         protocols,
     } = probing;
+    let [a_peers, b_peers] = peers;
     let b = start(
         &p.b,
         dir,
         "b",
         &config("b", "198.18.1.2", interval, timeout, protocols, b_peers),
     )?;
-    let a = start(
+    let a = start_with(
         &p.a,
         dir,
         "a",
         &config("a", "198.18.1.1", interval, timeout, protocols, a_peers),
+        a_flags,
     )?;
     Ok((a, b))
 }

@@ -10,7 +10,9 @@
 //! series stay apart (under its address) and its loss never lands on `b`.
 
 use anyhow::Result;
-use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start, Pair, UDP};
+use skeletonhunter_tests::exporter::{
+    config, counts, pair, scrape, start, start_both, Pair, Probing, UDP,
+};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::netns::{veth, Netns};
 use skeletonhunter_tests::servers::TempDir;
@@ -187,10 +189,12 @@ fn a_second_exporter_cannot_take_a_live_peers_name() {
     veth(&p.a, "a1", "198.18.2.1/24", &c, "c0", "198.18.2.2/24").unwrap();
     let dir = TempDir::new("exidtwo").unwrap();
     let peers = "  static:\n    - {address: \"198.18.1.2\"}\n    - {address: \"198.18.2.2\"}\n";
-    let cfg =
-        |node: &str, ip: &str, discovery: &str| config(node, ip, "50ms", "2s", "udp", discovery);
-    let mut a = start(&p.a, dir.path(), "a", &cfg("a", "198.18.1.1", peers)).unwrap();
-    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "")).unwrap();
+    let probing = Probing {
+        interval: "50ms",
+        timeout: "2s",
+        protocols: "udp",
+    };
+    let (mut a, _b) = start_both(&p, dir.path(), probing, peers, "").unwrap();
     let udp =
         |body: &str, dst: &str| counts(body, &format!("dst_node=\"{dst}\""), "protocol=\"udp\"");
     let answered = |body: &str, dst: &str| udp(body, dst).2;
@@ -201,7 +205,13 @@ fn a_second_exporter_cannot_take_a_live_peers_name() {
         || (answered(&scrape(&p.a).ok()?, "b") >= 5.0).then_some(()),
     )
     .unwrap();
-    let mut impostor = start(&c, dir.path(), "impostor", &cfg("b", "198.18.2.2", "")).unwrap();
+    let Probing {
+        interval,
+        timeout,
+        protocols,
+    } = probing;
+    let impostor_cfg = config("b", "198.18.2.2", interval, timeout, protocols, "");
+    let mut impostor = start(&c, dir.path(), "impostor", &impostor_cfg).unwrap();
     let body = wait_until(
         "the impostor's replies counted as conflicts",
         Duration::from_secs(30),

@@ -6,7 +6,7 @@
 //! took is given back. See docs/reliability.md.
 
 use skeletonhunter_tests::exporter::{
-    config, counts, pair, scrape, start, start_with, static_peer, METRICS,
+    config, counts, pair, scrape, start_both, start_both_with, static_peer, Probing, METRICS,
 };
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::http::http_request;
@@ -20,6 +20,13 @@ use std::time::{Duration, Instant};
 
 const IDLE: usize = 400;
 
+/// Both exporters probe each other over UDP and TCP every 50 ms.
+const UDP_TCP: Probing = Probing {
+    interval: "50ms",
+    timeout: "500ms",
+    protocols: "udp, tcp",
+};
+
 #[test]
 fn idle_connections_beyond_the_limit_keep_metrics_and_tcp_probes_honest() {
     if !require_privileges("idle_connections_beyond_the_limit_keep_metrics_and_tcp_probes_honest") {
@@ -27,15 +34,11 @@ fn idle_connections_beyond_the_limit_keep_metrics_and_tcp_probes_honest() {
     }
     let p = pair("exidle").unwrap();
     let dir = TempDir::new("exidle").unwrap();
-    let cfg = |node: &str, ip: &str, peer: &str| {
-        config(node, ip, "50ms", "500ms", "udp, tcp", &static_peer(peer))
-    };
-    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "198.18.1.1")).unwrap();
-    let a = start_with(
-        &p.a,
+    let (a, _b) = start_both_with(
+        &p,
         dir.path(),
-        "a",
-        &cfg("a", "198.18.1.1", "198.18.1.2"),
+        UDP_TCP,
+        [&static_peer("198.18.1.2"), &static_peer("198.18.1.1")],
         &[
             "--http-max-connections",
             "32",
@@ -129,15 +132,21 @@ fn sighup_and_post_reload_apply_peers_and_keep_counters() {
     }
     let p = pair("exrld").unwrap();
     let dir = TempDir::new("exrld").unwrap();
-    let cfg = |node: &str, ip: &str, disc: &str| config(node, ip, "20ms", "200ms", "udp", disc);
-    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "")).unwrap();
-    let mut a = start(
-        &p.a,
-        dir.path(),
-        "a",
-        &cfg("a", "198.18.1.1", &static_peer("198.18.1.2")),
-    )
-    .unwrap();
+    let probing = Probing {
+        interval: "20ms",
+        timeout: "200ms",
+        protocols: "udp",
+    };
+    let (mut a, _b) = start_both(&p, dir.path(), probing, &static_peer("198.18.1.2"), "").unwrap();
+    // a's config as rewritten below: the same probing, other peers.
+    let cfg = |disc: &str| {
+        let Probing {
+            interval,
+            timeout,
+            protocols,
+        } = probing;
+        config("a", "198.18.1.1", interval, timeout, protocols, disc)
+    };
     let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
     wait_until(
         "a to probe b",
@@ -152,7 +161,7 @@ fn sighup_and_post_reload_apply_peers_and_keep_counters() {
     // SIGHUP with a second (silent) peer added: the process lives on, the
     // new peer appears, b's counters continue from where they were.
     let two = "  static:\n    - {address: \"198.18.1.2\"}\n    - {address: \"198.18.1.9\"}\n";
-    std::fs::write(dir.path().join("a.yaml"), cfg("a", "198.18.1.1", two)).unwrap();
+    std::fs::write(dir.path().join("a.yaml"), cfg(two)).unwrap();
     let before = udp(&scrape(&p.a).unwrap());
     kill(a.pid() as i32, libc::SIGHUP).unwrap();
     let body = wait_until(
@@ -197,11 +206,7 @@ fn sighup_and_post_reload_apply_peers_and_keep_counters() {
     );
 
     // Back to one peer over POST: 200, the silent peer's series go.
-    std::fs::write(
-        dir.path().join("a.yaml"),
-        cfg("a", "198.18.1.1", &static_peer("198.18.1.2")),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("a.yaml"), cfg(&static_peer("198.18.1.2"))).unwrap();
     let (status, text) = post_reload(&p);
     assert_eq!(status, 200, "{text}");
     wait_until(
@@ -258,11 +263,8 @@ fn a_burst_of_connections_gives_its_memory_back() {
     }
     let p = pair("exmem").unwrap();
     let dir = TempDir::new("exmem").unwrap();
-    let cfg = |node: &str, ip: &str, peer: &str| {
-        config(node, ip, "50ms", "500ms", "udp, tcp", &static_peer(peer))
-    };
-    let _b = start(&p.b, dir.path(), "b", &cfg("b", "198.18.1.2", "198.18.1.1")).unwrap();
-    let mut a = start(&p.a, dir.path(), "a", &cfg("a", "198.18.1.1", "198.18.1.2")).unwrap();
+    let (a_peers, b_peers) = (static_peer("198.18.1.2"), static_peer("198.18.1.1"));
+    let (mut a, _b) = start_both(&p, dir.path(), UDP_TCP, &a_peers, &b_peers).unwrap();
     let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
     wait_until(
         "a to probe b",
