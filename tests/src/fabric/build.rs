@@ -1,7 +1,8 @@
 //! Wiring the namespaces into a routed fabric, and checking that it routes.
 
+use super::overlay::{node_mac, overlay_address, OVERLAY_MTU, OVERLAY_PREFIX};
 use super::topology::{
-    link_addresses, tenant_of_rail, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
+    link_addresses, tenant_of_rail, DataPlane, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
 };
 use crate::netns::{attach, bridge, veth, Netns};
 use anyhow::{bail, ensure, Context, Result};
@@ -10,10 +11,22 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::time::Duration;
 
 impl Fabric {
-    /// Build the fabric and check that it routes: every container reaches a
-    /// container under the other ToR, and `mon` reaches every container's
-    /// management address.
+    /// Build the fabric with a routed data plane (each host routes its
+    /// containers' /28) and check that it routes: every container reaches
+    /// a container under the other ToR, and `mon` reaches every
+    /// container's management address.
     pub fn new(spec: FabricSpec) -> Result<Fabric> {
+        Fabric::build(spec, DataPlane::Routed)
+    }
+
+    /// The same fabric with a VXLAN overlay: containers share one flat
+    /// subnet across hosts, tunnelled between the hosts' NICs (see
+    /// [`DataPlane::Vxlan`]).
+    pub fn overlay(spec: FabricSpec) -> Result<Fabric> {
+        Fabric::build(spec, DataPlane::Vxlan)
+    }
+
+    fn build(spec: FabricSpec, data_plane: DataPlane) -> Result<Fabric> {
         ensure!(spec.tors >= 1 && spec.tors <= 50, "tors must be 1..=50");
         ensure!(spec.spines >= 1 && spec.spines <= 8, "spines must be 1..=8");
         ensure!(
@@ -47,6 +60,7 @@ impl Fabric {
 
         let mut fabric = Fabric {
             spec,
+            data_plane,
             nodes: Vec::new(),
             hosts: Vec::new(),
             tors: Vec::new(),
@@ -63,6 +77,9 @@ impl Fabric {
                     fabric.add_node(t, h, c)?;
                 }
             }
+        }
+        if data_plane == DataPlane::Vxlan {
+            fabric.wire_overlay()?;
         }
         fabric.check_connectivity()?;
         Ok(fabric)
@@ -88,13 +105,14 @@ impl Fabric {
                 &format!("sp{s}"),
                 &format!("{tor_ip}/30"),
             )?;
-            spine.ns.ip(&[
-                "route",
-                "add",
-                &format!("198.18.{t}.0/24"),
-                "via",
-                &tor_ip.to_string(),
-            ])?;
+            // The overlay's tunnels run between the hosts' NIC addresses.
+            let routed = match self.data_plane {
+                DataPlane::Routed => format!("198.18.{t}.0/24"),
+                DataPlane::Vxlan => format!("198.19.{t}.0/24"),
+            };
+            spine
+                .ns
+                .ip(&["route", "add", &routed, "via", &tor_ip.to_string()])?;
             gateways.push(spine_ip.to_string());
         }
         if let [one] = gateways.as_slice() {
@@ -131,14 +149,19 @@ impl Fabric {
             "up0",
             &format!("{nic_ip}/30"),
         )?;
-        tor.ns.ip(&[
-            "route",
-            "add",
-            &format!("198.18.{t}.{}/28", h * 16),
-            "via",
-            &nic_ip.to_string(),
-        ])?;
-        bridge(&ns, "br0", &format!("198.18.{t}.{}/28", h * 16 + 1))?;
+        if self.data_plane == DataPlane::Routed {
+            tor.ns.ip(&[
+                "route",
+                "add",
+                &format!("198.18.{t}.{}/28", h * 16),
+                "via",
+                &nic_ip.to_string(),
+            ])?;
+            bridge(&ns, "br0", &format!("198.18.{t}.{}/28", h * 16 + 1))?;
+        } else {
+            bridge(&ns, "br0", "")?;
+            Fabric::add_vtep(&ns, nic_ip)?;
+        }
         ns.ip(&["route", "add", "default", "via", &tor_ip.to_string()])?;
         self.hosts.push(Host {
             ns,
@@ -155,18 +178,28 @@ impl Fabric {
         let ns = Netns::new(&format!("t{t}h{h}c{c}"))?;
         let host = self.hosts.last().context("add_node before add_host")?;
         let gw = Ipv4Addr::new(198, 18, t as u8, (h * 16 + 1) as u8);
-        let data_ip = Ipv4Addr::new(198, 18, t as u8, (h * 16 + 2 + c) as u8);
+        let (data_ip, prefix) = match self.data_plane {
+            DataPlane::Routed => (Ipv4Addr::new(198, 18, t as u8, (h * 16 + 2 + c) as u8), 28),
+            DataPlane::Vxlan => (overlay_address(index), OVERLAY_PREFIX),
+        };
         let veth_host = format!("c{c}");
         veth(
             &ns,
             "eth0",
-            &format!("{data_ip}/28"),
+            &format!("{data_ip}/{prefix}"),
             &host.ns,
             &veth_host,
             "",
         )?;
         attach(&host.ns, &veth_host, "br0")?;
-        ns.ip(&["route", "add", "default", "via", &gw.to_string()])?;
+        if self.data_plane == DataPlane::Routed {
+            ns.ip(&["route", "add", "default", "via", &gw.to_string()])?;
+        } else {
+            // One flat subnet, no gateway; room for the tunnel's header.
+            let mtu = OVERLAY_MTU.to_string();
+            let mac = node_mac(index);
+            ns.ip(&["link", "set", "eth0", "address", &mac, "mtu", &mtu])?;
+        }
 
         let mgmt_ip = Ipv4Addr::new(198, 19, 200, (10 + index) as u8);
         let mon_if = format!("m{index}");

@@ -1,5 +1,6 @@
 //! Fault injection: loss at a ToR or a spine, a dead ToR–spine link, a
-//! host's NIC link down, a container cut off the data plane. The
+//! host's NIC link down, a container cut off the data plane (the overlay's
+//! own faults are in `overlay.rs`). The
 //! management network is never touched, so the monitoring keeps seeing
 //! every exporter.
 
@@ -119,6 +120,6 @@ impl Fabric {
         for n in &self.nodes {
             self.isolate_node(n, false)?;
         }
-        Ok(())
+        self.clear_overlay_faults()
     }
 }

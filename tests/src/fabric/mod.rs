@@ -37,7 +37,8 @@
 //!
 //! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
 //! their lookups; `build` wires the namespaces and checks they route;
-//! `faults` injects and clears faults; `noise` starves or pauses an
+//! `faults` injects and clears faults; `overlay` builds the VXLAN data
+//! plane ([`Fabric::overlay`]) and its faults; `noise` starves or pauses an
 //! exporter (a busy host, not a fault); `stack` starts the monitoring stack
 //! on top (`opts` says how, `shipped` reads the shipped timing), from the
 //! configs `config` writes; `alerts`
@@ -53,6 +54,7 @@ mod faults;
 mod flows;
 mod noise;
 mod opts;
+mod overlay;
 pub mod ports;
 mod shipped;
 mod stack;
@@ -69,5 +71,5 @@ pub use noise::{CpuQuota, Pauses};
 pub use opts::{StackOpts, Timing};
 pub use stack::{start_exporters, Stack};
 pub use topology::{
-    link_addresses, tenant_of_rail, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
+    link_addresses, tenant_of_rail, DataPlane, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
 };

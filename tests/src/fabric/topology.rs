@@ -49,6 +49,19 @@ impl FabricSpec {
     }
 }
 
+/// How containers reach each other across hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPlane {
+    /// Each host routes its containers' /28 behind its bridge; ToRs and
+    /// spines route those subnets (a routed container network).
+    Routed,
+    /// An overlay: every container in one subnet on its host's bridge
+    /// (the virtual switch), hosts joined by VXLAN tunnels between their
+    /// NIC addresses over the routed underlay, forwarding entries written
+    /// statically (no flooding, no learning), as overlay CNIs program them.
+    Vxlan,
+}
+
 /// A training container: one exporter runs in its namespace.
 #[derive(Debug)]
 pub struct Node {
@@ -108,6 +121,8 @@ pub struct Tor {
 pub struct Fabric {
     /// The size it was built with.
     pub spec: FabricSpec,
+    /// How containers reach each other.
+    pub data_plane: DataPlane,
     // Field order is drop order: endpoints first, the monitoring namespace last.
     /// Containers, ToR by ToR, host by host.
     pub nodes: Vec<Node>,
