@@ -2,7 +2,8 @@
 //!
 //! Builds the end-to-end fabric (2 ToRs × 3 hosts × 2 containers, a spine,
 //! a monitoring namespace; for `--fault link` the multipath fabric of 3
-//! ToRs × 2 hosts under 3 spines), starts an exporter per container, Prometheus
+//! ToRs × 2 hosts under 3 spines, for `--fault overlay` the same fabric
+//! with a VXLAN overlay between the hosts), starts an exporter per container, Prometheus
 //! with the shipped rules, Alertmanager with the shipped config and the
 //! localizer; waits for a healthy baseline, injects a fault, prints the
 //! localization and the alert as Alertmanager holds it, removes the fault,
@@ -14,7 +15,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_tests::fabric::{
-    link_addresses, ports, remove_namespaces_of, FabricSpec, Stack, StackOpts,
+    link_addresses, ports, remove_namespaces_of, DataPlane, FabricSpec, Stack, StackOpts,
 };
 use skeletonhunter_tests::sys::{geteuid, SignalSet};
 use std::net::SocketAddr;
@@ -22,13 +23,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const USAGE: &str =
-    "usage: skeletonhunter-demo [--fault tor|host|node|link] [--loss PERCENT] [--no-localizer]
+    "usage: skeletonhunter-demo [--fault tor|host|node|link|overlay] [--loss PERCENT] [--no-localizer]
 
   --fault tor    PERCENT% packet loss at ToR tor1 (default; PERCENT defaults to 30)
   --fault host   take host host-t0-h1's NIC link down
   --fault node   make container t1-h0-c1 unreachable on the data plane
   --fault link   on a multipath fabric (3 ToRs x 2 hosts under 3 spines, 15
                  probe flows per pair), drop everything on the link tor0-spine1
+  --fault overlay on a fabric whose containers share a VXLAN overlay, block
+                 host host-t0-h1's tunnel (UDP 4789): its containers lose every
+                 other host, still reach each other, and its underlay answers
   --no-localizer run without the localizer: show live probe metrics only
 
 Run as root. The binaries skeletonhunter-exporter and skeletonhunter-localizer
@@ -40,6 +44,7 @@ enum Fault {
     Host,
     Node,
     Link,
+    Overlay,
 }
 
 /// The link of `--fault link`: (ToR, spine).
@@ -60,7 +65,7 @@ fn parse_args() -> Result<Args> {
             "--fault" => {
                 kind = it
                     .next()
-                    .context("--fault needs a value (tor, host, node or link)")?;
+                    .context("--fault needs a value (tor, host, node, link or overlay)")?;
             }
             "--loss" => {
                 let v = it.next().context("--loss needs a value (1..=99)")?;
@@ -83,7 +88,8 @@ fn parse_args() -> Result<Args> {
         "host" => Fault::Host,
         "node" => Fault::Node,
         "link" => Fault::Link,
-        other => bail!("--fault {other:?}: expected tor, host, node or link"),
+        "overlay" => Fault::Overlay,
+        other => bail!("--fault {other:?}: expected tor, host, node, link or overlay"),
     };
     Ok(Args { fault, localizer })
 }
@@ -176,8 +182,10 @@ fn run(args: Args) -> Result<()> {
     }
     let (exporter, localizer) = binaries(&args)?;
     let mut opts = StackOpts::new(exporter, localizer);
-    if args.fault == Fault::Link {
-        opts.spec = FabricSpec::multipath();
+    match args.fault {
+        Fault::Link => opts.spec = FabricSpec::multipath(),
+        Fault::Overlay => opts.data_plane = DataPlane::Vxlan,
+        Fault::Tor(_) | Fault::Host | Fault::Node => {}
     }
 
     step(1, "building the fabric and starting everything");
@@ -278,6 +286,18 @@ fn describe_fault(stack: &Stack, fault: Fault) -> (String, Vec<(&'static str, St
             "container t1-h0-c1 unreachable on the data plane".into(),
             vec![("node", "t1-h0-c1".into())],
         ),
+        // Nothing in the analysis tells the overlay from the underlay yet:
+        // the host (or its NIC) is the nearest verdict it can give.
+        Fault::Overlay => {
+            let h = &stack.fabric.hosts[1];
+            (
+                format!(
+                    "the VXLAN tunnel of {} blocked (its containers still reach each other, its underlay answers)",
+                    h.name
+                ),
+                vec![("host", h.name.clone()), ("nic", h.nic_ip.to_string())],
+            )
+        }
         // Any verdict is shown: whether it names the link is printed.
         Fault::Link => (
             format!(
@@ -389,6 +409,7 @@ fn inject(stack: &Stack, fault: Fault, on: bool) -> Result<()> {
         Fault::Tor(p) => f.tor_loss(1, if on { p } else { 0 }),
         Fault::Host => f.host_link(&f.hosts[1], !on),
         Fault::Node => f.isolate_node(f.node("t1-h0-c1")?, on),
+        Fault::Overlay => f.tunnel_blocked(&f.hosts[1], on),
     }
 }
 

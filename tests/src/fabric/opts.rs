@@ -2,7 +2,7 @@
 //! intervals that keep the end-to-end tests within minutes or the shipped
 //! timing (`StackOpts::shipped`, in `shipped.rs`).
 
-use super::topology::FabricSpec;
+use super::topology::{DataPlane, FabricSpec};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +23,8 @@ pub struct StackOpts {
     pub timing: Timing,
     /// Fabric size.
     pub spec: FabricSpec,
+    /// How containers reach each other (routed, or a VXLAN overlay).
+    pub data_plane: DataPlane,
     /// The exporter binary to run in every container.
     pub exporter_bin: PathBuf,
     /// `None`: no localizer (the demo's fallback, or a test of the rules alone).
@@ -62,6 +64,7 @@ impl StackOpts {
         StackOpts {
             timing: Timing::Test,
             spec: FabricSpec::default(),
+            data_plane: DataPlane::Routed,
             exporter_bin,
             localizer_bin,
             probe_interval: Duration::from_millis(200),

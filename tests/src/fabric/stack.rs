@@ -7,7 +7,7 @@ use super::config::{
 };
 use super::opts::{StackOpts, Timing};
 use super::ports;
-use super::topology::Fabric;
+use super::topology::{DataPlane, Fabric};
 use crate::process::ChildGuard;
 use crate::servers::{self, Server, ServerOpts, TempDir};
 use crate::sink::Sink;
@@ -69,7 +69,10 @@ impl Stack {
     /// namespace. Returns once every server is ready; call
     /// [`Stack::wait_healthy`] before injecting faults.
     pub fn start(opts: &StackOpts) -> Result<Stack> {
-        let fabric = Fabric::new(opts.spec)?;
+        let fabric = match opts.data_plane {
+            DataPlane::Routed => Fabric::new(opts.spec)?,
+            DataPlane::Vxlan => Fabric::overlay(opts.spec)?,
+        };
         let dir = TempDir::new("stack")?;
         let exporters = start_exporters(&fabric, opts, dir.path())?;
 
