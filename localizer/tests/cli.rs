@@ -293,8 +293,19 @@ fn simulated_fault_is_localized_through_the_cli() {
         .map(std::string::String::as_str)
         .collect();
     keys.sort();
-    assert_eq!(keys, ["id", "kind", "p_value", "pairs", "score", "symptom"]);
+    assert_eq!(
+        keys,
+        ["id", "jobs", "kind", "p_value", "pairs", "score", "symptom"]
+    );
     assert!(v["pairs_anomalous"].as_u64().unwrap() > 10);
+    // The simulator puts every rank in one job; its ToRs are per rail, so
+    // the ToR's 8 hosts give 8 ranks under it, of 32 hosts x 4 rails.
+    let jobs = faults[0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["ranks_under"], 8, "{jobs:?}");
+    assert_eq!(jobs[0]["ranks"], 128, "{jobs:?}");
+    let (hit, all) = (jobs[0]["pairs_hit"].as_u64(), jobs[0]["pairs"].as_u64());
+    assert!(hit > Some(0) && hit < all, "{jobs:?}");
 }
 
 #[test]

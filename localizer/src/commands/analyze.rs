@@ -6,6 +6,7 @@ use super::flags::{parse_size, EngineArgs};
 use crate::engine::pipeline::analyze;
 use crate::input::csv::{self, CsvOptions, ReadError, DEFAULT_MAX_PAIRS};
 use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
+use crate::jobs::impact::impact;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -75,6 +76,15 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let mut json = serde_json::to_value(&report)?;
     if let serde_json::Value::Object(map) = &mut json {
         map.insert("probes_per_row".into(), serde_json::to_value(&probes)?);
+        // Which jobs (tenants) each verdict hurts, where the log says.
+        if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
+            for (f, out) in report.faults.iter().zip(faults.iter_mut()) {
+                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), f.kind, &f.id);
+                if let (false, serde_json::Value::Object(o)) = (jobs.is_empty(), out) {
+                    o.insert("jobs".into(), serde_json::to_value(&jobs)?);
+                }
+            }
+        }
     }
     let out = if args.pretty {
         serde_json::to_string_pretty(&json)?

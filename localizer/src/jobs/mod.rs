@@ -19,6 +19,7 @@
 //! Pure: no I/O, tested on constructed skeletons; the command reading and
 //! writing JSON is `commands/jobs.rs`.
 
+pub mod impact;
 pub mod layout;
 
 use layout::{Grid, GroupKind, Order, Shape, Tally, SHAPES};

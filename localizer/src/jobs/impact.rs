@@ -1,0 +1,216 @@
+//! Which training jobs a blamed component hurts, and how badly: the first
+//! question of whoever is paged.
+//!
+//! A job is a `tenant` (the identity label the exporters carry), its ranks
+//! the probed nodes of that tenant and its skeleton the probed pairs whose
+//! two ends both belong to it (a pair between two jobs is neither's
+//! traffic). For a component, a job's ranks *under* it are those placed
+//! beneath it (the component is part of the rank's own identity: its host,
+//! its ToR, …); its ranks *hit* are the ends of the job's pairs whose path
+//! crosses it ([`crosses`]), which for a ToR includes the peers under
+//! other ToRs whose traffic goes through it.
+//!
+//! Pure: identities in, counts out; the online loop and `analyze` feed it
+//! the pairs they analyzed.
+
+use serde::Serialize;
+use skeletonhunter_common::topology::{crosses, Identity, Kind};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How one component touches one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobImpact {
+    /// The job (the ranks' `tenant`).
+    pub job: String,
+    /// Ranks of the job placed beneath the component (0 for components
+    /// that are no one's placement: links, traced hops).
+    pub ranks_under: usize,
+    /// Ranks of the job with a skeleton pair crossing the component.
+    pub ranks_hit: usize,
+    /// Ranks of the job among the probed pairs.
+    pub ranks: usize,
+    /// The job's skeleton pairs crossing the component.
+    pub pairs_hit: usize,
+    /// The job's skeleton pairs.
+    pub pairs: usize,
+}
+
+/// Whether `(kind, id)` is part of `node`'s own placement.
+fn placed_under(node: &Identity, kind: Kind, id: &str) -> bool {
+    match kind {
+        Kind::Hop | Kind::Link | Kind::Tenant => false,
+        k => node.get(k) == id,
+    }
+}
+
+#[derive(Default)]
+struct Tally<'a> {
+    ranks: BTreeSet<&'a str>,
+    under: BTreeSet<&'a str>,
+    hit: BTreeSet<&'a str>,
+    pairs: usize,
+    pairs_hit: usize,
+}
+
+/// The jobs component `(kind, id)` touches, most ranks hit first (then
+/// most pairs hit, then by name); jobs it does not touch are left out.
+/// `pairs` are the analyzed (prober, responder) pairs; a node without a
+/// tenant belongs to no job.
+pub fn impact<'a, I>(pairs: I, kind: Kind, id: &str) -> Vec<JobImpact>
+where
+    I: IntoIterator<Item = (&'a Identity, &'a Identity)>,
+{
+    let mut jobs: BTreeMap<&'a str, Tally<'a>> = BTreeMap::new();
+    for (a, b) in pairs {
+        if a.tenant.is_empty() || a.tenant != b.tenant {
+            continue;
+        }
+        let t = jobs.entry(a.tenant.as_str()).or_default();
+        t.pairs += 1;
+        for end in [a, b] {
+            t.ranks.insert(&end.node);
+            if placed_under(end, kind, id) {
+                t.under.insert(&end.node);
+            }
+        }
+        if crosses(a, b, kind, id) {
+            t.pairs_hit += 1;
+            t.hit.insert(&a.node);
+            t.hit.insert(&b.node);
+        }
+    }
+    let mut out: Vec<JobImpact> = jobs
+        .into_iter()
+        .filter(|(_, t)| t.pairs_hit > 0)
+        .map(|(job, t)| JobImpact {
+            job: job.to_string(),
+            ranks_under: t.under.len(),
+            ranks_hit: t.hit.len(),
+            ranks: t.ranks.len(),
+            pairs_hit: t.pairs_hit,
+            pairs: t.pairs,
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        (y.ranks_hit, y.pairs_hit)
+            .cmp(&(x.ranks_hit, x.pairs_hit))
+            .then_with(|| x.job.cmp(&y.job))
+    });
+    out
+}
+
+/// One line for an alert annotation: at most `most` jobs, e.g. `job-a: 3
+/// of 6 ranks under it, 5 hit (7 of 12 pairs); +2 more jobs`. Empty when
+/// no job is touched.
+pub fn summary(impacts: &[JobImpact], most: usize) -> String {
+    let mut parts: Vec<String> = impacts
+        .iter()
+        .take(most)
+        .map(|j| {
+            let under = if j.ranks_under > 0 {
+                format!(
+                    "{} of {} ranks under it, {} hit",
+                    j.ranks_under, j.ranks, j.ranks_hit
+                )
+            } else {
+                format!("{} of {} ranks hit", j.ranks_hit, j.ranks)
+            };
+            format!("{}: {under} ({} of {} pairs)", j.job, j.pairs_hit, j.pairs)
+        })
+        .collect();
+    if impacts.len() > most {
+        parts.push(format!("+{} more jobs", impacts.len() - most));
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rank `r` of `job` on host `h` under ToR `t` (one spine block).
+    fn rank(job: &str, r: usize, t: usize, h: usize) -> Identity {
+        Identity {
+            node: format!("{job}-{r}"),
+            nic: format!("nic-t{t}-h{h}"),
+            host: format!("host-t{t}-h{h}"),
+            tor: format!("tor{t}"),
+            spine: "s0".into(),
+            pod: "p0".into(),
+            tenant: job.into(),
+        }
+    }
+
+    /// Two jobs of 4 ranks, one per host on 4 hosts (2 per ToR), each a
+    /// ring; plus one pair between the jobs and one rank without a job.
+    fn fleet() -> Vec<(Identity, Identity)> {
+        let mut pairs = Vec::new();
+        for job in ["a", "b"] {
+            let ranks: Vec<Identity> = (0..4).map(|r| rank(job, r, r / 2, r % 2)).collect();
+            for r in 0..4 {
+                pairs.push((ranks[r].clone(), ranks[(r + 1) % 4].clone()));
+            }
+        }
+        pairs.push((rank("a", 0, 0, 0), rank("b", 3, 1, 1)));
+        let mut stray = rank("", 9, 0, 0);
+        stray.tenant.clear();
+        pairs.push((stray.clone(), rank("a", 1, 0, 1)));
+        pairs
+    }
+
+    fn of(pairs: &[(Identity, Identity)], kind: Kind, id: &str) -> Vec<JobImpact> {
+        impact(pairs.iter().map(|(a, b)| (a, b)), kind, id)
+    }
+
+    #[test]
+    fn a_tor_touches_the_ranks_under_it_and_their_peers_across() {
+        let pairs = fleet();
+        let tor0 = of(&pairs, Kind::Tor, "tor0");
+        assert_eq!(tor0.len(), 2, "{tor0:?}");
+        for (j, name) in tor0.iter().zip(["a", "b"]) {
+            // Ring 0-1-2-3-0: ranks 0, 1 under tor0; pairs 1-2 and 3-0
+            // cross it (0-1 stays under it and crosses it too: same ToR).
+            assert_eq!(j.job, name);
+            assert_eq!((j.ranks_under, j.ranks, j.pairs), (2, 4, 4), "{j:?}");
+            assert_eq!((j.ranks_hit, j.pairs_hit), (4, 3), "{j:?}");
+        }
+        // The cross-job pair and the job-less rank count for no one.
+        assert!(tor0.iter().all(|j| j.pairs == 4));
+    }
+
+    #[test]
+    fn a_node_touches_its_job_only() {
+        let pairs = fleet();
+        let hit = of(&pairs, Kind::Node, "b-2");
+        assert_eq!(
+            hit,
+            vec![JobImpact {
+                job: "b".into(),
+                ranks_under: 1,
+                ranks_hit: 3,
+                ranks: 4,
+                pairs_hit: 2,
+                pairs: 4,
+            }]
+        );
+        assert!(of(&pairs, Kind::Node, "nobody").is_empty());
+        assert!(of(&pairs, Kind::Link, "198.19.0.1").is_empty());
+    }
+
+    #[test]
+    fn most_hit_first_and_the_summary_is_bounded() {
+        let mut pairs = fleet();
+        // A third job entirely under host-t1-h1: hit there more than the others.
+        for r in 0..3 {
+            pairs.push((rank("c", r, 1, 1), rank("c", (r + 1) % 3, 1, 1)));
+        }
+        let h = of(&pairs, Kind::Host, "host-t1-h1");
+        let names: Vec<&str> = h.iter().map(|j| j.job.as_str()).collect();
+        assert_eq!(names, ["c", "a", "b"], "{h:?}");
+        assert_eq!(
+            summary(&h, 1),
+            "c: 3 of 3 ranks under it, 3 hit (3 of 3 pairs); +2 more jobs"
+        );
+        assert_eq!(summary(&[], 3), "");
+    }
+}
