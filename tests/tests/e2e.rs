@@ -390,10 +390,14 @@ fn e2e_faults_are_localized_and_alerted() {
             if dashboards.is_none() {
                 dashboards = Some(dashboards_have_data(stack));
             }
-            if browser && sc.expect[0].0 == "tor" {
-                if let Err(e) = status_page_shows(stack, &sc.expect[0]) {
-                    failures.push(format!("status page: {e:#}"));
-                }
+            if sc.expect[0].0 == "tor" {
+                let jobs = stack.check_jobs_under_tor(&sc.expect[0].1);
+                failures.extend(jobs.err().map(|e| format!("jobs: {e:#}")));
+                let page = browser.then(|| status_page_shows(stack, &sc.expect[0]));
+                failures.extend(
+                    page.and_then(Result::err)
+                        .map(|e| format!("status page: {e:#}")),
+                );
             }
         };
         match run_scenario(&mut stack, sc, opts.settle_time(), &mut during) {

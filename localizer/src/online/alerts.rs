@@ -10,9 +10,17 @@
 
 use crate::clients::alertmanager::{rfc3339, PostableAlert};
 use crate::engine::model::Symptom;
+use crate::jobs::impact::{summary, JobImpact};
 use skeletonhunter_common::topology::{Component, Identity, Kind};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
+
+/// Most jobs kept per finding (metrics series and the status page); the
+/// alert's annotation names the first [`JOBS_ANNOTATED`].
+pub const MAX_JOBS: usize = 20;
+
+/// Jobs named in the `jobs` annotation (the rest are counted).
+const JOBS_ANNOTATED: usize = 5;
 
 /// Name of every component alert the localizer sends.
 pub const ALERT_NAME: &str = "SkeletonHunterComponentFaulty";
@@ -93,6 +101,9 @@ pub struct Finding {
     pub context: BTreeMap<String, String>,
     /// A few human-readable lines of evidence (worst pairs).
     pub evidence: Vec<String>,
+    /// The jobs the component hurts, most ranks hit first (at most
+    /// [`MAX_JOBS`]).
+    pub jobs: Vec<JobImpact>,
     /// The anomalous pairs the fault explains (prober, responder); not
     /// posted, used to tell a new fault from leftovers of a cleared one.
     pub hit_pairs: Vec<(Identity, Identity)>,
@@ -286,6 +297,11 @@ pub fn alert_for(
         ));
         annotations.insert("equivalent".into(), eq.join(","));
     }
+    if !f.jobs.is_empty() {
+        let jobs = summary(&f.jobs, JOBS_ANNOTATED);
+        description.push_str(&format!(" Jobs hurt: {jobs}."));
+        annotations.insert("jobs".into(), jobs);
+    }
     annotations.insert("description".into(), description);
     annotations.insert("pairs".into(), f.pairs.to_string());
     annotations.insert("score".into(), format!("{:.4}", f.score));
@@ -346,6 +362,11 @@ impl AlertBook {
     /// The firing alerts as (key, symptom label), for the metrics.
     pub fn active_alerts(&self) -> impl Iterator<Item = (&AlertKey, Symptom)> {
         self.active.iter().map(|(k, a)| (k, a.opened))
+    }
+
+    /// The firing alerts' latest findings, for the job impact series.
+    pub fn active_findings(&self) -> impl Iterator<Item = &Finding> {
+        self.active.values().map(|a| &a.finding)
     }
 
     /// Apply the findings of a trusted cycle at `now`: new findings start

@@ -147,6 +147,11 @@ impl Localizer {
                 severity: k.severity.as_str().to_string(),
             })
             .collect();
+        decided.jobs = self
+            .book
+            .active_findings()
+            .map(|f| (f.component.clone(), f.jobs.clone()))
+            .collect();
         self.log_outcome(&outcome);
         let record = CycleRecord {
             ended: SystemTime::now(),

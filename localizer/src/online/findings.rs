@@ -1,8 +1,9 @@
 //! From an engine report to what the online loop acts on: alert findings
 //! with their evidence lines, and the blame per component it serves.
 
-use super::alerts::{context_labels, Finding};
+use super::alerts::{context_labels, Finding, MAX_JOBS};
 use crate::engine::model::{PairStats, Report, Symptom};
+use crate::jobs::impact::impact;
 use skeletonhunter_common::topology::{crosses, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -118,6 +119,12 @@ pub fn findings(
                     .collect(),
                 context: context_labels(&c, topology.values()),
                 evidence: evidence(&c, f.symptom, pairs),
+                jobs: {
+                    let ends = pairs.iter().map(|p| (&p.src, &p.dst));
+                    let mut jobs = impact(ends, c.kind, &c.id);
+                    jobs.truncate(MAX_JOBS);
+                    jobs
+                },
                 symptom: f.symptom,
                 score: f.score,
                 p_value: f.p_value,

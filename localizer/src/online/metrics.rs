@@ -106,6 +106,8 @@ pub struct Metrics {
     pub components_unknown: Gauge,
     /// `skeletonhunter_component_alerting`.
     pub alerting: Family<AlertLabels, Gauge>,
+    /// `skeletonhunter_localizer_job_impact_ranks`.
+    pub job_impact: Family<JobImpactLabels, Gauge>,
     /// `skeletonhunter_localizer_analysis_duration_seconds`.
     pub analysis_duration: FloatGauge,
     /// `skeletonhunter_config_last_reload_successful`.
@@ -163,6 +165,7 @@ impl Metrics {
             pairs_expected: Gauge::default(),
             components_unknown: Gauge::default(),
             alerting: Family::default(),
+            job_impact: Family::default(),
             analysis_duration: FloatGauge::default(),
             reload_successful: Gauge::default(),
             reload_success_time: FloatGauge::default(),
@@ -350,6 +353,11 @@ fn register_coverage(r: &mut Registry, m: &Metrics) {
         "skeletonhunter_component_alerting",
         "1 for each component alert the localizer holds firing (labels: its identity as posted to Alertmanager)",
         m.alerting.clone(),
+    );
+    r.register(
+        "skeletonhunter_localizer_job_impact_ranks",
+        "Ranks of a job (tenant) an alerting component touches: placed beneath it (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)",
+        m.job_impact.clone(),
     );
 }
 

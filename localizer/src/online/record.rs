@@ -26,6 +26,8 @@ use crate::clients::prometheus::QueryFailure;
 use crate::engine::model::Report;
 use crate::input::histograms::RttForm;
 use crate::input::promql::QueryKind;
+use crate::jobs::impact::JobImpact;
+use skeletonhunter_common::topology::Component;
 use std::time::{Duration, SystemTime};
 
 /// Why a cycle whose queries answered still had nothing to analyze.
@@ -182,6 +184,8 @@ pub(super) struct Decided {
     pub(super) analysis: Option<Duration>,
     /// The alerts held firing after the cycle.
     pub(super) firing: Vec<AlertLabels>,
+    /// The alerting components and the jobs each touches.
+    pub(super) jobs: Vec<(Component, Vec<JobImpact>)>,
     /// Alerts that fired or resolved in the cycle.
     pub(super) events: Vec<Event>,
 }
@@ -260,6 +264,7 @@ impl CycleRecord {
         }
         m.alerts_firing.set(self.decided.firing.len() as i64);
         m.set_alerting(self.decided.firing.iter().cloned());
+        m.set_job_impact(&self.decided.jobs);
         if let Outcome::Ok(report) = &self.outcome {
             m.last_success.set(unix_seconds(self.ended));
             m.mark_cycle_ok();

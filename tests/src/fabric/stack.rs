@@ -11,7 +11,8 @@ use super::topology::{DataPlane, Fabric};
 use crate::process::ChildGuard;
 use crate::servers::{self, Server, ServerOpts, TempDir};
 use crate::sink::Sink;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -209,6 +210,33 @@ impl Stack {
             .iter()
             .filter_map(AlertView::from_json)
             .collect())
+    }
+
+    /// Check the `jobs` annotation of the localizer's alert on ToR `tor`
+    /// (by name) names each job (tenant) with exactly the ranks the fabric
+    /// placed under the ToR, of all the job's ranks, as the fabric placed
+    /// them; the error says what the annotation says instead.
+    pub fn check_jobs_under_tor(&self, tor: &str) -> Result<()> {
+        let mut placed: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for n in &self.fabric.nodes {
+            let e = placed.entry(n.identity.tenant.as_str()).or_default();
+            e.0 += usize::from(n.identity.tor == tor);
+            e.1 += 1;
+        }
+        let alerts = self.component_alerts()?;
+        let alert = alerts
+            .iter()
+            .find(|a| a.kind == "tor" && a.component == tor)
+            .with_context(|| format!("no alert on tor {tor}"))?;
+        let jobs = alert.json["annotations"]["jobs"].as_str().unwrap_or("");
+        for (job, (under, all)) in placed {
+            let want = format!("{job}: {under} of {all} ranks under it");
+            ensure!(
+                jobs.contains(&want),
+                "jobs annotation {jobs:?} lacks {want:?}"
+            );
+        }
+        Ok(())
     }
 
     /// Alerts that blame a fabric component (kind node, nic, host, tor,

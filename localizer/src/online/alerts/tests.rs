@@ -22,6 +22,7 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
         equivalent: vec![],
         context: BTreeMap::from([(kind.label_name().to_string(), id.to_string())]),
         evidence: vec!["a -> b: 30% loss".into()],
+        jobs: Vec::new(),
         hit_pairs: vec![],
     }
 }
@@ -38,6 +39,32 @@ fn repo_file(path: &str) -> String {
         .join("..")
         .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn an_alert_names_the_jobs_it_hurts_and_none_when_there_are_none() {
+    let mut f = finding(Kind::Tor, "t1", "loss");
+    let a = alert_for(&f, f.symptom, t(1), t(2), &AlertLinks::default(), false);
+    assert!(!a.annotations.contains_key("jobs"), "{:?}", a.annotations);
+    let job = |name: &str, under, hit| crate::jobs::impact::JobImpact {
+        job: name.into(),
+        ranks_under: under,
+        ranks_hit: hit,
+        ranks: 64,
+        pairs_hit: hit,
+        pairs: 128,
+    };
+    f.jobs = (0..7)
+        .map(|i| job(&format!("job-{i}"), 8 - i, 24 - i))
+        .collect();
+    let a = alert_for(&f, f.symptom, t(1), t(2), &AlertLinks::default(), false);
+    let jobs = &a.annotations["jobs"];
+    assert!(
+        jobs.starts_with("job-0: 8 of 64 ranks under it, 24 hit (24 of 128 pairs); job-1: 7 of 64"),
+        "{jobs}"
+    );
+    assert!(jobs.ends_with("; +2 more jobs"), "{jobs}");
+    assert!(a.annotations["description"].contains("Jobs hurt: job-0: 8 of 64"));
 }
 
 #[test]

@@ -44,6 +44,7 @@ fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
         equivalent: Vec::new(),
         context: BTreeMap::new(),
         evidence: Vec::new(),
+        jobs: Vec::new(),
         hit_pairs,
     }
 }

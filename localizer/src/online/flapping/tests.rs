@@ -27,6 +27,7 @@ fn finding(kind: Kind, cid: &str, symptom: Symptom) -> Finding {
         equivalent: Vec::new(),
         context: BTreeMap::new(),
         evidence: Vec::new(),
+        jobs: Vec::new(),
         hit_pairs,
     }
 }

@@ -50,6 +50,22 @@ pub struct ComponentLabels {
     pub id: String,
 }
 
+/// Labels of `skeletonhunter_localizer_job_impact_ranks`: one job touched
+/// by one alerting component, and which count (`scope`: `under`, the ranks
+/// placed beneath it; `hit`, the ranks whose skeleton pairs cross it;
+/// `all`, the job's ranks).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobImpactLabels {
+    /// The component's kind.
+    pub kind: String,
+    /// The component's id.
+    pub component: String,
+    /// The job (tenant).
+    pub job: String,
+    /// `under`, `hit` or `all`.
+    pub scope: &'static str,
+}
+
 /// Labels of `skeletonhunter_component_alerting`: one series per alert the
 /// localizer holds firing, with its identity.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -2,8 +2,9 @@
 //! encoding also takes, the last report for `/report`, and when a cycle
 //! last analyzed complete data, for `/-/ready`.
 
-use super::{AlertLabels, ComponentLabels, HistogramsLabels, Metrics};
+use super::{AlertLabels, ComponentLabels, HistogramsLabels, JobImpactLabels, Metrics};
 use crate::input::histograms::RttForm;
+use crate::jobs::impact::JobImpact;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
 use skeletonhunter_common::topology::Component;
@@ -45,6 +46,33 @@ impl Metrics {
         self.alerting.clear();
         for l in alerts {
             self.alerting.get_or_create(&l).set(1);
+        }
+    }
+
+    /// Replace the job impact series with those of the alerting
+    /// components (each with the jobs its latest finding touches).
+    pub fn set_job_impact<'a>(
+        &self,
+        alerting: impl IntoIterator<Item = &'a (Component, Vec<JobImpact>)>,
+    ) {
+        let _g = lock(&self.update);
+        self.job_impact.clear();
+        for (c, jobs) in alerting {
+            for j in jobs {
+                for (scope, ranks) in [
+                    ("under", j.ranks_under),
+                    ("hit", j.ranks_hit),
+                    ("all", j.ranks),
+                ] {
+                    let l = JobImpactLabels {
+                        kind: c.kind.as_str().to_string(),
+                        component: c.id.clone(),
+                        job: j.job.clone(),
+                        scope,
+                    };
+                    self.job_impact.get_or_create(&l).set(ranks as i64);
+                }
+            }
         }
     }
 

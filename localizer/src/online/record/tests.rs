@@ -1,5 +1,6 @@
 use super::*;
 use crate::engine::model::{Blame, Symptom};
+use crate::jobs::impact::JobImpact;
 use crate::online::status::PageInfo;
 use skeletonhunter_common::topology::{Component, Kind};
 
@@ -32,6 +33,18 @@ fn event(id: &str) -> Event {
 
 /// A usable cycle that read one shard and posted to two Alertmanagers,
 /// one of which refused.
+/// A job with 8 of its 64 ranks under the ToR, 24 hit.
+fn llama() -> JobImpact {
+    JobImpact {
+        job: "llama".into(),
+        ranks_under: 8,
+        ranks_hit: 24,
+        ranks: 64,
+        pairs_hit: 40,
+        pairs: 128,
+    }
+}
+
 fn ok_cycle() -> CycleRecord {
     let report = Report {
         pairs_observed: 30,
@@ -80,6 +93,7 @@ fn ok_cycle() -> CycleRecord {
                 symptom: "loss".into(),
                 severity: "critical".into(),
             }],
+            jobs: vec![(Component::new(Kind::Tor, "t1"), vec![llama()])],
             events: (0..EVENTS_CAP + 2)
                 .map(|i| event(&format!("t{i}")))
                 .collect(),
@@ -131,6 +145,9 @@ fn a_usable_cycle_sets_every_series_to_its_figures() {
             "skeletonhunter_localizer_alerts_dropped_total{alertmanager=\"http://b:9093\"} 5",
             "skeletonhunter_localizer_alerts_firing 1",
             "skeletonhunter_component_alerting{kind=\"tor\",id=\"t1\",symptom=\"loss\",severity=\"critical\"} 1",
+            "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",component=\"t1\",job=\"llama\",scope=\"under\"} 8",
+            "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",component=\"t1\",job=\"llama\",scope=\"hit\"} 24",
+            "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",component=\"t1\",job=\"llama\",scope=\"all\"} 64",
             "skeletonhunter_localizer_last_success_timestamp_seconds 1700000000.0",
             "skeletonhunter_localizer_pairs_observed 30",
             "skeletonhunter_localizer_pairs_anomalous 4",
@@ -201,6 +218,7 @@ fn a_failed_cycle_counts_its_errors_and_leaves_the_last_usable_figures() {
         ],
     );
     assert!(!text(&m).contains("skeletonhunter_component_alerting{"));
+    assert!(!text(&m).contains("skeletonhunter_localizer_job_impact_ranks{"));
     let history = board.snapshot().history;
     assert_eq!(history[1].result, CycleResult::QueryFailed);
     assert_eq!((history[1].pairs, history[1].covered), (None, (0, 32)));

@@ -4,6 +4,7 @@
 use super::{Cell, Evidence, Matrix, Verdict, VerdictState, LINES_CAP};
 use crate::engine::model::{PairStats, Report, Symptom};
 use crate::engine::stats;
+use crate::jobs::impact::summary;
 use crate::online::alerts::{severity, AlertKey, Finding};
 use skeletonhunter_common::topology::{path_class, Component, PathClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,12 +42,25 @@ pub fn verdicts(report: &Report, found: &[Finding], pairs: &[PairStats]) -> Vec<
                     loss: ratio(hit.iter().map(|p| (p.lost, p.sent))),
                     unanswered: ratio(hit.iter().map(|p| (p.failed_dials, p.rounds))),
                     latency_shift_seconds: latency_shift(&fault.hit_pairs, pairs, &classes),
-                    lines: f.evidence.iter().take(LINES_CAP).cloned().collect(),
+                    lines: jobs_line(f)
+                        .into_iter()
+                        .chain(f.evidence.iter().cloned())
+                        .take(LINES_CAP)
+                        .collect(),
                 },
             }
         })
         .collect()
 }
+
+/// The jobs a finding hurts, as the first evidence line an on-call
+/// engineer reads (none when it touches no job).
+fn jobs_line(f: &Finding) -> Option<String> {
+    (!f.jobs.is_empty()).then(|| format!("jobs hurt: {}", summary(&f.jobs, JOBS_SHOWN)))
+}
+
+/// Jobs named on a verdict's line of the page.
+const JOBS_SHOWN: usize = 3;
 
 /// Mark which verdicts are alerted (`active`: the alerts held firing after
 /// the cycle, with their symptom), add the alerted components not blamed
@@ -268,6 +282,7 @@ mod tests {
             equivalent: vec![],
             context: BTreeMap::new(),
             evidence: vec!["a -> b: 30.0% loss".into()],
+            jobs: Vec::new(),
             hit_pairs: vec![],
         }
     }
@@ -305,6 +320,25 @@ mod tests {
         assert!((e.latency_shift_seconds.unwrap() - 3e-4).abs() < 1e-12);
         assert_eq!(v[0].severity, Severity::Critical);
         assert_eq!(v[0].state, VerdictState::Pending);
+        assert_eq!(e.lines, ["a -> b: 30.0% loss"]);
+        // The jobs it hurts come first.
+        let mut hurting = finding(tor, Symptom::Loss);
+        hurting.jobs = vec![crate::jobs::impact::JobImpact {
+            job: "llama".into(),
+            ranks_under: 2,
+            ranks_hit: 3,
+            ranks: 8,
+            pairs_hit: 2,
+            pairs: 9,
+        }];
+        let v = verdicts(&report, &[hurting], &pairs);
+        assert_eq!(
+            v[0].evidence.lines,
+            [
+                "jobs hurt: llama: 2 of 8 ranks under it, 3 hit (2 of 9 pairs)",
+                "a -> b: 30.0% loss"
+            ]
+        );
     }
 
     #[test]
