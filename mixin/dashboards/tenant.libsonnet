@@ -69,5 +69,13 @@ function(c)
               [g.hide(['Time', 'Value'])],
               "The job's nodes and where each sits: NIC, host, ToR, spine, network pod.",
               defaults={ unit: 'none' }),
+      g.table(
+        'Alerting components hurting the job', g.pos(0, 42, 24, 6),
+        [g.tableTarget('max by (component, scope) (label_join(skeletonhunter_localizer_job_impact_ranks{%s, %s}, "component", " ", "kind", "id"))'
+                       % [cl, g.match('tenant')])],
+        [{ id: 'groupingToMatrix', options: { rowField: 'component', columnField: 'scope', valueField: 'Value', emptyValue: 'null' } }],
+        "Each component the localizer alerts on that touches the job, with the job's ranks placed beneath it (under), whose skeleton pairs cross it (hit), and all its ranks (all). Empty while nothing that touches the job is alerting.",
+        defaults={ unit: 'short' },
+      ),
     ],
   )

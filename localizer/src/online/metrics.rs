@@ -356,7 +356,7 @@ fn register_coverage(r: &mut Registry, m: &Metrics) {
     );
     r.register(
         "skeletonhunter_localizer_job_impact_ranks",
-        "Ranks of a job (tenant) an alerting component touches: placed beneath it (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)",
+        "Ranks of a job (its tenant) an alerting component touches: placed beneath it (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)",
         m.job_impact.clone(),
     );
 }

@@ -59,9 +59,9 @@ pub struct JobImpactLabels {
     /// The component's kind.
     pub kind: String,
     /// The component's id.
-    pub component: String,
-    /// The job (tenant).
-    pub job: String,
+    pub id: String,
+    /// The job: its `tenant` (never `job`, Prometheus' own target label).
+    pub tenant: String,
     /// `under`, `hit` or `all`.
     pub scope: &'static str,
 }

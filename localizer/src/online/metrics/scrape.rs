@@ -66,8 +66,8 @@ impl Metrics {
                 ] {
                     let l = JobImpactLabels {
                         kind: c.kind.as_str().to_string(),
-                        component: c.id.clone(),
-                        job: j.job.clone(),
+                        id: c.id.clone(),
+                        tenant: j.job.clone(),
                         scope,
                     };
                     self.job_impact.get_or_create(&l).set(ranks as i64);
