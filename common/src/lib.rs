@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod civil;
 pub mod conns;
 pub mod duration;
 pub mod exposition;
