@@ -13,6 +13,7 @@ pub mod conns;
 pub mod duration;
 pub mod exposition;
 pub mod http;
+pub mod label;
 pub mod landing;
 pub mod logging;
 pub mod negotiate;
