@@ -12,6 +12,7 @@ pub mod civil;
 pub mod conns;
 pub mod duration;
 pub mod exposition;
+pub mod families;
 pub mod http;
 pub mod label;
 pub mod landing;
