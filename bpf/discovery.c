@@ -172,6 +172,25 @@ int tcp_state(struct inet_sock_set_state_args *ctx)
 #define IBV_QP_STATE_MASK 1
 #define IBV_QPS_RTR 2
 
+// A zeroed event about queue pair `qp` of the calling task, or NULL (counted
+// in `dropped`) when the ring buffer is full. Both uprobes report the same
+// identity; only what follows differs.
+static __always_inline struct sh_event *reserve_qp_event(const void *qp, __u8 kind)
+{
+	struct sh_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->handle = (__u64)(unsigned long)qp;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->kind = kind;
+	return e;
+}
+
 SEC("uprobe/ibv_modify_qp")
 int ibv_modify_qp(struct pt_regs *ctx)
 {
@@ -186,17 +205,9 @@ int ibv_modify_qp(struct pt_regs *ctx)
 	if (state != IBV_QPS_RTR)
 		return 0;
 
-	struct sh_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop();
+	struct sh_event *e = reserve_qp_event(qp, SH_RDMA_RTR);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ts_ns = bpf_ktime_get_ns();
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	e->handle = (__u64)(unsigned long)qp;
-	e->pid = bpf_get_current_pid_tgid() >> 32;
-	e->kind = SH_RDMA_RTR;
 	bpf_probe_read_user(&e->qpn, sizeof(e->qpn), attr + IBV_QP_ATTR_DEST_QP_NUM);
 	bpf_probe_read_user(&e->dlid, sizeof(e->dlid), attr + IBV_QP_ATTR_AH_DLID);
 	bpf_probe_read_user(e->raddr, 16, attr + IBV_QP_ATTR_AH_DGID);
@@ -212,17 +223,9 @@ int ibv_destroy_qp(struct pt_regs *ctx)
 	const void *qp = (const void *)PT_REGS_PARM1(ctx);
 	if (!qp)
 		return 0;
-	struct sh_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop();
+	struct sh_event *e = reserve_qp_event(qp, SH_RDMA_DESTROY);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ts_ns = bpf_ktime_get_ns();
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	e->handle = (__u64)(unsigned long)qp;
-	e->pid = bpf_get_current_pid_tgid() >> 32;
-	e->kind = SH_RDMA_DESTROY;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -5,6 +5,9 @@
 
 use std::process::Command;
 
+#[path = "src/civil.rs"]
+mod civil;
+
 fn main() {
     let git = |args: &[&str]| run("git", args);
     let revision = git(&["rev-parse", "--short=12", "HEAD"]);
@@ -63,16 +66,7 @@ fn build_date() -> String {
         return "unknown".into();
     };
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil::civil_from_days(days);
     format!(
         "{year:04}{month:02}{day:02}-{:02}:{:02}:{:02}",
         rem / 3600,

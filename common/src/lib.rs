@@ -8,10 +8,13 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod civil;
 pub mod conns;
 pub mod duration;
 pub mod exposition;
+pub mod families;
 pub mod http;
+pub mod label;
 pub mod landing;
 pub mod logging;
 pub mod negotiate;

@@ -12,36 +12,39 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// A kind of topology element, as used in metric labels, alerts and the
-/// `analyze` JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// A training container / rank endpoint.
-    Node,
-    /// The host port / RNIC the container uses.
-    Nic,
-    /// The physical host (its virtual switch included).
-    Host,
-    /// Top-of-rack / access switch.
-    Tor,
-    /// Aggregation block above the ToR.
-    Spine,
-    /// Network pod.
-    Pod,
-    /// The job / tenant: a grouping, not a network component.
-    Tenant,
-    /// A router hop learned by path tracing (`skeletonhunter_path_hop_info`);
-    /// its id is the router's address. Not an [`Identity`] field, so it is
-    /// left out of [`Kind::ALL`] (which fixes the node_info label set).
-    Hop,
-    /// A directed link learned from per-path traces (the `path` label of
-    /// `skeletonhunter_path_hop_info`), named by the address of the
-    /// interface it enters: the address the router beyond it answered from
-    /// when routers answer from their ingress interface. Blamed only when
-    /// flows of the same pairs through it fail and flows avoiding it do
-    /// not (an ECMP member link). Like [`Kind::Hop`], not an identity field.
-    Link,
+crate::labelled_enum! {
+    without_all;
+    /// A kind of topology element, as used in metric labels, alerts and the
+    /// `analyze` JSON.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Kind {
+        /// A training container / rank endpoint.
+        Node,
+        /// The host port / RNIC the container uses.
+        Nic,
+        /// The physical host (its virtual switch included).
+        Host,
+        /// Top-of-rack / access switch.
+        Tor,
+        /// Aggregation block above the ToR.
+        Spine,
+        /// Network pod.
+        Pod,
+        /// The job / tenant: a grouping, not a network component.
+        Tenant,
+        /// A router hop learned by path tracing (`skeletonhunter_path_hop_info`);
+        /// its id is the router's address. Not an [`Identity`] field, so it is
+        /// left out of [`Kind::ALL`] (which fixes the node_info label set).
+        Hop,
+        /// A directed link learned from per-path traces (the `path` label of
+        /// `skeletonhunter_path_hop_info`), named by the address of the
+        /// interface it enters: the address the router beyond it answered from
+        /// when routers answer from their ingress interface. Blamed only when
+        /// flows of the same pairs through it fail and flows avoiding it do
+        /// not (an ECMP member link). Like [`Kind::Hop`], not an identity field.
+        Link,
+    }
 }
 
 impl Kind {
@@ -64,21 +67,6 @@ impl Kind {
         let [node, nic, host, tor, spine, pod, _tenant] = Kind::ALL;
         [node, nic, host, tor, spine, pod, Kind::Hop, Kind::Link]
     };
-
-    /// The label value used in metrics, alerts and JSON.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Kind::Node => "node",
-            Kind::Nic => "nic",
-            Kind::Host => "host",
-            Kind::Tor => "tor",
-            Kind::Spine => "spine",
-            Kind::Pod => "pod",
-            Kind::Tenant => "tenant",
-            Kind::Hop => "hop",
-            Kind::Link => "link",
-        }
-    }
 
     /// The name of the label that carries this kind's id on a single-place
     /// series or alert (`skeletonhunter_node_info`, a ToR alert's `tor`).
@@ -124,12 +112,6 @@ impl Kind {
     }
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Error for an unknown kind name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownKind(pub String);
@@ -149,11 +131,7 @@ impl std::error::Error for UnknownKind {}
 impl FromStr for Kind {
     type Err = UnknownKind;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Kind::ALL
-            .into_iter()
-            .chain([Kind::Hop, Kind::Link])
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownKind(s.to_string()))
+        Kind::from_label(s).ok_or_else(|| UnknownKind(s.to_string()))
     }
 }
 
@@ -268,27 +246,18 @@ impl EncodeLabelSet for Identity {
     }
 }
 
-/// How far apart two endpoints are; latency baselines are kept per class
-/// because a same-host RTT and a cross-spine RTT are not comparable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PathClass {
-    /// Both endpoints on one host: only the host's virtual switch is crossed.
-    SameHost,
-    /// Different hosts under one ToR.
-    SameTor,
-    /// Different ToRs (or unknown placement): the spine layer is crossed.
-    CrossTor,
-}
-
-impl PathClass {
-    /// The label value used in metrics and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PathClass::SameHost => "same_host",
-            PathClass::SameTor => "same_tor",
-            PathClass::CrossTor => "cross_tor",
-        }
+crate::labelled_enum! {
+    /// How far apart two endpoints are; latency baselines are kept per class
+    /// because a same-host RTT and a cross-spine RTT are not comparable.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum PathClass {
+        /// Both endpoints on one host: only the host's virtual switch is crossed.
+        SameHost,
+        /// Different hosts under one ToR.
+        SameTor,
+        /// Different ToRs (or unknown placement): the spine layer is crossed.
+        CrossTor,
     }
 }
 

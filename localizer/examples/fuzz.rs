@@ -9,7 +9,7 @@ mod csv;
 #[path = "../tests/fuzz/gen.rs"]
 mod gen;
 
-use csv::{check_csv, ping_log, CsvVerdict};
+use csv::{check_csv, ping_log};
 use gen::{check_alertmanager, check_prom, prom_answer, Rng, Verdict};
 use skeletonhunter_localizer::clients::alertmanager::Outbox;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -25,25 +25,19 @@ fn main() {
         .map_or(12, |a| a.parse().expect("SEED: a number"));
     std::panic::set_hook(Box::new(|_| {}));
     let mut r = Rng::new(seed);
-    let (mut ok, mut err, mut panics, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
-    for i in 0..n {
-        let body = prom_answer(&mut r);
-        bytes += body.len() as u64;
-        match catch_unwind(AssertUnwindSafe(|| check_prom(&mut r, &body))) {
-            Ok(Verdict::Ok) => ok += 1,
-            Ok(Verdict::Err) => err += 1,
-            Err(_) => {
-                panics += 1;
-                let _ = std::fs::write(format!("/tmp/fuzz-prom-{seed}-{i}.json"), &body);
-            }
-        }
-    }
+    let t = run(&mut r, n, prom_answer, check_prom, |i| {
+        format!("/tmp/fuzz-prom-{seed}-{i}.json")
+    });
     println!(
-        "prometheus decoder: {n} inputs ({:.1} MB) in {:.1?}: {ok} decoded, {err} refused, {panics} panics",
-        bytes as f64 / 1e6,
-        started.elapsed()
+        "prometheus decoder: {n} inputs ({:.1} MB) in {:.1?}: {} decoded, {} refused, {} panics",
+        t.bytes as f64 / 1e6,
+        started.elapsed(),
+        t.accepted,
+        t.refused,
+        t.panics
     );
+    let panics = t.panics;
     let mut am_panics = 0u64;
     let capacity = 64;
     let mut outbox = Outbox::new(capacity);
@@ -68,27 +62,54 @@ fn main() {
     }
 }
 
-/// The ping-log target: read (and, when accepted, analyze) `n` logs;
-/// returns the panics.
-fn fuzz_csv(r: &mut Rng, n: u64, seed: u64) -> u64 {
-    let (mut ok, mut err, mut panics, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-    let started = Instant::now();
+/// What `run` counted.
+#[derive(Default)]
+struct Tally {
+    accepted: u64,
+    refused: u64,
+    panics: u64,
+    bytes: u64,
+}
+
+/// Check `n` inputs made by `make` with `check`, catching and counting its
+/// panics; each panicking input is saved at `saved_as(i)`.
+fn run(
+    r: &mut Rng,
+    n: u64,
+    make: fn(&mut Rng) -> Vec<u8>,
+    check: fn(&mut Rng, &[u8]) -> Verdict,
+    saved_as: impl Fn(u64) -> String,
+) -> Tally {
+    let mut t = Tally::default();
     for i in 0..n {
-        let body = ping_log(r);
-        bytes += body.len() as u64;
-        match catch_unwind(AssertUnwindSafe(|| check_csv(r, &body))) {
-            Ok(CsvVerdict::Accepted) => ok += 1,
-            Ok(CsvVerdict::Refused) => err += 1,
+        let body = make(r);
+        t.bytes += body.len() as u64;
+        match catch_unwind(AssertUnwindSafe(|| check(r, &body))) {
+            Ok(Verdict::Accepted) => t.accepted += 1,
+            Ok(Verdict::Refused) => t.refused += 1,
             Err(_) => {
-                panics += 1;
-                let _ = std::fs::write(format!("/tmp/fuzz-csv-{seed}-{i}.csv"), &body);
+                t.panics += 1;
+                let _ = std::fs::write(saved_as(i), &body);
             }
         }
     }
+    t
+}
+
+/// The ping-log target: read (and, when accepted, analyze) `n` logs;
+/// returns the panics.
+fn fuzz_csv(r: &mut Rng, n: u64, seed: u64) -> u64 {
+    let started = Instant::now();
+    let t = run(r, n, ping_log, check_csv, |i| {
+        format!("/tmp/fuzz-csv-{seed}-{i}.csv")
+    });
     println!(
-        "ping-log CSV: {n} inputs ({:.1} MB) in {:.1?}: {ok} accepted and analyzed, {err} refused, {panics} panics or violated invariants",
-        bytes as f64 / 1e6,
-        started.elapsed()
+        "ping-log CSV: {n} inputs ({:.1} MB) in {:.1?}: {} accepted and analyzed, {} refused, {} panics or violated invariants",
+        t.bytes as f64 / 1e6,
+        started.elapsed(),
+        t.accepted,
+        t.refused,
+        t.panics
     );
-    panics
+    t.panics
 }

@@ -135,6 +135,12 @@ fn named(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// What the engine names on a window of `f`, 100 probes a pair, with
+/// `effect`.
+fn blamed(f: &Fabric, effect: &dyn Fn(Kind, &str) -> Effect) -> Vec<String> {
+    named(&analyze(&window(f, 100.0, effect), &Config::default()))
+}
+
 /// Every verdict with its evidence, for failure messages.
 fn detail(r: &Report) -> String {
     r.faults
@@ -160,7 +166,7 @@ fn latency_of_the_spine_carrying_most_cross_tor_pairs() {
         spine_of: vec![0, 0, 1, 1],
         hosts: 8,
     };
-    let pairs = window(&f, 100.0, &|k, i| Effect {
+    let blamed = blamed(&f, &|k, i| Effect {
         delay_us: if k == Kind::Spine && i == "spine-1" {
             30.0
         } else {
@@ -168,8 +174,7 @@ fn latency_of_the_spine_carrying_most_cross_tor_pairs() {
         },
         ..Default::default()
     });
-    let r = analyze(&pairs, &Config::default());
-    assert_eq!(named(&r), vec!["spine:spine-1:latency"]);
+    assert_eq!(blamed, vec!["spine:spine-1:latency"]);
 }
 
 /// One spine for the whole fabric, +30 µs: every cross-ToR pair is slow
@@ -181,12 +186,11 @@ fn latency_of_the_only_spine() {
         spine_of: vec![0, 0, 0],
         hosts: 8,
     };
-    let pairs = window(&f, 100.0, &|k, _| Effect {
+    let blamed = blamed(&f, &|k, _| Effect {
         delay_us: if k == Kind::Spine { 30.0 } else { 0.0 },
         ..Default::default()
     });
-    let r = analyze(&pairs, &Config::default());
-    assert_eq!(named(&r), vec!["spine:spine-0:latency"]);
+    assert_eq!(blamed, vec!["spine:spine-0:latency"]);
 }
 
 /// A healthy fabric whose two-spine pairs cost 2.6 µs more than its
@@ -199,9 +203,8 @@ fn two_more_hops_are_not_a_fault() {
         spine_of: vec![0, 0, 0, 0, 1, 2],
         hosts: 8,
     };
-    let pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let r = analyze(&pairs, &Config::default());
-    assert!(r.faults.is_empty(), "{:?}", named(&r));
+    let blamed = blamed(&f, &|_, _| Effect::default());
+    assert!(blamed.is_empty(), "{blamed:?}");
 }
 
 /// Significance is not importance: on a large window (24 ToRs × 16 hosts,

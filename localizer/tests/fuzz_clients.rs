@@ -9,21 +9,28 @@ mod csv;
 #[path = "fuzz/gen.rs"]
 mod gen;
 
-use csv::{check_csv, ping_log, CsvVerdict};
+use csv::{check_csv, ping_log};
 use gen::{check_alertmanager, check_prom, prom_answer, Rng, Verdict};
 use skeletonhunter_localizer::clients::alertmanager::Outbox;
 
-#[test]
-fn prometheus_answers_never_panic_the_decoder() {
+/// Accepted and refused counts of 5000 inputs of seed 12, each made by
+/// `make` and checked by `check` (which panics on a failure).
+fn tally(make: fn(&mut Rng) -> Vec<u8>, check: fn(&mut Rng, &[u8]) -> Verdict) -> (u32, u32) {
     let mut r = Rng::new(12);
     let (mut ok, mut err) = (0, 0);
     for _ in 0..5000 {
-        let body = prom_answer(&mut r);
-        match check_prom(&mut r, &body) {
-            Verdict::Ok => ok += 1,
-            Verdict::Err => err += 1,
+        let body = make(&mut r);
+        match check(&mut r, &body) {
+            Verdict::Accepted => ok += 1,
+            Verdict::Refused => err += 1,
         }
     }
+    (ok, err)
+}
+
+#[test]
+fn prometheus_answers_never_panic_the_decoder() {
+    let (ok, err) = tally(prom_answer, check_prom);
     // The generator reaches both sides of the decoder.
     assert!(ok > 100 && err > 100, "ok {ok}, err {err}");
 }
@@ -39,15 +46,7 @@ fn alertmanager_json_round_trips_hostile_text() {
 
 #[test]
 fn ping_logs_never_panic_the_reader_or_the_engine() {
-    let mut r = Rng::new(12);
-    let (mut ok, mut err) = (0, 0);
-    for _ in 0..5000 {
-        let body = ping_log(&mut r);
-        match check_csv(&mut r, &body) {
-            CsvVerdict::Accepted => ok += 1,
-            CsvVerdict::Refused => err += 1,
-        }
-    }
+    let (ok, err) = tally(ping_log, check_csv);
     // The generator reaches both sides of the reader.
     eprintln!("ping logs: accepted {ok}, refused {err}");
     assert!(ok > 100 && err > 100, "accepted {ok}, refused {err}");

@@ -3,12 +3,13 @@
 //! a trickling body fails at the request's deadline (`timeout`). The server is a thread
 //! on 127.0.0.1 that writes what a broken or hostile Prometheus would.
 
-use skeletonhunter_localizer::clients::prometheus::QueryFailure;
+use skeletonhunter_localizer::clients::prometheus::{QueryError, QueryFailure};
 use skeletonhunter_localizer::clients::Endpoint;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+const MB: usize = 1 << 20;
 const PREFIX: &str = r#"{"status":"success","data":{"resultType":"vector","result":["#;
 const ITEM: &str = r#"{"metric":{"src_node":"node-0001","dst_node":"node-0002","protocol":"udp"},"value":[1700000000,"12"]},"#;
 
@@ -77,45 +78,45 @@ fn client(addr: SocketAddr, timeout: Duration, limit: usize) -> Endpoint {
         .max_response(limit)
 }
 
+/// Serve `head`, then 200 MB of vector items, to a query bounded to `limit`
+/// bytes: it must fail as too large. Its error and how long it took.
+async fn refused_as_too_large(head: &'static str, limit: usize) -> (QueryError, Duration) {
+    let addr = serve_once(move |s| {
+        if s.write_all(head.as_bytes()).is_ok() {
+            stream_items(s, 200 * MB);
+        }
+    });
+    let started = Instant::now();
+    let err = client(addr, Duration::from_secs(30), limit)
+        .instant("up", None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), QueryFailure::TooLarge, "{err}");
+    (err, started.elapsed())
+}
+
 /// Memory is measured by one test, case after case, so no other test of
 /// this binary raises the peak meanwhile.
 #[tokio::test]
 async fn huge_answers_fail_as_too_large_in_bounded_memory() {
-    const MB: usize = 1 << 20;
     let limit = 8 * MB;
     let before = vm_hwm();
 
     // 1. 200 MB announced: refused from the Content-Length alone.
-    let addr = serve_once(|s| {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 209715200\r\n\r\n";
-        if s.write_all(head.as_bytes()).is_ok() {
-            stream_items(s, 200 * MB);
-        }
-    });
-    let started = Instant::now();
-    let err = client(addr, Duration::from_secs(30), limit)
-        .instant("up", None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.reason(), QueryFailure::TooLarge, "{err}");
+    let (err, announced) = refused_as_too_large(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 209715200\r\n\r\n",
+        limit,
+    )
+    .await;
     assert_eq!(err.reason().as_str(), "too_large");
     assert!(err.to_string().contains("--max-response-size"), "{err}");
-    let announced = started.elapsed();
 
     // 2. 200 MB without a length (read to EOF): abandoned at the limit.
-    let addr = serve_once(|s| {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
-        if s.write_all(head.as_bytes()).is_ok() {
-            stream_items(s, 200 * MB);
-        }
-    });
-    let started = Instant::now();
-    let err = client(addr, Duration::from_secs(30), limit)
-        .instant("up", None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.reason(), QueryFailure::TooLarge, "{err}");
-    let streamed = started.elapsed();
+    let (_, streamed) = refused_as_too_large(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+        limit,
+    )
+    .await;
     let growth = vm_hwm().saturating_sub(before);
     eprintln!(
         "200 MB answers against an 8 MiB limit: announced refused in {announced:?}, \

@@ -234,6 +234,15 @@ impl MapFile {
     fn path(&self) -> String {
         self.0.join("topology.yaml").display().to_string()
     }
+    /// A config file whose identity has `fields` (each followed by `, `)
+    /// and names this map, then `more` YAML.
+    fn config(&self, fields: &str, more: &str) -> FileConfig {
+        parse_file(&format!(
+            "identity: {{{fields}topology_file: {:?}}}\n{more}",
+            self.path()
+        ))
+        .unwrap()
+    }
 }
 
 impl Drop for MapFile {
@@ -250,11 +259,7 @@ fn topology_map_fills_what_is_empty_and_explicit_values_win() {
         "fill",
         "hosts:\n  h1: {tor: map-tor, spine: map-spine, pod: map-pod, tenant: map-tenant}\n  h2: {tor: other}\n",
     );
-    let file = parse_file(&format!(
-        "identity: {{node: n1, host: h1, spine: file-spine, topology_file: {:?}}}\n",
-        map.path()
-    ))
-    .unwrap();
+    let file = map.config("node: n1, host: h1, spine: file-spine, ", "");
     let mut a = args();
     a.pod = Some("flag-pod".into());
     // An empty value (a downward-API variable of an absent label) is not
@@ -292,7 +297,7 @@ fn topology_map_fills_what_is_empty_and_explicit_values_win() {
     let mut a = args();
     a.host = Some("h9".into());
     a.topology_file = Some(other.path().into());
-    let file = parse_file(&format!("identity: {{topology_file: {:?}}}\n", map.path())).unwrap();
+    let file = map.config("", "");
     assert_eq!(
         Config::merge(file, &a).unwrap().identity.tor,
         "flag-map-tor"
@@ -304,11 +309,7 @@ fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
     use crate::model::IdentitySource as S;
     use skeletonhunter_common::Kind;
     let map = MapFile::new("missing", "hosts: {h2: {tor: t2}}\n");
-    let file = parse_file(&format!(
-        "identity: {{host: h1, tenant: job-1, topology_file: {:?}}}\n",
-        map.path()
-    ))
-    .unwrap();
+    let file = map.config("host: h1, tenant: job-1, ", "");
     let c = Config::merge(file, &args()).unwrap();
     assert_eq!(
         (c.identity.tor.as_str(), c.identity.spine.as_str()),
@@ -330,22 +331,14 @@ fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
         "{s}"
     );
     // A ToR mesh waits for the map's tor instead of refusing to start.
-    let file = parse_file(&format!(
-        "identity: {{host: h1, topology_file: {:?}}}\ndiscovery: {{tor_mesh: {{peers: []}}}}\n",
-        map.path()
-    ))
-    .unwrap();
+    let file = map.config("host: h1, ", "discovery: {tor_mesh: {peers: []}}\n");
     let c = Config::merge(file, &args()).unwrap();
     assert!(c.tor_mesh.is_none());
     let w = c.identity_origin.warning().unwrap();
     assert!(w.contains("discovery.tor_mesh is off"), "{w}");
     // An entry without a spine: the spine is unset, not missing.
     let map = MapFile::new("partial", "hosts: {h1: {tor: t1}}\n");
-    let file = parse_file(&format!(
-        "identity: {{host: h1, topology_file: {:?}}}\n",
-        map.path()
-    ))
-    .unwrap();
+    let file = map.config("host: h1, ", "");
     let c = Config::merge(file, &args()).unwrap();
     assert_eq!(c.identity_origin.source(Kind::Spine), S::Unset);
     assert_eq!(c.identity_origin.warning(), None);
@@ -354,11 +347,7 @@ fn a_host_missing_from_the_map_starts_with_empty_fields_and_a_warning() {
 #[test]
 fn a_bad_topology_map_is_refused_with_file_and_line() {
     let map = MapFile::new("bad", "hosts:\n  h1: {tor: t1}\n  h2: {rack: r2}\n");
-    let file = parse_file(&format!(
-        "identity: {{host: h1, topology_file: {:?}}}\n",
-        map.path()
-    ))
-    .unwrap();
+    let file = map.config("host: h1, ", "");
     let e = format!("{:#}", Config::merge(file, &args()).unwrap_err());
     assert!(
         e.contains(&map.path()) && e.contains("rack") && e.contains("line 3"),

@@ -10,30 +10,20 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which source to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// eBPF when it loads, else polling (the log says which and why).
-    #[default]
-    Auto,
-    /// eBPF or fail at startup.
-    Ebpf,
-    /// Always poll /proc/net/tcp{,6}.
-    Poll,
-    /// No traffic discovery.
-    Off,
-}
-
-impl Mode {
-    /// The YAML spelling (`auto`, `ebpf`, `poll`, `off`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Auto => "auto",
-            Mode::Ebpf => "ebpf",
-            Mode::Poll => "poll",
-            Mode::Off => "off",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Which source to use.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Mode {
+        /// eBPF when it loads, else polling (the log says which and why).
+        #[default]
+        Auto,
+        /// eBPF or fail at startup.
+        Ebpf,
+        /// Always poll /proc/net/tcp{,6}.
+        Poll,
+        /// No traffic discovery.
+        Off,
     }
 }
 

@@ -21,22 +21,14 @@ pub struct Active {
     pub reason: String,
 }
 
-/// Which kind of source runs; `as_str` is what the log says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceKind {
-    /// The eBPF programs.
-    Ebpf,
-    /// Polling /proc/net/tcp{,6}.
-    Poll,
-}
-
-impl SourceKind {
-    /// `ebpf` or `poll`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceKind::Ebpf => "ebpf",
-            SourceKind::Poll => "poll",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Which kind of source runs; `as_str` is what the log says.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SourceKind {
+        /// The eBPF programs.
+        Ebpf,
+        /// Polling /proc/net/tcp{,6}.
+        Poll,
     }
 }
 

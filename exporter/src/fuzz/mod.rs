@@ -18,39 +18,26 @@ pub mod yaml;
 
 pub use run::{run, Stats};
 
-/// One fuzz target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// The UDP echo packet and the responder's reply to it.
-    Probe,
-    /// The eBPF ring-buffer event.
-    Event,
-    /// The YAML configuration file, parsed and merged into a `Config`.
-    Config,
+skeletonhunter_common::labelled_enum! {
+    /// One fuzz target.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Target {
+        /// The UDP echo packet and the responder's reply to it.
+        Probe,
+        /// The eBPF ring-buffer event.
+        Event,
+        /// The YAML configuration file, parsed and merged into a `Config`.
+        Config,
+    }
 }
 
 impl Target {
-    /// Every target, in report order.
-    pub const ALL: [Target; 3] = [Target::Probe, Target::Event, Target::Config];
-
-    /// The name used on the command line and in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Target::Probe => "probe",
-            Target::Event => "event",
-            Target::Config => "config",
-        }
-    }
-
     /// The targets a `--target` value names (`all` is every one).
     pub fn parse(s: &str) -> Option<Vec<Target>> {
         if s == "all" {
             return Some(Target::ALL.to_vec());
         }
-        Target::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .map(|t| vec![t])
+        Target::from_label(s).map(|t| vec![t])
     }
 }
 

@@ -1,39 +1,27 @@
 //! Which histogram representation the exporter serves (`metrics.histograms`).
 
-/// The histogram representation of the RTT and delay histograms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HistogramMode {
-    /// 24 classic buckets (25 `_bucket` series with `+Inf`) in every
-    /// format: what servers without native histograms and the shipped
-    /// rules read. The default.
-    #[default]
-    Classic,
-    /// Native (sparse exponential) buckets only. The protobuf exposition
-    /// carries them; text formats, which cannot, show the histogram with
-    /// its `+Inf` bucket, `_sum` and `_count` only.
-    Native,
-    /// Both: native buckets in protobuf, classic buckets in every format
-    /// (a native-enabled Prometheus keeps the native ones only).
-    Both,
+use skeletonhunter_common::label::UnknownLabel;
+
+skeletonhunter_common::labelled_enum! {
+    /// The histogram representation of the RTT and delay histograms.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum HistogramMode {
+        /// 24 classic buckets (25 `_bucket` series with `+Inf`) in every
+        /// format: what servers without native histograms and the shipped
+        /// rules read. The default.
+        #[default]
+        Classic,
+        /// Native (sparse exponential) buckets only. The protobuf exposition
+        /// carries them; text formats, which cannot, show the histogram with
+        /// its `+Inf` bucket, `_sum` and `_count` only.
+        Native,
+        /// Both: native buckets in protobuf, classic buckets in every format
+        /// (a native-enabled Prometheus keeps the native ones only).
+        Both,
+    }
 }
 
 impl HistogramMode {
-    /// Every mode, in the order the configuration lists them.
-    pub const ALL: [HistogramMode; 3] = [
-        HistogramMode::Classic,
-        HistogramMode::Native,
-        HistogramMode::Both,
-    ];
-
-    /// The configuration spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HistogramMode::Classic => "classic",
-            HistogramMode::Native => "native",
-            HistogramMode::Both => "both",
-        }
-    }
-
     /// Whether classic buckets are kept.
     pub fn classic(self) -> bool {
         self != HistogramMode::Native
@@ -46,17 +34,17 @@ impl HistogramMode {
 }
 
 /// A `metrics.histograms` value that is none of [`HistogramMode::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown histogram mode {0:?} (expected classic, native or both)")]
-pub struct UnknownHistogramMode(pub String);
+pub type UnknownHistogramMode = UnknownLabel;
 
+/// A YAML value may come with white space around it.
 impl std::str::FromStr for HistogramMode {
     type Err = UnknownHistogramMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        HistogramMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s.trim())
-            .ok_or_else(|| UnknownHistogramMode(s.to_string()))
+        HistogramMode::from_label(s.trim()).ok_or_else(|| UnknownLabel {
+            what: "histogram mode",
+            given: s.to_string(),
+            accepted: &HistogramMode::LABELS,
+        })
     }
 }
 

@@ -1,52 +1,20 @@
 //! Peer identity: who a skeleton peer is and which discovery source named it.
 
-use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-/// Where a peer came from. Order is priority: when two sources name the same
-/// address, the earlier one decides ports and name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PeerSource {
-    /// The configuration file or `--peers`.
-    Static,
-    /// A headless-service DNS name.
-    Dns,
-    /// A ToR-mesh peer list.
-    TorMesh,
-    /// Traffic discovery (eBPF or /proc polling).
-    Ebpf,
-}
-
-impl PeerSource {
-    /// Every source, in priority order.
-    pub const ALL: [PeerSource; 4] = [
-        PeerSource::Static,
-        PeerSource::Dns,
-        PeerSource::TorMesh,
-        PeerSource::Ebpf,
-    ];
-
-    /// The `source` label value of `skeletonhunter_skeleton_peers`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PeerSource::Ebpf => "ebpf",
-            PeerSource::Static => "static",
-            PeerSource::Dns => "dns",
-            PeerSource::TorMesh => "tor_mesh",
-        }
-    }
-}
-
-impl fmt::Display for PeerSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl EncodeLabelValue for PeerSource {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        fmt::Write::write_str(encoder, self.as_str())
+skeletonhunter_common::labelled_enum! {
+    /// Where a peer came from. Order is priority: when two sources name the same
+    /// address, the earlier one decides ports and name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum PeerSource {
+        /// The configuration file or `--peers`.
+        Static,
+        /// A headless-service DNS name.
+        Dns,
+        /// A ToR-mesh peer list.
+        TorMesh,
+        /// Traffic discovery (eBPF or /proc polling).
+        Ebpf,
     }
 }
 

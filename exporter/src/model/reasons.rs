@@ -2,113 +2,92 @@
 //! responder drops. `as_str` gives the label value, byte for byte what the
 //! dashboards and rules match on.
 
-/// The `event` label of `skeletonhunter_discovery_events`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DiscoveryEvent {
-    /// A source published a changed peer list.
-    Updated,
-    /// A DNS resolver could not be built.
-    ResolverError,
-    /// A DNS lookup succeeded.
-    Resolved,
-    /// A DNS lookup failed or timed out.
-    ResolveFailed,
-    /// A ToR-mesh peer list could not be read.
-    ReadFailed,
-    /// A ToR-mesh entry is not an IP address.
-    BadEntry,
-    /// A TCP connection reached ESTABLISHED.
-    TcpUp,
-    /// A TCP connection left ESTABLISHED.
-    TcpDown,
-    /// An RDMA QP moved to RTR.
-    RdmaRtr,
-    /// An RDMA QP was destroyed.
-    RdmaDestroy,
-    /// A connection was left out by the filter.
-    Filtered,
-    /// A remote became a skeleton peer.
-    PeerAdded,
-    /// A skeleton peer expired.
-    PeerRemoved,
-    /// An eBPF record could not be decoded.
-    Malformed,
-    /// Reading /proc/net/tcp failed.
-    PollError,
-    /// A /proc poll was applied.
-    Poll,
-    /// The start-up snapshot of established sockets was applied.
-    Seed,
-}
-
-impl DiscoveryEvent {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DiscoveryEvent::Updated => "updated",
-            DiscoveryEvent::ResolverError => "resolver_error",
-            DiscoveryEvent::Resolved => "resolved",
-            DiscoveryEvent::ResolveFailed => "resolve_failed",
-            DiscoveryEvent::ReadFailed => "read_failed",
-            DiscoveryEvent::BadEntry => "bad_entry",
-            DiscoveryEvent::TcpUp => "tcp_up",
-            DiscoveryEvent::TcpDown => "tcp_down",
-            DiscoveryEvent::RdmaRtr => "rdma_rtr",
-            DiscoveryEvent::RdmaDestroy => "rdma_destroy",
-            DiscoveryEvent::Filtered => "filtered",
-            DiscoveryEvent::PeerAdded => "peer_added",
-            DiscoveryEvent::PeerRemoved => "peer_removed",
-            DiscoveryEvent::Malformed => "malformed",
-            DiscoveryEvent::PollError => "poll_error",
-            DiscoveryEvent::Poll => "poll",
-            DiscoveryEvent::Seed => "seed",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// The `event` label of `skeletonhunter_discovery_events`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DiscoveryEvent {
+        /// A source published a changed peer list.
+        Updated,
+        /// A DNS resolver could not be built.
+        ResolverError,
+        /// A DNS lookup succeeded.
+        Resolved,
+        /// A DNS lookup failed or timed out.
+        ResolveFailed,
+        /// A ToR-mesh peer list could not be read.
+        ReadFailed,
+        /// A ToR-mesh entry is not an IP address.
+        BadEntry,
+        /// A TCP connection reached ESTABLISHED.
+        TcpUp,
+        /// A TCP connection left ESTABLISHED.
+        TcpDown,
+        /// An RDMA QP moved to RTR.
+        RdmaRtr,
+        /// An RDMA QP was destroyed.
+        RdmaDestroy,
+        /// A connection was left out by the filter.
+        Filtered,
+        /// A remote became a skeleton peer.
+        PeerAdded,
+        /// A skeleton peer expired.
+        PeerRemoved,
+        /// An eBPF record could not be decoded.
+        Malformed,
+        /// Reading /proc/net/tcp failed.
+        PollError,
+        /// A /proc poll was applied.
+        Poll,
+        /// The start-up snapshot of established sockets was applied.
+        Seed,
     }
 }
 
-/// The `reason` label of `skeletonhunter_probe_errors` for errors the
-/// probers detect themselves (decode and reply-matching reasons come with
-/// their own types).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProbeErrorReason {
-    /// The probe could not be sent (it still counts).
-    SendFailed,
-    /// Too many TCP dials in flight; probe skipped.
-    TooManyDials,
-    /// TCP dial refused.
-    ConnectRefused,
-    /// TCP dial timed out.
-    ConnectTimeout,
-    /// TCP dial: host or network unreachable.
-    ConnectUnreachable,
-    /// TCP dial failed otherwise.
-    ConnectError,
-    /// This host ran out of descriptors or local ports (EMFILE, ENFILE,
-    /// EADDRNOTAVAIL) before the dial started: a local problem, never
-    /// counted as sent or lost.
-    LocalResources,
-    /// Kernel transmit timestamps went out of step.
-    TxTimestampMismatch,
-    /// A reply of another prober session.
-    ForeignReply,
-    /// An ICMP error surfaced on the UDP socket.
-    IcmpError,
-    /// No IPv6 UDP socket for an IPv6 peer.
-    NoIpv6Socket,
-    /// No ICMP socket for the peer's family.
-    NoSocketForFamily,
-    /// A peer advertised a malformed RDMA endpoint.
-    RdmaBadEndpoint,
-    /// The responder table was full.
-    RdmaResponderOverflow,
-    /// An ACK arrived on a port that sends no probes.
-    RdmaAckOnWrongPort,
-    /// A probe without a usable source GID.
-    RdmaNoSourceGid,
-    /// The responder could not send an ACK.
-    RdmaAckSendFailed,
-    /// Posting a receive buffer or probe failed.
-    RdmaPostFailed,
+skeletonhunter_common::labelled_enum! {
+    /// The `reason` label of `skeletonhunter_probe_errors` for errors the
+    /// probers detect themselves (decode and reply-matching reasons come with
+    /// their own types).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ProbeErrorReason {
+        /// The probe could not be sent (it still counts).
+        SendFailed,
+        /// Too many TCP dials in flight; probe skipped.
+        TooManyDials,
+        /// TCP dial refused.
+        ConnectRefused,
+        /// TCP dial timed out.
+        ConnectTimeout,
+        /// TCP dial: host or network unreachable.
+        ConnectUnreachable,
+        /// TCP dial failed otherwise.
+        ConnectError,
+        /// This host ran out of descriptors or local ports (EMFILE, ENFILE,
+        /// EADDRNOTAVAIL) before the dial started: a local problem, never
+        /// counted as sent or lost.
+        LocalResources,
+        /// Kernel transmit timestamps went out of step.
+        TxTimestampMismatch,
+        /// A reply of another prober session.
+        ForeignReply,
+        /// An ICMP error surfaced on the UDP socket.
+        IcmpError,
+        /// No IPv6 UDP socket for an IPv6 peer.
+        NoIpv6Socket,
+        /// No ICMP socket for the peer's family.
+        NoSocketForFamily,
+        /// A peer advertised a malformed RDMA endpoint.
+        RdmaBadEndpoint,
+        /// The responder table was full.
+        RdmaResponderOverflow,
+        /// An ACK arrived on a port that sends no probes.
+        RdmaAckOnWrongPort,
+        /// A probe without a usable source GID.
+        RdmaNoSourceGid,
+        /// The responder could not send an ACK.
+        RdmaAckSendFailed,
+        /// Posting a receive buffer or probe failed.
+        RdmaPostFailed,
+    }
 }
 
 impl ProbeErrorReason {
@@ -143,120 +122,55 @@ impl ProbeErrorReason {
         ProbeErrorReason::RdmaAckSendFailed,
         ProbeErrorReason::RdmaPostFailed,
     ];
+}
 
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeErrorReason::SendFailed => "send_failed",
-            ProbeErrorReason::TooManyDials => "too_many_dials",
-            ProbeErrorReason::ConnectRefused => "connect_refused",
-            ProbeErrorReason::ConnectTimeout => "connect_timeout",
-            ProbeErrorReason::ConnectUnreachable => "connect_unreachable",
-            ProbeErrorReason::ConnectError => "connect_error",
-            ProbeErrorReason::LocalResources => "local_resources",
-            ProbeErrorReason::TxTimestampMismatch => "tx_timestamp_mismatch",
-            ProbeErrorReason::ForeignReply => "foreign_reply",
-            ProbeErrorReason::IcmpError => "icmp_error",
-            ProbeErrorReason::NoIpv6Socket => "no_ipv6_socket",
-            ProbeErrorReason::NoSocketForFamily => "no_socket_for_family",
-            ProbeErrorReason::RdmaBadEndpoint => "rdma_bad_endpoint",
-            ProbeErrorReason::RdmaResponderOverflow => "rdma_responder_overflow",
-            ProbeErrorReason::RdmaAckOnWrongPort => "rdma_ack_on_wrong_port",
-            ProbeErrorReason::RdmaNoSourceGid => "rdma_no_source_gid",
-            ProbeErrorReason::RdmaAckSendFailed => "rdma_ack_send_failed",
-            ProbeErrorReason::RdmaPostFailed => "rdma_post_failed",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// The `reason` label of `skeletonhunter_responder_dropped` besides the
+    /// decode errors of the wire format.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DropReason {
+        /// Larger than the largest request.
+        Oversized,
+        /// A valid datagram that is not a request.
+        NotRequest,
+        /// The reply could not be sent.
+        SendFailed,
+        /// The source is not on the allow-list (`responder.allow`,
+        /// `responder.allow_peers`).
+        NotAllowed,
+        /// The source sent more than `responder.rate_limit` per second.
+        RateLimited,
     }
 }
 
-/// The `reason` label of `skeletonhunter_responder_dropped` besides the
-/// decode errors of the wire format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// Larger than the largest request.
-    Oversized,
-    /// A valid datagram that is not a request.
-    NotRequest,
-    /// The reply could not be sent.
-    SendFailed,
-    /// The source is not on the allow-list (`responder.allow`,
-    /// `responder.allow_peers`).
-    NotAllowed,
-    /// The source sent more than `responder.rate_limit` per second.
-    RateLimited,
-}
-
-impl DropReason {
-    /// Every variant, so counters can start at 0 for each reason.
-    pub const ALL: [DropReason; 5] = [
-        DropReason::Oversized,
-        DropReason::NotRequest,
-        DropReason::SendFailed,
-        DropReason::NotAllowed,
-        DropReason::RateLimited,
-    ];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::Oversized => "oversized",
-            DropReason::NotRequest => "not_request",
-            DropReason::SendFailed => "send_failed",
-            DropReason::NotAllowed => "not_allowed",
-            DropReason::RateLimited => "rate_limited",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// The `socket` label of `skeletonhunter_socket_receive_drops_total`: the
+    /// exporter's own datagram sockets whose kernel receive-buffer drops it
+    /// counts.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum OwnSocket {
+        /// The UDP echo prober's sockets (IPv4 and IPv6).
+        UdpProber,
+        /// The UDP echo responder.
+        UdpResponder,
+        /// The ICMP echo prober's sockets.
+        IcmpProber,
     }
 }
 
-/// The `socket` label of `skeletonhunter_socket_receive_drops_total`: the
-/// exporter's own datagram sockets whose kernel receive-buffer drops it
-/// counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwnSocket {
-    /// The UDP echo prober's sockets (IPv4 and IPv6).
-    UdpProber,
-    /// The UDP echo responder.
-    UdpResponder,
-    /// The ICMP echo prober's sockets.
-    IcmpProber,
-}
-
-impl OwnSocket {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OwnSocket::UdpProber => "udp_prober",
-            OwnSocket::UdpResponder => "udp_responder",
-            OwnSocket::IcmpProber => "icmp_prober",
-        }
-    }
-}
-
-/// Where on its own host the exporter measures a delay
-/// (`skeletonhunter_host_stack_delay_seconds{stage}`): time a busy or
-/// paused host adds that is not the network's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StackStage {
-    /// How late a probe left against its slot in the schedule.
-    Send,
-    /// How long an answer waited in the prober's socket (kernel receive
-    /// timestamp to the read).
-    Receive,
-    /// How long a request waited in the responder (kernel receive
-    /// timestamp to the echo).
-    Responder,
-}
-
-impl StackStage {
-    /// Every stage.
-    pub const ALL: [StackStage; 3] = [StackStage::Send, StackStage::Receive, StackStage::Responder];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StackStage::Send => "send",
-            StackStage::Receive => "receive",
-            StackStage::Responder => "responder",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Where on its own host the exporter measures a delay
+    /// (`skeletonhunter_host_stack_delay_seconds{stage}`): time a busy or
+    /// paused host adds that is not the network's.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum StackStage {
+        /// How late a probe left against its slot in the schedule.
+        Send,
+        /// How long an answer waited in the prober's socket (kernel receive
+        /// timestamp to the read).
+        Receive,
+        /// How long a request waited in the responder (kernel receive
+        /// timestamp to the echo).
+        Responder,
     }
 }

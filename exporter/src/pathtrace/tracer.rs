@@ -17,32 +17,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Why a path is traced; serialized as `on_demand` / `anomaly` /
-/// `mapping` / `lossy_flow`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TraceReason {
-    /// `/trace?target=` asked for it.
-    OnDemand,
-    /// The pair turned anomalous (its worst flow is traced).
-    Anomaly,
-    /// Mapping a flow to its path: at start and on the refresh timer.
-    Mapping,
-    /// The flow started losing probes.
-    LossyFlow,
+skeletonhunter_common::labelled_enum! {
+    /// Why a path is traced; serialized as `on_demand` / `anomaly` /
+    /// `mapping` / `lossy_flow`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TraceReason {
+        /// `/trace?target=` asked for it.
+        OnDemand,
+        /// The pair turned anomalous (its worst flow is traced).
+        Anomaly,
+        /// Mapping a flow to its path: at start and on the refresh timer.
+        Mapping,
+        /// The flow started losing probes.
+        LossyFlow,
+    }
 }
 
 impl TraceReason {
-    /// The JSON value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TraceReason::OnDemand => "on_demand",
-            TraceReason::Anomaly => "anomaly",
-            TraceReason::Mapping => "mapping",
-            TraceReason::LossyFlow => "lossy_flow",
-        }
-    }
-
     /// Whether the flow mapper started it (and its concurrency cap holds).
     pub fn is_mapping(self) -> bool {
         matches!(self, TraceReason::Mapping | TraceReason::LossyFlow)
@@ -76,26 +68,17 @@ pub const MAX_CONCURRENT: usize = 8;
 /// traces always find room.
 pub const MAX_MAPPING_CONCURRENT: usize = 4;
 
-/// Outcome of [`Tracer::start`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
-    /// A trace is running now.
-    Started,
-    /// One to the same destination already runs.
-    AlreadyRunning,
-    /// [`MAX_CONCURRENT`] traces run (or, for mapping,
-    /// [`MAX_MAPPING_CONCURRENT`]).
-    Busy,
-}
-
-impl Start {
-    /// The `status` of the `/trace` response.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Start::Started => "started",
-            Start::AlreadyRunning => "already_running",
-            Start::Busy => "busy",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Outcome of [`Tracer::start`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Start {
+        /// A trace is running now.
+        Started,
+        /// One to the same destination already runs.
+        AlreadyRunning,
+        /// [`MAX_CONCURRENT`] traces run (or, for mapping,
+        /// [`MAX_MAPPING_CONCURRENT`]).
+        Busy,
     }
 }
 

@@ -20,7 +20,6 @@
 //! RDMA endpoint; the rest of the identity stays in `/metrics`.
 
 use skeletonhunter_common::{Identity, Kind};
-use std::fmt;
 
 /// First bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SKHP";
@@ -52,50 +51,22 @@ pub const TLV_RDMA_ENDPOINT: u16 = 16;
 /// uses (`"SHTRACE\0"`). Probers ignore echoes carrying it.
 pub const TRACE_SESSION: u64 = u64::from_be_bytes(*b"SHTRACE\0");
 
-/// Why a datagram was refused; `as_str` is the metric `reason` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecodeError {
-    /// Shorter than the header or a TLV.
-    Truncated,
-    /// Larger than [`MAX_DATAGRAM`].
-    Oversized,
-    /// Not our magic.
-    BadMagic,
-    /// Another format version.
-    BadVersion,
-    /// Neither request nor reply.
-    BadType,
-    /// A TLV runs past the end.
-    BadTlv,
-}
-
-impl DecodeError {
-    /// Every variant, so counters can start at 0 for each reason.
-    pub const ALL: [DecodeError; 6] = [
-        DecodeError::Truncated,
-        DecodeError::Oversized,
-        DecodeError::BadMagic,
-        DecodeError::BadVersion,
-        DecodeError::BadType,
-        DecodeError::BadTlv,
-    ];
-
-    /// The `reason` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecodeError::Truncated => "truncated",
-            DecodeError::Oversized => "oversized",
-            DecodeError::BadMagic => "bad_magic",
-            DecodeError::BadVersion => "bad_version",
-            DecodeError::BadType => "bad_type",
-            DecodeError::BadTlv => "bad_tlv",
-        }
-    }
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+skeletonhunter_common::labelled_enum! {
+    /// Why a datagram was refused; `as_str` is the metric `reason` label.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DecodeError {
+        /// Shorter than the header or a TLV.
+        Truncated,
+        /// Larger than [`MAX_DATAGRAM`].
+        Oversized,
+        /// Not our magic.
+        BadMagic,
+        /// Another format version.
+        BadVersion,
+        /// Neither request nor reply.
+        BadType,
+        /// A TLV runs past the end.
+        BadTlv,
     }
 }
 

@@ -191,49 +191,35 @@ impl Default for Config {
     }
 }
 
-/// What a fault does to the probes crossing it; the `symptom` of every
-/// fault, alert and blame series (see `docs/localizer.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Symptom {
-    /// Packets are dropped.
-    Loss,
-    /// (Nearly) nothing gets through: dials fail.
-    Unreachable,
-    /// Packets are delayed.
-    Latency,
-    /// Its faults come and go repeatedly (online only: the `run` loop's
-    /// flap detector sets it on an incident; the engine never reports it,
-    /// and it is not in [`Symptom::ALL`]).
-    Flapping,
-    /// The host's own stack (a starved or paused exporter) delays probes:
-    /// its pairs are not the network's evidence (reported only from
-    /// host-stack evidence, see [`crate::engine::hoststack`]; not in
-    /// [`Symptom::ALL`]).
-    #[serde(rename = "host_stack")]
-    HostStack,
+skeletonhunter_common::labelled_enum! {
+    without_all;
+    /// What a fault does to the probes crossing it; the `symptom` of every
+    /// fault, alert and blame series (see `docs/localizer.md`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Symptom {
+        /// Packets are dropped.
+        Loss,
+        /// (Nearly) nothing gets through: dials fail.
+        Unreachable,
+        /// Packets are delayed.
+        Latency,
+        /// Its faults come and go repeatedly (online only: the `run` loop's
+        /// flap detector sets it on an incident; the engine never reports it,
+        /// and it is not in [`Symptom::ALL`]).
+        Flapping,
+        /// The host's own stack (a starved or paused exporter) delays probes:
+        /// its pairs are not the network's evidence (reported only from
+        /// host-stack evidence, see [`crate::engine::hoststack`]; not in
+        /// [`Symptom::ALL`]).
+        #[serde(rename = "host_stack")]
+        HostStack,
+    }
 }
 
 impl Symptom {
     /// Every symptom the engine reports, in report order.
     pub const ALL: [Symptom; 3] = [Symptom::Loss, Symptom::Unreachable, Symptom::Latency];
-
-    /// The label / JSON value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Symptom::Loss => "loss",
-            Symptom::Unreachable => "unreachable",
-            Symptom::Latency => "latency",
-            Symptom::Flapping => "flapping",
-            Symptom::HostStack => "host_stack",
-        }
-    }
-}
-
-impl std::fmt::Display for Symptom {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// One blamed component, as in the `analyze` JSON (`docs/localizer.md`).

@@ -21,8 +21,8 @@
 use super::lines::{line_too_long, LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
-pub use header::COUNT_COLUMNS;
 use header::{columns, Columns};
+pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
 use skeletonhunter_common::topology::Identity;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;

@@ -6,27 +6,18 @@
 
 use crate::clients::prometheus::{QueryError, Sample};
 
-/// Which series the RTT median and answer count are read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RttForm {
-    /// The classic `_bucket` / `_count` series (25 bucket series a pair).
-    Classic,
-    /// The native histogram series (one a pair): needs a store with native
-    /// histograms (Prometheus `--enable-feature=native-histograms`).
-    Native,
-    /// Native where a pair has it, else classic (PromQL `or`, per pair),
-    /// so a fleet in transition reads both kinds.
-    NativeOrClassic,
-}
-
-impl RttForm {
-    /// The `mode` label of `skeletonhunter_localizer_histograms_info`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RttForm::Classic => "classic",
-            RttForm::Native => "native",
-            RttForm::NativeOrClassic => "native_or_classic",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Which series the RTT median and answer count are read from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RttForm {
+        /// The classic `_bucket` / `_count` series (25 bucket series a pair).
+        Classic,
+        /// The native histogram series (one a pair): needs a store with native
+        /// histograms (Prometheus `--enable-feature=native-histograms`).
+        Native,
+        /// Native where a pair has it, else classic (PromQL `or`, per pair),
+        /// so a fleet in transition reads both kinds.
+        NativeOrClassic,
     }
 }
 

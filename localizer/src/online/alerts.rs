@@ -155,22 +155,14 @@ fn supersedes(symptom: Symptom, opened: Symptom) -> bool {
     symptom == Symptom::Flapping && opened != Symptom::Flapping
 }
 
-/// The `severity` label, for routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Severity {
-    /// Stalls whole jobs.
-    Critical,
-    /// Degrades them.
-    Warning,
-}
-
-impl Severity {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Critical => "critical",
-            Severity::Warning => "warning",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// The `severity` label, for routing.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Severity {
+        /// Stalls whole jobs.
+        Critical,
+        /// Degrades them.
+        Warning,
     }
 }
 

@@ -49,75 +49,100 @@ fn seconds_histogram() -> Histogram {
     ))
 }
 
-/// Every metric the online localizer serves.
-pub struct Metrics {
-    registry: Registry,
-    /// Held while blame series are rebuilt and while encoding.
-    update: Mutex<()>,
-    /// `skeletonhunter_component_blame`.
-    pub blame: Family<ComponentLabels, FloatGauge>,
-    /// `skeletonhunter_component_faulty`.
-    pub faulty: Family<ComponentLabels, Gauge>,
-    /// `skeletonhunter_localizer_cycle_duration_seconds`.
-    pub cycle_duration: Histogram,
-    /// `skeletonhunter_localizer_cycles_total` by result.
-    pub cycles: Family<ResultLabels, Counter>,
-    /// `skeletonhunter_localizer_query_errors_total`.
-    pub query_errors: Family<QueryLabels, Counter>,
-    /// `skeletonhunter_localizer_query_duration_seconds`.
-    pub query_duration: Family<QueryKindLabels, Histogram, fn() -> Histogram>,
-    /// `skeletonhunter_localizer_histograms_info`.
-    histograms: Family<HistogramsLabels, Gauge>,
-    /// `skeletonhunter_localizer_pairs_with_rtt`.
-    pub pairs_with_rtt: Gauge,
-    /// `skeletonhunter_localizer_answer_bytes_peak`.
-    pub answer_bytes_peak: Gauge,
-    /// `skeletonhunter_localizer_alert_post_errors_total`.
-    pub alert_post_errors: Family<AlertmanagerLabels, Counter>,
-    /// `skeletonhunter_localizer_alerts_posted_total`.
-    pub alerts_posted: Family<AlertmanagerLabels, Counter>,
-    /// `skeletonhunter_localizer_alert_queue_length`.
-    pub alert_queue: Family<AlertmanagerLabels, Gauge>,
-    /// `skeletonhunter_localizer_alerts_dropped_total`.
-    pub alerts_dropped: Family<AlertmanagerLabels, Counter>,
-    /// `skeletonhunter_localizer_alerts_firing`.
-    pub alerts_firing: Gauge,
-    /// `skeletonhunter_localizer_last_success_timestamp_seconds`.
-    pub last_success: FloatGauge,
-    /// `skeletonhunter_localizer_last_alert_post_success_timestamp_seconds`.
-    pub last_alert_post_success: Family<AlertmanagerLabels, FloatGauge>,
-    /// `skeletonhunter_localizer_pairs_observed`.
-    pub pairs_observed: Gauge,
-    /// `skeletonhunter_localizer_pairs_anomalous`.
-    pub pairs_anomalous: Gauge,
-    /// `skeletonhunter_localizer_pairs_dropped`.
-    pub pairs_dropped: Gauge,
-    /// `skeletonhunter_localizer_nodes`.
-    pub nodes_known: Gauge,
-    /// `skeletonhunter_localizer_pair_shards`.
-    pub pair_shards: Gauge,
-    /// `skeletonhunter_localizer_pair_reads_total`.
-    pub pair_reads: Family<PairReadLabels, Counter>,
-    /// `skeletonhunter_localizer_pairs_covered`.
-    pub pairs_covered: Gauge,
-    /// `skeletonhunter_localizer_pairs_expected`.
-    pub pairs_expected: Gauge,
-    /// `skeletonhunter_localizer_components_unknown`.
-    pub components_unknown: Gauge,
-    /// `skeletonhunter_component_alerting`.
-    pub alerting: Family<AlertLabels, Gauge>,
-    /// `skeletonhunter_localizer_job_impact_ranks`.
-    pub job_impact: Family<JobImpactLabels, Gauge>,
-    /// `skeletonhunter_localizer_analysis_duration_seconds`.
-    pub analysis_duration: FloatGauge,
-    /// `skeletonhunter_config_last_reload_successful`.
-    pub reload_successful: Gauge,
-    /// `skeletonhunter_config_last_reload_success_timestamp_seconds`.
-    pub reload_success_time: FloatGauge,
-    /// The last report as JSON, for `/report`.
-    report: Mutex<String>,
-    /// When the last cycle analyzed complete data (for `/-/ready`).
-    last_ok: Mutex<Option<Instant>>,
+skeletonhunter_common::metric_families! {
+    /// Every metric the online localizer serves.
+    pub struct Metrics() {
+        registry: Registry = Registry::default();
+        /// Held while blame series are rebuilt and while encoding.
+        update: Mutex<()> = Mutex::new(());
+        /// Estimated failure probability of a component the localizer considered this cycle (max
+        /// over symptoms)
+        pub blame: Family<ComponentLabels, FloatGauge> => "skeletonhunter_component_blame";
+        /// 1 when the localizer blames the component for a fault, 0 when it considered and cleared
+        /// it
+        pub faulty: Family<ComponentLabels, Gauge> => "skeletonhunter_component_faulty";
+        /// Wall time of one localization cycle (queries, analysis, alert posting)
+        pub cycle_duration: Histogram = seconds_histogram()
+            => "skeletonhunter_localizer_cycle_duration_seconds";
+        /// Localization cycles by result (ok, query_failed, no_data)
+        pub cycles: Family<ResultLabels, Counter> => "skeletonhunter_localizer_cycles";
+        /// Prometheus queries that failed or returned partial data, by query and reason
+        pub query_errors: Family<QueryLabels, Counter> => "skeletonhunter_localizer_query_errors";
+        /// Wall time of each of the cycle's queries, answered or not (the three per-path queries
+        /// count as paths)
+        pub query_duration: Family<QueryKindLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(seconds_histogram)
+            => "skeletonhunter_localizer_query_duration_seconds";
+        /// Most bytes of Prometheus answers held at once during the last cycle (at most
+        /// --max-cycle-response-size)
+        pub answer_bytes_peak: Gauge => "skeletonhunter_localizer_answer_bytes_peak";
+        /// 1 for the form the RTT queries read (mode classic, native, native_or_classic; absent
+        /// until --histograms auto has asked the store)
+        histograms: Family<HistogramsLabels, Gauge> => "skeletonhunter_localizer_histograms_info";
+        /// Failed posts to an Alertmanager (the alerts are retried next cycle)
+        pub alert_post_errors: Family<AlertmanagerLabels, Counter>
+            => "skeletonhunter_localizer_alert_post_errors";
+        /// Alerts (firing and resolved) accepted by an Alertmanager
+        pub alerts_posted: Family<AlertmanagerLabels, Counter>
+            => "skeletonhunter_localizer_alerts_posted";
+        /// Resolved alerts waiting for an Alertmanager to accept them
+        pub alert_queue: Family<AlertmanagerLabels, Gauge>
+            => "skeletonhunter_localizer_alert_queue_length";
+        /// Resolved alerts dropped because an Alertmanager's queue was full
+        pub alerts_dropped: Family<AlertmanagerLabels, Counter>
+            => "skeletonhunter_localizer_alerts_dropped";
+        /// Component alerts the localizer currently holds as firing
+        pub alerts_firing: Gauge => "skeletonhunter_localizer_alerts_firing";
+        /// Unix time of the last cycle that analyzed complete data
+        pub last_success: FloatGauge => "skeletonhunter_localizer_last_success_timestamp_seconds";
+        /// Unix time of the last post an Alertmanager accepted
+        pub last_alert_post_success: Family<AlertmanagerLabels, FloatGauge>
+            => "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds";
+        /// Probe pairs analyzed in the last trusted cycle
+        pub pairs_observed: Gauge => "skeletonhunter_localizer_pairs_observed";
+        /// Probe pairs found anomalous in the last trusted cycle
+        pub pairs_anomalous: Gauge => "skeletonhunter_localizer_pairs_anomalous";
+        /// Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete
+        /// series)
+        pub pairs_dropped: Gauge => "skeletonhunter_localizer_pairs_dropped";
+        /// Probe pairs of the last trusted cycle with a median RTT (0 when the RTT queries read a
+        /// histogram form the fleet does not export)
+        pub pairs_with_rtt: Gauge => "skeletonhunter_localizer_pairs_with_rtt";
+        /// Nodes with a known topology identity (skeletonhunter_node_info)
+        pub nodes_known: Gauge => "skeletonhunter_localizer_nodes";
+        /// Shards the per-pair queries are split into (--pair-shards; fewer while node names allow
+        /// no more)
+        pub pair_shards: Gauge => "skeletonhunter_localizer_pair_shards";
+        /// Reads of the per-pair series by cycles that answered: all pairs, or one shard
+        pub pair_reads: Family<PairReadLabels, Counter> => "skeletonhunter_localizer_pair_reads";
+        /// Wall time of the last detection and localization step alone
+        pub analysis_duration: FloatGauge => "skeletonhunter_localizer_analysis_duration_seconds";
+        /// Deprecated, removed in the next release: use skeletonhunter_build_info
+        build_info: Family<BuildLabels, Gauge> = build_info()
+            => "skeletonhunter_localizer_build_info";
+        /// Expected probe pairs with fresh data in the last cycle (0 when its queries failed)
+        pub pairs_covered: Gauge => "skeletonhunter_localizer_pairs_covered";
+        /// Probe pairs the localizer expects data for (seen within the topology window)
+        pub pairs_expected: Gauge => "skeletonhunter_localizer_pairs_expected";
+        /// Components with too few covered pairs in the last cycle: their alerts neither fire nor
+        /// resolve
+        pub components_unknown: Gauge => "skeletonhunter_localizer_components_unknown";
+        /// 1 for each component alert the localizer holds firing (labels: its identity as posted to
+        /// Alertmanager)
+        pub alerting: Family<AlertLabels, Gauge> => "skeletonhunter_component_alerting";
+        /// Ranks of a job (its tenant) an alerting component touches: placed beneath it
+        /// (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)
+        pub job_impact: Family<JobImpactLabels, Gauge> => "skeletonhunter_localizer_job_impact_ranks";
+        /// 1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded
+        pub reload_successful: Gauge => "skeletonhunter_config_last_reload_successful";
+        /// Unix time of the last successful configuration load
+        pub reload_success_time: FloatGauge
+            => "skeletonhunter_config_last_reload_success_timestamp_seconds";
+        /// The last report as JSON, for `/report`.
+        report: Mutex<String> = Mutex::new("{}".to_string());
+        /// When the last cycle analyzed complete data (for `/-/ready`).
+        last_ok: Mutex<Option<Instant>> = Mutex::new(None);
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -136,43 +161,10 @@ impl Metrics {
     /// All families, registered under their documented names.
     pub fn new() -> Metrics {
         let mut r = Registry::default();
-        let m = Metrics {
-            registry: Registry::default(),
-            update: Mutex::new(()),
-            blame: Family::default(),
-            faulty: Family::default(),
-            cycle_duration: seconds_histogram(),
-            cycles: Family::default(),
-            query_errors: Family::default(),
-            query_duration: Family::new_with_constructor(seconds_histogram),
-            histograms: Family::default(),
-            pairs_with_rtt: Gauge::default(),
-            answer_bytes_peak: Gauge::default(),
-            alert_post_errors: Family::default(),
-            alerts_posted: Family::default(),
-            alert_queue: Family::default(),
-            alerts_dropped: Family::default(),
-            alerts_firing: Gauge::default(),
-            last_success: FloatGauge::default(),
-            last_alert_post_success: Family::default(),
-            pairs_observed: Gauge::default(),
-            pairs_anomalous: Gauge::default(),
-            pairs_dropped: Gauge::default(),
-            nodes_known: Gauge::default(),
-            pair_shards: Gauge::default(),
-            pair_reads: Family::default(),
-            pairs_covered: Gauge::default(),
-            pairs_expected: Gauge::default(),
-            components_unknown: Gauge::default(),
-            alerting: Family::default(),
-            job_impact: Family::default(),
-            analysis_duration: FloatGauge::default(),
-            reload_successful: Gauge::default(),
-            reload_success_time: FloatGauge::default(),
-            report: Mutex::new("{}".to_string()),
-            last_ok: Mutex::new(None),
-        };
-        register_all(&mut r, &m);
+        let m = Metrics::unregistered();
+        m.register_families(&mut r);
+        skeletonhunter_common::build::register(&mut r);
+        r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
         Metrics { registry: r, ..m }
     }
 }
@@ -183,196 +175,15 @@ struct BuildLabels {
     version: String,
 }
 
-/// Register every series of `m` in `r`.
-pub(super) fn register_all(r: &mut Registry, m: &Metrics) {
-    register_verdicts(r, m);
-    register_alerting(r, m);
-    register_pairs(r, m);
-    register_coverage(r, m);
-    register_reload(r, m);
-}
-
-/// Blame series, cycles and query errors.
-fn register_verdicts(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_component_blame",
-        "Estimated failure probability of a component the localizer considered this cycle (max over symptoms)",
-        m.blame.clone(),
-    );
-    r.register(
-        "skeletonhunter_component_faulty",
-        "1 when the localizer blames the component for a fault, 0 when it considered and cleared it",
-        m.faulty.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_cycle_duration_seconds",
-        "Wall time of one localization cycle (queries, analysis, alert posting)",
-        m.cycle_duration.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_cycles",
-        "Localization cycles by result (ok, query_failed, no_data)",
-        m.cycles.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_query_errors",
-        "Prometheus queries that failed or returned partial data, by query and reason",
-        m.query_errors.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_query_duration_seconds",
-        "Wall time of each of the cycle's queries, answered or not (the three per-path queries count as paths)",
-        m.query_duration.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_answer_bytes_peak",
-        "Most bytes of Prometheus answers held at once during the last cycle (at most --max-cycle-response-size)",
-        m.answer_bytes_peak.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_histograms_info",
-        "1 for the form the RTT queries read (mode classic, native, native_or_classic; absent until --histograms auto has asked the store)",
-        m.histograms.clone(),
-    );
-}
-
-/// Alertmanager delivery.
-fn register_alerting(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_alert_post_errors",
-        "Failed posts to an Alertmanager (the alerts are retried next cycle)",
-        m.alert_post_errors.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_posted",
-        "Alerts (firing and resolved) accepted by an Alertmanager",
-        m.alerts_posted.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alert_queue_length",
-        "Resolved alerts waiting for an Alertmanager to accept them",
-        m.alert_queue.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_dropped",
-        "Resolved alerts dropped because an Alertmanager's queue was full",
-        m.alerts_dropped.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_alerts_firing",
-        "Component alerts the localizer currently holds as firing",
-        m.alerts_firing.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_last_success_timestamp_seconds",
-        "Unix time of the last cycle that analyzed complete data",
-        m.last_success.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds",
-        "Unix time of the last post an Alertmanager accepted",
-        m.last_alert_post_success.clone(),
-    );
-}
-
-/// Input size, analysis time and the build.
-fn register_pairs(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_pairs_observed",
-        "Probe pairs analyzed in the last trusted cycle",
-        m.pairs_observed.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_anomalous",
-        "Probe pairs found anomalous in the last trusted cycle",
-        m.pairs_anomalous.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_dropped",
-        "Probe pairs left out of the last cycle (no topology for an endpoint, or incomplete series)",
-        m.pairs_dropped.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_with_rtt",
-        "Probe pairs of the last trusted cycle with a median RTT (0 when the RTT queries read a histogram form the fleet does not export)",
-        m.pairs_with_rtt.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_nodes",
-        "Nodes with a known topology identity (skeletonhunter_node_info)",
-        m.nodes_known.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pair_shards",
-        "Shards the per-pair queries are split into (--pair-shards; fewer while node names allow no more)",
-        m.pair_shards.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pair_reads",
-        "Reads of the per-pair series by cycles that answered: all pairs, or one shard",
-        m.pair_reads.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_analysis_duration_seconds",
-        "Wall time of the last detection and localization step alone",
-        m.analysis_duration.clone(),
-    );
+/// `skeletonhunter_localizer_build_info`, set once: the version.
+fn build_info() -> Family<BuildLabels, Gauge> {
     let build = Family::<BuildLabels, Gauge>::default();
     build
         .get_or_create(&BuildLabels {
             version: env!("CARGO_PKG_VERSION").to_string(),
         })
         .set(1);
-    r.register(
-        "skeletonhunter_localizer_build_info",
-        "Deprecated, removed in the next release: use skeletonhunter_build_info",
-        build,
-    );
-    skeletonhunter_common::build::register(r);
-    r.register_collector(Box::new(skeletonhunter_common::process::ProcessCollector));
-}
-
-/// Coverage of the last cycle and the alerts held firing.
-fn register_coverage(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_localizer_pairs_covered",
-        "Expected probe pairs with fresh data in the last cycle (0 when its queries failed)",
-        m.pairs_covered.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_pairs_expected",
-        "Probe pairs the localizer expects data for (seen within the topology window)",
-        m.pairs_expected.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_components_unknown",
-        "Components with too few covered pairs in the last cycle: their alerts neither fire nor resolve",
-        m.components_unknown.clone(),
-    );
-    r.register(
-        "skeletonhunter_component_alerting",
-        "1 for each component alert the localizer holds firing (labels: its identity as posted to Alertmanager)",
-        m.alerting.clone(),
-    );
-    r.register(
-        "skeletonhunter_localizer_job_impact_ranks",
-        "Ranks of a job (its tenant) an alerting component touches: placed beneath it (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)",
-        m.job_impact.clone(),
-    );
-}
-
-/// Configuration reloads (Prometheus' own names).
-fn register_reload(r: &mut Registry, m: &Metrics) {
-    r.register(
-        "skeletonhunter_config_last_reload_successful",
-        "1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded",
-        m.reload_successful.clone(),
-    );
-    r.register(
-        "skeletonhunter_config_last_reload_success_timestamp_seconds",
-        "Unix time of the last successful configuration load",
-        m.reload_success_time.clone(),
-    );
+    build
 }
 
 #[cfg(test)]

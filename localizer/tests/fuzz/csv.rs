@@ -5,19 +5,11 @@
 //! counts and a small line cap; then byte damage to a third. Every input
 //! is read and, when accepted, analyzed by the engine.
 
-use super::gen::{mutate, Rng};
+use super::gen::{mutate, Rng, Verdict};
 use skeletonhunter_localizer::engine::model::Config;
 use skeletonhunter_localizer::engine::pipeline::analyze;
-use skeletonhunter_localizer::input::csv::{read_pings_counted, CsvOptions};
+use skeletonhunter_localizer::input::csv::{read_pings_counted, CsvOptions, REQUIRED_COLUMNS};
 
-const REQUIRED: [&str; 6] = [
-    "src_node_id",
-    "dst_node_id",
-    "dial",
-    "latency",
-    "loss_rate",
-    "ping_time",
-];
 const OPTIONAL: &[&str] = &[
     "src_real_ip",
     "dst_real_ip",
@@ -76,7 +68,7 @@ fn field(r: &mut Rng, name: &str) -> String {
 
 /// A ping log, often almost valid.
 pub fn ping_log(r: &mut Rng) -> Vec<u8> {
-    let mut cols: Vec<&str> = REQUIRED.to_vec();
+    let mut cols: Vec<&str> = REQUIRED_COLUMNS.to_vec();
     if r.below(10) == 0 {
         cols.remove(r.below(cols.len()));
     }
@@ -111,19 +103,11 @@ pub fn ping_log(r: &mut Rng) -> Vec<u8> {
     body
 }
 
-/// What one input did.
-pub enum CsvVerdict {
-    /// Read into pairs (and analyzed).
-    Accepted,
-    /// Refused with an error naming a line.
-    Refused,
-}
-
 /// Read one log with a random packets-per-round and line cap; on success
 /// analyze it. Panics (the failure) on a reader or engine panic, an error
 /// naming a line the input does not have, an error message longer than
 /// its input + 1 KiB, or pairs whose counts are not finite and ordered.
-pub fn check_csv(r: &mut Rng, body: &[u8]) -> CsvVerdict {
+pub fn check_csv(r: &mut Rng, body: &[u8]) -> Verdict {
     let opts = CsvOptions {
         packets_per_round: [None, None, Some(1.0), Some(100.0)][r.below(4)],
         max_line_length: [65_536, 65_536, 65_536, 65_536, 65_536, 65_536, 16, 64][r.below(8)],
@@ -139,7 +123,7 @@ pub fn check_csv(r: &mut Rng, body: &[u8]) -> CsvVerdict {
             );
             let msg = e.to_string();
             assert!(msg.len() <= body.len() + 1024, "{} bytes: {msg}", msg.len());
-            CsvVerdict::Refused
+            Verdict::Refused
         }
         Ok((pairs, probes)) => {
             assert!(
@@ -156,7 +140,7 @@ pub fn check_csv(r: &mut Rng, body: &[u8]) -> CsvVerdict {
             }
             let report = analyze(&pairs, &Config::default());
             assert!(report.pairs_observed <= pairs.len());
-            CsvVerdict::Accepted
+            Verdict::Accepted
         }
     }
 }

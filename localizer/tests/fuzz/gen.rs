@@ -275,12 +275,12 @@ pub fn mutate(r: &mut Rng, body: &mut Vec<u8>) {
     }
 }
 
-/// What one decoder input did.
+/// What one input did, for every target.
 pub enum Verdict {
-    /// Decoded into this many series.
-    Ok,
+    /// Decoded or read (and, for a ping log, analyzed).
+    Accepted,
     /// Refused with an error.
-    Err,
+    Refused,
 }
 
 const URL: &str = "http://prom:9090/api/v1/query";
@@ -302,9 +302,9 @@ pub fn check_prom(r: &mut Rng, body: &[u8]) -> Verdict {
         let _ = e.reason().as_str();
     }
     if a.is_ok() || b.is_ok() {
-        Verdict::Ok
+        Verdict::Accepted
     } else {
-        Verdict::Err
+        Verdict::Refused
     }
 }
 

@@ -203,38 +203,25 @@ pub enum QueryError {
     },
 }
 
-/// The kind of a [`QueryError`], as the `reason` label of
-/// `skeletonhunter_localizer_query_errors_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QueryFailure {
-    /// See [`QueryError::Unreachable`].
-    Unreachable,
-    /// See [`QueryError::Status`].
-    HttpStatus,
-    /// See [`QueryError::Api`].
-    ApiError,
-    /// See [`QueryError::Decode`].
-    Decode,
-    /// See [`QueryError::Partial`].
-    Partial,
-    /// See [`QueryError::TooLarge`] and [`QueryError::OverBudget`].
-    TooLarge,
-    /// See [`QueryError::Timeout`].
-    Timeout,
-}
-
-impl QueryFailure {
-    /// The label value (stable: alerting rules and dashboards match it).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueryFailure::Unreachable => "unreachable",
-            QueryFailure::HttpStatus => "http_status",
-            QueryFailure::ApiError => "api_error",
-            QueryFailure::Decode => "decode",
-            QueryFailure::Partial => "partial",
-            QueryFailure::TooLarge => "too_large",
-            QueryFailure::Timeout => "timeout",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// The kind of a [`QueryError`], as the `reason` label of
+    /// `skeletonhunter_localizer_query_errors_total`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum QueryFailure {
+        /// See [`QueryError::Unreachable`].
+        Unreachable,
+        /// See [`QueryError::Status`].
+        HttpStatus,
+        /// See [`QueryError::Api`].
+        ApiError,
+        /// See [`QueryError::Decode`].
+        Decode,
+        /// See [`QueryError::Partial`].
+        Partial,
+        /// See [`QueryError::TooLarge`] and [`QueryError::OverBudget`].
+        TooLarge,
+        /// See [`QueryError::Timeout`].
+        Timeout,
     }
 }
 

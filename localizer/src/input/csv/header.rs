@@ -43,7 +43,8 @@ impl HeaderError {
     }
 }
 
-const REQUIRED: [&str; 6] = [
+/// The columns every ping log must have, in their usual order.
+pub const REQUIRED_COLUMNS: [&str; 6] = [
     "src_node_id",
     "dst_node_id",
     "dial",
@@ -91,7 +92,7 @@ pub fn columns(header: &csv::StringRecord) -> Result<Columns, HeaderError> {
         }
     }
     let find = |name: &str| names.iter().position(|h| h == name);
-    let missing: Vec<&'static str> = REQUIRED
+    let missing: Vec<&'static str> = REQUIRED_COLUMNS
         .iter()
         .copied()
         .filter(|n| find(n).is_none())

@@ -15,6 +15,11 @@ fn read(body: &str) -> Result<Vec<PairStats>, CsvError> {
     )
 }
 
+/// `log`, header and all, read with the default options.
+fn read_log(log: &str) -> Result<Vec<PairStats>, CsvError> {
+    read_pings(log.as_bytes(), &CsvOptions::default())
+}
+
 #[test]
 fn aggregates_rounds_per_pair() {
     let pairs = read(
@@ -61,11 +66,7 @@ fn errors_name_line_and_column() {
 
 #[test]
 fn missing_required_column_is_reported() {
-    let e = read_pings(
-        "src_node_id,dst_node_id,dial\na,b,success\n".as_bytes(),
-        &CsvOptions::default(),
-    )
-    .unwrap_err();
+    let e = read_log("src_node_id,dst_node_id,dial\na,b,success\n").unwrap_err();
     assert_eq!(e.line, 1);
     assert!(e.message.contains("latency"), "{e}");
     assert!(e.message.contains("ping_time"), "{e}");
@@ -74,11 +75,9 @@ fn missing_required_column_is_reported() {
 #[test]
 fn optional_columns_may_be_absent() {
     // (probe counts inferred: nothing lost, the default applies)
-    let pairs = read_pings(
-        "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\na,b,success,5,0,1\n".as_bytes(),
-        &CsvOptions::default(),
-    )
-    .unwrap();
+    let pairs =
+        read_log("src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\na,b,success,5,0,1\n")
+            .unwrap();
     assert_eq!(pairs.len(), 1);
     assert_eq!(pairs[0].src.tor, "");
 }
@@ -110,11 +109,7 @@ fn latencies_and_counts_out_of_range_are_refused() {
     let e = read("a,b,success,1e308,0,1,t,t,x\n").unwrap_err();
     assert_eq!(e.column.as_deref(), Some("latency"), "{e}");
     let counted = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,probe_count\n";
-    let e = read_pings(
-        format!("{counted}a,b,success,5,0,1,1e308\n").as_bytes(),
-        &CsvOptions::default(),
-    )
-    .unwrap_err();
+    let e = read_log(&format!("{counted}a,b,success,5,0,1,1e308\n")).unwrap_err();
     assert_eq!(e.column.as_deref(), Some("probe_count"), "{e}");
 }
 
@@ -140,16 +135,11 @@ fn a_column_named_twice_is_refused() {
         ),
     ] {
         let body = format!("{header}\na,b,success,1,0,1,1,1\n");
-        let e = read_pings(body.as_bytes(), &CsvOptions::default()).unwrap_err();
+        let e = read_log(&body).unwrap_err();
         assert_eq!((e.line, e.column.as_deref()), (1, Some(name)), "{e}");
         assert!(e.to_string().contains(at), "{e}");
     }
     // Empty names (trailing commas) name nothing and may repeat.
     let body = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,,\na,b,success,1,0,1,,\n";
-    assert_eq!(
-        read_pings(body.as_bytes(), &CsvOptions::default())
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(read_log(body).unwrap().len(), 1);
 }

@@ -56,50 +56,33 @@ pub struct Queries {
     pub host_stack: String,
 }
 
-/// One of the cycle's queries: the `query` label of
-/// `skeletonhunter_localizer_query_errors_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QueryKind {
-    /// [`Queries::sent`].
-    Sent,
-    /// [`Queries::lost`].
-    Lost,
-    /// [`Queries::dial_failures`].
-    DialFailures,
-    /// [`Queries::consecutive_lost`].
-    ConsecutiveLost,
-    /// [`Queries::rtt_p50`].
-    RttP50,
-    /// [`Queries::rtt_count`].
-    RttCount,
-    /// [`Queries::topology_now`].
-    TopologyNow,
-    /// [`Queries::topology_recent`].
-    TopologyRecent,
-    /// [`Queries::hops`].
-    Hops,
-    /// [`Queries::paths`], [`Queries::path_loss`], [`Queries::path_probes`].
-    Paths,
-    /// [`Queries::host_stack`].
-    HostStack,
-}
-
-impl QueryKind {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueryKind::Sent => "sent",
-            QueryKind::Lost => "lost",
-            QueryKind::DialFailures => "dial_failures",
-            QueryKind::ConsecutiveLost => "consecutive_lost",
-            QueryKind::RttP50 => "rtt_p50",
-            QueryKind::RttCount => "rtt_count",
-            QueryKind::TopologyNow => "topology_now",
-            QueryKind::TopologyRecent => "topology_recent",
-            QueryKind::Hops => "hops",
-            QueryKind::Paths => "paths",
-            QueryKind::HostStack => "host_stack",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// One of the cycle's queries: the `query` label of
+    /// `skeletonhunter_localizer_query_errors_total`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum QueryKind {
+        /// [`Queries::sent`].
+        Sent,
+        /// [`Queries::lost`].
+        Lost,
+        /// [`Queries::dial_failures`].
+        DialFailures,
+        /// [`Queries::consecutive_lost`].
+        ConsecutiveLost,
+        /// [`Queries::rtt_p50`].
+        RttP50,
+        /// [`Queries::rtt_count`].
+        RttCount,
+        /// [`Queries::topology_now`].
+        TopologyNow,
+        /// [`Queries::topology_recent`].
+        TopologyRecent,
+        /// [`Queries::hops`].
+        Hops,
+        /// [`Queries::paths`], [`Queries::path_loss`], [`Queries::path_probes`].
+        Paths,
+        /// [`Queries::host_stack`].
+        HostStack,
     }
 }
 

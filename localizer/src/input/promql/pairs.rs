@@ -153,10 +153,13 @@ pub fn assemble_pairs(
 ) -> Assembled {
     let mut acc: BTreeMap<(&str, &str), Acc> = BTreeMap::new();
     let packet = |p: Protocol| !p.is_dial() && protocols.contains(&p);
-    // Read by both the counters and the derived answers: built once.
-    let lost = by_proto_key(&r.lost);
-    add_counts(&mut acc, r, &lost, &packet);
-    add_rtts(&mut acc, r, &lost, &packet);
+    let answers = Answers {
+        r,
+        lost: by_proto_key(&r.lost),
+        packet: &packet,
+    };
+    answers.add_counts(&mut acc);
+    answers.add_rtts(&mut acc);
     let mut out = Assembled::default();
     for ((src, dst), a) in acc {
         if a.incomplete {
@@ -196,127 +199,128 @@ fn by_proto_key(v: &[Sample]) -> HashMap<ProtoKey<'_>, f64> {
         .collect()
 }
 
-/// Sent, lost (`lost_seen`, by [`by_proto_key`]) and dial-failure counters,
-/// and whether each protocol is silent now (losses in a row), into the
-/// per-pair accumulators.
-fn add_counts<'a>(
-    acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
+/// What both passes into the per-pair accumulators read.
+struct Answers<'a, 'p> {
     r: &'a QueryResults,
-    lost_seen: &HashMap<ProtoKey<'a>, f64>,
-    packet: &dyn Fn(Protocol) -> bool,
-) {
-    let streaks = by_proto_key(&r.consecutive_lost);
-    for s in &r.sent {
-        let Some((a, b, proto)) = proto_key(s) else {
-            continue;
-        };
-        let key = (a, b);
-        let e = acc.entry(key).or_default();
-        let sent = count(s.value);
-        // Noted only for a protocol that probed the pair in the window.
-        let silent = streaks
-            .get(&(a, b, proto))
-            .is_some_and(|&n| n >= CUT_STREAK);
-        if proto.is_dial() {
-            e.tcp_attempts += sent;
-            if sent > 0.0 {
-                note_silence(&mut e.dial_silent, silent);
-            }
-        } else if packet(proto) {
-            match lost_seen.get(&(key.0, key.1, proto)) {
-                Some(&lost) => {
-                    e.pkt_sent += sent;
-                    e.pkt_lost += lost.min(sent);
-                    if sent > 0.0 {
-                        note_silence(&mut e.pkt_silent, silent);
-                    }
-                }
-                None if sent > 0.0 => e.incomplete = true,
-                None => {}
-            }
-        }
-    }
-    for s in &r.dial_failures {
-        if let Some(key) = pair_key(s) {
-            acc.entry(key).or_default().dial_failures += count(s.value);
-        }
-    }
+    /// The lost counters by [`by_proto_key`], read by the counters and the
+    /// derived answers alike: built once.
+    lost: HashMap<ProtoKey<'a>, f64>,
+    /// Whether a protocol is a packet probe the cycle analyzes.
+    packet: &'p dyn Fn(Protocol) -> bool,
 }
 
-/// Answers per pair and protocol, in sample order: counted by the
-/// `rtt_count` query, or where the cycle did not ask (native histograms),
-/// derived. A median sample says the histogram exists; NaN means it got no
-/// answer in the window (so a cut pair is still told from a lossy one
-/// while its lost counter lags), a number means at least one: the probes
-/// not lost (the dials that did not fail), which counts in-flight probes as
-/// answered, at least 1.
-fn answer_counts<'a>(
-    r: &'a QueryResults,
-    lost: &HashMap<ProtoKey<'a>, f64>,
-) -> Vec<(ProtoKey<'a>, f64)> {
-    if let Some(counted) = &r.rtt_count {
-        return counted
-            .iter()
-            .filter_map(|s| Some((proto_key(s)?, count(s.value))))
-            .collect();
-    }
-    let sent = by_proto_key(&r.sent);
-    let dial_failures: HashMap<(&str, &str), f64> = r
-        .dial_failures
-        .iter()
-        .filter_map(|s| Some((pair_key(s)?, count(s.value))))
-        .collect();
-    r.rtt_p50
-        .iter()
-        .filter_map(|s| {
-            let key = proto_key(s)?;
-            if s.value.is_nan() {
-                return Some((key, 0.0));
-            }
-            let failed = if key.2.is_dial() {
-                dial_failures.get(&(key.0, key.1))
-            } else {
-                lost.get(&key)
+impl<'a> Answers<'a, '_> {
+    /// Sent, lost and dial-failure counters, and whether each protocol is
+    /// silent now (losses in a row), into the per-pair accumulators.
+    fn add_counts(&self, acc: &mut BTreeMap<(&'a str, &'a str), Acc>) {
+        let (r, lost_seen, packet) = (self.r, &self.lost, self.packet);
+        let streaks = by_proto_key(&r.consecutive_lost);
+        for s in &r.sent {
+            let Some((a, b, proto)) = proto_key(s) else {
+                continue;
             };
-            let n = sent.get(&key).copied().unwrap_or(0.0) - failed.copied().unwrap_or(0.0);
-            Some((key, n.max(1.0)))
-        })
-        .collect()
-}
-
-/// Answer counts and the preferred protocol's median RTT per pair.
-fn add_rtts<'a>(
-    acc: &mut BTreeMap<(&'a str, &'a str), Acc>,
-    r: &'a QueryResults,
-    lost: &HashMap<ProtoKey<'a>, f64>,
-    packet: &dyn Fn(Protocol) -> bool,
-) {
-    let mut counts: HashMap<ProtoKey<'a>, f64> = HashMap::new();
-    for ((a, b, proto), n) in answer_counts(r, lost) {
-        let e = acc.entry((a, b)).or_default();
-        if proto.is_dial() {
-            *e.tcp_ok.get_or_insert(0.0) += n;
-        } else if packet(proto) {
-            *e.pkt_received.get_or_insert(0.0) += n;
+            let key = (a, b);
+            let e = acc.entry(key).or_default();
+            let sent = count(s.value);
+            // Noted only for a protocol that probed the pair in the window.
+            let silent = streaks
+                .get(&(a, b, proto))
+                .is_some_and(|&n| n >= CUT_STREAK);
+            if proto.is_dial() {
+                e.tcp_attempts += sent;
+                if sent > 0.0 {
+                    note_silence(&mut e.dial_silent, silent);
+                }
+            } else if packet(proto) {
+                match lost_seen.get(&(key.0, key.1, proto)) {
+                    Some(&lost) => {
+                        e.pkt_sent += sent;
+                        e.pkt_lost += lost.min(sent);
+                        if sent > 0.0 {
+                            note_silence(&mut e.pkt_silent, silent);
+                        }
+                    }
+                    None if sent > 0.0 => e.incomplete = true,
+                    None => {}
+                }
+            }
         }
-        counts.insert((a, b, proto), n);
+        for s in &r.dial_failures {
+            if let Some(key) = pair_key(s) {
+                acc.entry(key).or_default().dial_failures += count(s.value);
+            }
+        }
     }
-    for s in &r.rtt_p50 {
-        let Some((a, b, proto)) = proto_key(s) else {
-            continue;
-        };
-        let key = (a, b);
-        if !(packet(proto) || proto.is_dial()) || !s.value.is_finite() || s.value <= 0.0 {
-            continue;
+
+    /// Answers per pair and protocol, in sample order: counted by the
+    /// `rtt_count` query, or where the cycle did not ask (native histograms),
+    /// derived. A median sample says the histogram exists; NaN means it got no
+    /// answer in the window (so a cut pair is still told from a lossy one
+    /// while its lost counter lags), a number means at least one: the probes
+    /// not lost (the dials that did not fail), which counts in-flight probes as
+    /// answered, at least 1.
+    fn answer_counts(&self) -> Vec<(ProtoKey<'a>, f64)> {
+        let (r, lost) = (self.r, &self.lost);
+        if let Some(counted) = &r.rtt_count {
+            return counted
+                .iter()
+                .filter_map(|s| Some((proto_key(s)?, count(s.value))))
+                .collect();
         }
-        let n = counts.get(&(key.0, key.1, proto)).copied().unwrap_or(0.0);
-        if n <= 0.0 {
-            continue;
+        let sent = by_proto_key(&r.sent);
+        let dial_failures: HashMap<(&str, &str), f64> = r
+            .dial_failures
+            .iter()
+            .filter_map(|s| Some((pair_key(s)?, count(s.value))))
+            .collect();
+        r.rtt_p50
+            .iter()
+            .filter_map(|s| {
+                let key = proto_key(s)?;
+                if s.value.is_nan() {
+                    return Some((key, 0.0));
+                }
+                let failed = if key.2.is_dial() {
+                    dial_failures.get(&(key.0, key.1))
+                } else {
+                    lost.get(&key)
+                };
+                let n = sent.get(&key).copied().unwrap_or(0.0) - failed.copied().unwrap_or(0.0);
+                Some((key, n.max(1.0)))
+            })
+            .collect()
+    }
+
+    /// Answer counts and the preferred protocol's median RTT per pair.
+    fn add_rtts(&self, acc: &mut BTreeMap<(&'a str, &'a str), Acc>) {
+        let (r, packet) = (self.r, self.packet);
+        let mut counts: HashMap<ProtoKey<'a>, f64> = HashMap::new();
+        for ((a, b, proto), n) in self.answer_counts() {
+            let e = acc.entry((a, b)).or_default();
+            if proto.is_dial() {
+                *e.tcp_ok.get_or_insert(0.0) += n;
+            } else if packet(proto) {
+                *e.pkt_received.get_or_insert(0.0) += n;
+            }
+            counts.insert((a, b, proto), n);
         }
-        let rank = proto.rtt_preference();
-        let e = acc.entry(key).or_default();
-        if e.rtt.is_none_or(|(r0, _, _)| rank < r0) {
-            e.rtt = Some((rank, s.value, n));
+        for s in &r.rtt_p50 {
+            let Some((a, b, proto)) = proto_key(s) else {
+                continue;
+            };
+            let key = (a, b);
+            if !(packet(proto) || proto.is_dial()) || !s.value.is_finite() || s.value <= 0.0 {
+                continue;
+            }
+            let n = counts.get(&(key.0, key.1, proto)).copied().unwrap_or(0.0);
+            if n <= 0.0 {
+                continue;
+            }
+            let rank = proto.rtt_preference();
+            let e = acc.entry(key).or_default();
+            if e.rtt.is_none_or(|(r0, _, _)| rank < r0) {
+                e.rtt = Some((rank, s.value, n));
+            }
         }
     }
 }

@@ -35,6 +35,17 @@ fn info(node: &str, tor: &str) -> Sample {
     )
 }
 
+/// The counters of pair a -> b alone: `udp` and `tcp` are (sent, lost),
+/// and every lost dial is a dial failure.
+fn a_to_b(udp: (f64, f64), tcp: (f64, f64)) -> QueryResults {
+    QueryResults {
+        sent: vec![pair("a", "b", "udp", udp.0), pair("a", "b", "tcp", tcp.0)],
+        lost: vec![pair("a", "b", "udp", udp.1), pair("a", "b", "tcp", tcp.1)],
+        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], tcp.1)],
+        ..Default::default()
+    }
+}
+
 fn protos() -> Vec<Protocol> {
     vec![Protocol::Udp, Protocol::Icmp, Protocol::Rdma]
 }
@@ -239,11 +250,8 @@ fn a_cut_pair_is_found_from_answers_despite_lagging_lost_counters() {
     // 1000 probes sent, only 800 counted lost yet (200 in flight), no
     // answer; 50 dials, 45 failures counted, none succeeded.
     let mut r = QueryResults {
-        sent: vec![pair("a", "b", "udp", 1000.0), pair("a", "b", "tcp", 50.0)],
-        lost: vec![pair("a", "b", "udp", 800.0), pair("a", "b", "tcp", 45.0)],
-        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], 45.0)],
         rtt_count: Some(vec![pair("a", "b", "udp", 0.0), pair("a", "b", "tcp", 0.0)]),
-        ..Default::default()
+        ..a_to_b((1000.0, 800.0), (50.0, 45.0))
     };
     let p = &assemble(&r, &topo, &protos()).pairs[0];
     assert_eq!(
@@ -354,9 +362,6 @@ fn a_pair_silent_now_is_cut_before_its_window_says_so() {
     // and 12 of 20 dials lost), but at the latest scrape both protocols
     // have lost CUT_STREAK in a row.
     let mut r = QueryResults {
-        sent: vec![pair("a", "b", "udp", 100.0), pair("a", "b", "tcp", 20.0)],
-        lost: vec![pair("a", "b", "udp", 60.0), pair("a", "b", "tcp", 12.0)],
-        dial_failures: vec![sample(&[("src_node", "a"), ("dst_node", "b")], 12.0)],
         rtt_count: Some(vec![
             pair("a", "b", "udp", 40.0),
             pair("a", "b", "tcp", 8.0),
@@ -365,7 +370,7 @@ fn a_pair_silent_now_is_cut_before_its_window_says_so() {
             pair("a", "b", "udp", CUT_STREAK),
             pair("a", "b", "tcp", CUT_STREAK + 3.0),
         ],
-        ..Default::default()
+        ..a_to_b((100.0, 60.0), (20.0, 12.0))
     };
     let rows = |r: &QueryResults| {
         let p = &assemble(r, &topo, &protos()).pairs[0];

@@ -27,6 +27,20 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
     }
 }
 
+/// A book whose alerts end 40 s after their last post, without links.
+fn book() -> AlertBook {
+    AlertBook::new(Duration::from_secs(40), AlertLinks::default())
+}
+
+/// A book in which `id` of `kind` went from loss (at 0 s) to unreachable
+/// (at 10 s), and what that second cycle posted.
+fn escalated(kind: Kind, id: &str) -> (AlertBook, Vec<PostableAlert>) {
+    let mut book = book();
+    book.update(vec![finding(kind, id, "loss")], t(0));
+    let out = book.update(vec![finding(kind, id, "unreachable")], t(10));
+    (book, out)
+}
+
 fn links(generator_url: &str) -> AlertLinks {
     AlertLinks {
         generator_url: generator_url.into(),
@@ -236,9 +250,7 @@ fn life_cycle_fires_reposts_and_resolves() {
 
 #[test]
 fn escalation_within_a_severity_keeps_one_alert() {
-    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
-    book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
-    let out = book.update(vec![finding(Kind::Tor, "t1", "unreachable")], t(10));
+    let (_, out) = escalated(Kind::Tor, "t1");
     assert_eq!(out.len(), 1, "{out:?}");
     assert!(!out[0].resolved);
     // The identity is the one it fired with; the news is in annotations.
@@ -251,9 +263,7 @@ fn escalation_within_a_severity_keeps_one_alert() {
 
 #[test]
 fn a_severity_raise_adds_an_alert_and_the_incident_ends_as_a_whole() {
-    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
-    book.update(vec![finding(Kind::Node, "n1", "loss")], t(0));
-    let out = book.update(vec![finding(Kind::Node, "n1", "unreachable")], t(10));
+    let (mut book, out) = escalated(Kind::Node, "n1");
     // The warning is not resolved (that would be a false all-clear); a
     // critical alert joins it.
     assert_eq!(out.len(), 2, "{out:?}");
@@ -273,7 +283,7 @@ fn a_severity_raise_adds_an_alert_and_the_incident_ends_as_a_whole() {
 
 #[test]
 fn two_symptoms_of_one_severity_are_one_alert_showing_the_worse() {
-    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
+    let mut book = book();
     let out = book.update(
         vec![
             finding(Kind::Node, "n1", "latency"),
@@ -288,7 +298,7 @@ fn two_symptoms_of_one_severity_are_one_alert_showing_the_worse() {
 
 #[test]
 fn outbox_keeps_resolutions_until_delivered() {
-    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
+    let mut book = book();
     let mut outbox = Outbox::new(100);
     // Fires and clears while Alertmanager is down (never delivered).
     let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
@@ -310,7 +320,7 @@ fn outbox_keeps_resolutions_until_delivered() {
 
 #[test]
 fn outbox_drops_resolutions_superseded_by_firing_and_bounds_its_size() {
-    let mut book = AlertBook::new(Duration::from_secs(40), AlertLinks::default());
+    let mut book = book();
     let mut outbox = Outbox::new(2);
     let cur = book.update(vec![finding(Kind::Tor, "t1", "loss")], t(0));
     outbox.batch(&cur);

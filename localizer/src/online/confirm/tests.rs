@@ -63,6 +63,13 @@ fn confirmer() -> Confirmer {
     Confirmer::new(2, Duration::from_secs(11))
 }
 
+/// `c` once it has confirmed `f` (reported at 0 s and 2 s).
+fn confirm(mut c: Confirmer, f: &Finding) -> Confirmer {
+    c.admit(vec![f.clone()], at(0));
+    c.admit(vec![f.clone()], at(2));
+    c
+}
+
 #[test]
 fn a_new_fault_fires_on_its_second_consecutive_cycle() {
     let mut c = confirmer();
@@ -163,10 +170,8 @@ fn resolution_is_immediate() {
 
 #[test]
 fn leftovers_of_a_cleared_fault_do_not_page() {
-    let mut c = confirmer();
     let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
-    c.admit(vec![host()], at(0));
-    c.admit(vec![host()], at(2));
+    let mut c = confirm(confirmer(), &host());
     // Last reported at 4 s; the link came back at some point before.
     c.admit(vec![host()], at(4));
     // Staggered scrapes: only one container's pairs still show loss,
@@ -186,10 +191,8 @@ fn leftovers_of_a_cleared_fault_do_not_page() {
         );
     }
     // The same after a ToR fault: the spine explains its cross-ToR pairs.
-    let mut c = confirmer();
     let tor = || finding(Kind::Tor, "tor1", "loss");
-    c.admit(vec![tor()], at(0));
-    c.admit(vec![tor()], at(2));
+    let mut c = confirm(confirmer(), &tor());
     let spine = || finding(Kind::Spine, "spine0", "unreachable");
     c.admit(vec![spine()], at(4));
     assert!(c.admit(vec![spine()], at(6)).0.is_empty());
@@ -197,10 +200,8 @@ fn leftovers_of_a_cleared_fault_do_not_page() {
 
 #[test]
 fn a_held_finding_that_persists_past_the_hold_fires() {
-    let mut c = confirmer();
     let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
-    c.admit(vec![host()], at(0));
-    c.admit(vec![host()], at(2));
+    let mut c = confirm(confirmer(), &host());
     let node = || finding(Kind::Node, "t0-h1-c0", "unreachable");
     for t in (4..=12).step_by(2) {
         assert!(c.admit(vec![node()], at(t)).0.is_empty(), "at {t}");
@@ -211,10 +212,8 @@ fn a_held_finding_that_persists_past_the_hold_fires() {
 
 #[test]
 fn a_new_fault_elsewhere_is_not_held() {
-    let mut c = confirmer();
     let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
-    c.admit(vec![host()], at(0));
-    c.admit(vec![host()], at(2));
+    let mut c = confirm(confirmer(), &host());
     // A container on another host of the other rail: none of its pairs
     // cross host-t0-h1.
     let other = || finding(Kind::Node, "t1-h2-c1", "unreachable");
@@ -226,10 +225,8 @@ fn a_new_fault_elsewhere_is_not_held() {
 fn a_fault_with_evidence_the_cleared_one_cannot_explain_is_not_held() {
     // tor1 clears, tor0 fails at once: most of tor0's pairs cross tor1
     // too, but its pairs inside tor0 do not.
-    let mut c = confirmer();
     let tor1 = finding(Kind::Tor, "tor1", "loss");
-    c.admit(vec![tor1.clone()], at(0));
-    c.admit(vec![tor1], at(2));
+    let mut c = confirm(confirmer(), &tor1);
     let tor0 = || finding(Kind::Tor, "tor0", "loss");
     assert!(c.admit(vec![tor0()], at(4)).0.is_empty());
     assert_eq!(names(&c.admit(vec![tor0()], at(6)).0), ["tor/tor0"]);
@@ -237,10 +234,8 @@ fn a_fault_with_evidence_the_cleared_one_cannot_explain_is_not_held() {
 
 #[test]
 fn a_second_fault_while_the_first_stands_is_only_confirmed() {
-    let mut c = confirmer();
     let tor = || finding(Kind::Tor, "tor1", "loss");
-    c.admit(vec![tor()], at(0));
-    c.admit(vec![tor()], at(2));
+    let mut c = confirm(confirmer(), &tor());
     // Most of this node's pairs cross tor1, which still stands.
     let node = || finding(Kind::Node, "t0-h0-c0", "unreachable");
     assert!(c.admit(vec![tor(), node()], at(4)).0.len() == 1);
@@ -250,10 +245,8 @@ fn a_second_fault_while_the_first_stands_is_only_confirmed() {
 
 #[test]
 fn the_same_component_coming_back_is_confirmed_again_not_held() {
-    let mut c = confirmer();
     let tor = || finding(Kind::Tor, "tor1", "loss");
-    c.admit(vec![tor()], at(0));
-    c.admit(vec![tor()], at(2));
+    let mut c = confirm(confirmer(), &tor());
     c.admit(vec![], at(4));
     assert!(c.admit(vec![tor()], at(6)).0.is_empty());
     assert_eq!(names(&c.admit(vec![tor()], at(8)).0), ["tor/tor1"]);
@@ -274,10 +267,8 @@ fn resolution_needs_several_covered_clean_cycles() {
 
 #[test]
 fn a_report_during_clearing_starts_the_count_again() {
-    let mut c = confirmer().resolve_after(2);
     let tor = || finding(Kind::Tor, "tor1", "unreachable");
-    c.admit(vec![tor()], at(0));
-    c.admit(vec![tor()], at(2));
+    let mut c = confirm(confirmer().resolve_after(2), &tor());
     assert_eq!(names(&c.admit(vec![], at(4)).0), ["tor/tor1"]);
     // Back again: no new confirmation, the alert just stays.
     assert_eq!(names(&c.admit(vec![tor()], at(6)).0), ["tor/tor1"]);
@@ -287,11 +278,9 @@ fn a_report_during_clearing_starts_the_count_again() {
 
 #[test]
 fn an_unknown_component_keeps_its_alert_and_symptom() {
-    let mut c = confirmer().resolve_after(2);
     let host = || finding(Kind::Host, "host-t0-h1", "unreachable");
     let blind = |_: &Component| false;
-    c.admit(vec![host()], at(0));
-    c.admit(vec![host()], at(2));
+    let mut c = confirm(confirmer().resolve_after(2), &host());
     // A data gap: five cycles without fresh pairs for the host.
     for t in (4..=12).step_by(2) {
         let (a, _) = c.admit_covered(vec![], &blind, at(t));
@@ -338,9 +327,7 @@ fn the_onset_of_a_tor_does_not_page_its_nodes() {
     // Reported for the whole hold (11 s since 20): its own fault.
     assert_eq!(names(&c.admit(vec![node()], at(32)).0), ["node/t0-h1-c0"]);
     // Without the memory the same node pages at its confirmation.
-    let mut c = confirmer();
-    c.admit(vec![tor()], at(0));
-    c.admit(vec![tor()], at(2));
+    let mut c = confirm(confirmer(), &tor());
     c.admit(vec![], at(4));
     c.admit(vec![node()], at(20));
     assert_eq!(names(&c.admit(vec![node()], at(22)).0), ["node/t0-h1-c0"]);
@@ -355,11 +342,12 @@ fn beneath_a_quiet_tor_that_alerted_recently_the_hold_is_short() {
     let tor = || finding(Kind::Tor, "tor0", "loss");
     let node = || finding(Kind::Node, "t0-h1-c0", "unreachable");
     let start = |recent: u64| {
-        let mut c = confirmer()
-            .remember_for(Duration::from_secs(300))
-            .hold_beneath_recent(Duration::from_secs(recent));
-        c.admit(vec![tor()], at(0));
-        c.admit(vec![tor()], at(2));
+        let mut c = confirm(
+            confirmer()
+                .remember_for(Duration::from_secs(300))
+                .hold_beneath_recent(Duration::from_secs(recent)),
+            &tor(),
+        );
         c.admit(vec![], at(4));
         c
     };

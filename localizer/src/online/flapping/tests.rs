@@ -64,6 +64,13 @@ fn run(d: &mut FlapDetector, pattern: &str) -> Vec<Vec<(String, Symptom)>> {
         .collect()
 }
 
+/// Whether every output of `run` is the ToR's own (unreachable) finding.
+fn never_flapping(out: &[Vec<(String, Symptom)>]) -> bool {
+    out.iter()
+        .flatten()
+        .all(|(_, s)| *s == Symptom::Unreachable)
+}
+
 #[test]
 fn a_flapping_tor_is_one_flapping_incident_until_quiet() {
     let mut d = detector();
@@ -113,17 +120,11 @@ fn a_flickering_detection_is_not_a_flap() {
     // resolved, so nothing churns.
     let mut d = detector();
     let out = run(&mut d, &"xx..".repeat(15));
-    assert!(out
-        .iter()
-        .flatten()
-        .all(|(_, s)| *s == Symptom::Unreachable));
+    assert!(never_flapping(&out), "{out:?}");
     // One-cycle blips never confirm: no transitions at all.
     let mut d = detector();
     let out = run(&mut d, &"x...".repeat(15));
-    assert!(out
-        .iter()
-        .flatten()
-        .all(|(_, s)| *s == Symptom::Unreachable));
+    assert!(never_flapping(&out), "{out:?}");
     assert_eq!(d.flapping().count(), 0);
 }
 
@@ -140,10 +141,7 @@ fn flaps_slower_than_the_window_are_separate_faults() {
     // 20-cycle window by then.
     let mut d = detector();
     let out = run(&mut d, &format!("xxxx{}xxxx", ".".repeat(23)));
-    assert!(out
-        .iter()
-        .flatten()
-        .all(|(_, s)| *s == Symptom::Unreachable));
+    assert!(never_flapping(&out), "{out:?}");
 }
 
 #[test]
@@ -223,10 +221,7 @@ fn memory_is_bounded() {
 fn zero_transitions_disables_the_detector() {
     let mut d = FlapDetector::new(0, 20).debounce(2, 3);
     let out = run(&mut d, &"xxxx....".repeat(10));
-    assert!(out
-        .iter()
-        .flatten()
-        .all(|(_, s)| *s == Symptom::Unreachable));
+    assert!(never_flapping(&out), "{out:?}");
     assert_eq!(d.tracked(), 0);
 }
 

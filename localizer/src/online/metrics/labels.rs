@@ -4,42 +4,21 @@
 use crate::clients::prometheus::QueryFailure;
 use crate::input::histograms::RttForm;
 use crate::input::promql::QueryKind;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 
-/// How a cycle ended: the `result` label of
-/// `skeletonhunter_localizer_cycles_total`.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum CycleResult {
-    /// The data was complete and analyzed.
-    Ok,
-    /// A query failed or came back partial.
-    QueryFailed,
-    /// The queries answered, but nothing could be analyzed.
-    NoData,
-}
-
-impl CycleResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CycleResult::Ok => "ok",
-            CycleResult::QueryFailed => "query_failed",
-            CycleResult::NoData => "no_data",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// How a cycle ended: the `result` label of
+    /// `skeletonhunter_localizer_cycles_total`.
+    #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+    pub enum CycleResult {
+        /// The data was complete and analyzed.
+        Ok,
+        /// A query failed or came back partial.
+        QueryFailed,
+        /// The queries answered, but nothing could be analyzed.
+        NoData,
     }
 }
-
-/// Label values that are enums with a fixed text.
-macro_rules! label_value_as_str {
-    ($($t:ty),*) => {$(
-        impl EncodeLabelValue for $t {
-            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-                std::fmt::Write::write_str(encoder, self.as_str())
-            }
-        }
-    )*};
-}
-label_value_as_str!(CycleResult, QueryKind, QueryFailure, RttForm);
 
 /// Labels of the blame series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -55,27 +55,18 @@ pub struct PageInfo {
     pub telemetry_path: String,
 }
 
-/// Where a verdict stands with respect to alerting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum VerdictState {
-    /// Blamed this cycle and alerted.
-    Firing,
-    /// Blamed this cycle, not (yet) alerted: awaiting confirmation or held
-    /// after a clear.
-    Pending,
-    /// Alerted, not blamed this cycle: kept until enough covered clean
-    /// cycles resolve it.
-    Kept,
-}
-
-impl VerdictState {
-    /// The text shown (and the CSS class of the row).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictState::Firing => "firing",
-            VerdictState::Pending => "pending",
-            VerdictState::Kept => "kept",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Where a verdict stands with respect to alerting.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum VerdictState {
+        /// Blamed this cycle and alerted.
+        Firing,
+        /// Blamed this cycle, not (yet) alerted: awaiting confirmation or held
+        /// after a clear.
+        Pending,
+        /// Alerted, not blamed this cycle: kept until enough covered clean
+        /// cycles resolve it.
+        Kept,
     }
 }
 

@@ -159,12 +159,19 @@ fn send_failure_is_not_loss() {
     assert!(p.expire(u64::MAX).is_empty());
 }
 
-#[test]
-fn inconsistent_stamps_fall_back_to_nic_rtt() {
+/// A prober whose probe to peer 4, sent at 0 with its send completion at
+/// 1 µs, was acked (NIC stamp 5 µs, host 6 µs): its detail decides.
+fn acked_at_6_us() -> (Prober<u8>, Packet) {
     let mut p: Prober<u8> = Prober::new(5, 10 * MS, true);
     let probe = p.start(4, 0);
     p.on_send_complete(probe.seq, 1_000);
     p.on_receive(&Packet::ack_for(&probe), 5_000, 6_000);
+    (p, probe)
+}
+
+#[test]
+fn inconsistent_stamps_fall_back_to_nic_rtt() {
+    let (mut p, probe) = acked_at_6_us();
     // Responder claims 9 µs inside a 4 µs round trip.
     assert_eq!(
         p.on_receive(&Packet::detail_for(&probe, 9_000, true), 5_100, 6_100),
@@ -191,10 +198,7 @@ fn inconsistent_stamps_fall_back_to_nic_rtt() {
 
 #[test]
 fn hardware_flag_needs_both_ends() {
-    let mut p: Prober<u8> = Prober::new(5, 10 * MS, true);
-    let probe = p.start(4, 0);
-    p.on_send_complete(probe.seq, 1_000);
-    p.on_receive(&Packet::ack_for(&probe), 5_000, 6_000);
+    let (mut p, probe) = acked_at_6_us();
     match p.on_receive(&Packet::detail_for(&probe, 100, false), 5_100, 6_100) {
         Received::Done(Outcome::Measured { hardware, .. }) => assert!(!hardware),
         other => panic!("unexpected {other:?}"),
