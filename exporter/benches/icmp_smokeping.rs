@@ -16,6 +16,7 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use support::{
@@ -66,19 +67,56 @@ impl Figures {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Start `child` in `ns`, let it warm up, measure for `window`, scrape.
-/// `sent`/`answered` name the counters that give probes and answers.
-fn measure(
-    name: &str,
-    ns: &Ns,
-    mut child: Child,
-    addr: SocketAddr,
-    peers: usize,
-    window: Duration,
+/// A prober under measure: its name, the tag of its network namespace and
+/// scratch directory, where it serves /metrics, the counters that give its
+/// probes and answers, its config file for a number of targets (name and
+/// text) and how it starts in a namespace with that file.
+struct Subject {
+    name: &'static str,
+    tag: &'static str,
+    addr: &'static str,
     sent: &'static str,
     answered: &'static str,
+    config: fn(usize) -> (String, String),
+    spawn: fn(&Ns, &Path) -> Child,
+}
+
+const OURS: Subject = Subject {
+    name: "skeletonhunter-exporter",
+    tag: "ours",
+    addr: "127.0.0.1:9465",
+    sent: "skeletonhunter_probe_sent_total",
+    answered: "skeletonhunter_probe_rtt_seconds_count",
+    config: ours_config,
+    spawn: spawn_exporter,
+};
+
+const SMOKEPING: Subject = Subject {
+    name: "prometheus-smokeping-prober",
+    tag: "smokeping",
+    addr: "127.0.0.1:9374",
+    sent: "smokeping_requests_total",
+    answered: "smokeping_response_duration_seconds_count",
+    config: smokeping_config,
+    spawn: spawn_smokeping,
+};
+
+/// Start `child` (`subject`) in `ns`, let it warm up, measure for
+/// `window`, scrape.
+fn measure(
+    subject: &Subject,
+    ns: &Ns,
+    mut child: Child,
+    peers: usize,
+    window: Duration,
 ) -> Figures {
+    let Subject {
+        name,
+        sent,
+        answered,
+        ..
+    } = *subject;
+    let addr: SocketAddr = subject.addr.parse().unwrap();
     let pid = child.id();
     let started = wait_ready(name, ns, &mut child, addr);
     std::thread::sleep(WARMUP);
@@ -132,47 +170,43 @@ fn measure(
     }
 }
 
-fn ours(peers: usize, window: Duration) -> Figures {
-    let ns = Ns::new("bench-ours").expect("create a network namespace");
-    let dir = std::env::temp_dir().join(format!("shbench-{}", std::process::id()));
+/// Measure `subject` probing `peers` targets for `window`, in a fresh
+/// namespace, its config in a scratch directory.
+fn run(subject: &Subject, peers: usize, window: Duration) -> Figures {
+    let ns = Ns::new(&format!("bench-{}", subject.tag)).expect("create a network namespace");
+    let dir = std::env::temp_dir().join(format!("shbench-{}-{}", subject.tag, std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join(format!("exporter-{peers}.yaml"));
+    let (file, text) = (subject.config)(peers);
+    let cfg = dir.join(file);
+    std::fs::write(&cfg, text).unwrap();
+    let child = (subject.spawn)(&ns, &cfg);
+    let f = measure(subject, &ns, child, peers, window);
+    let _ = std::fs::remove_dir_all(&dir);
+    f
+}
+
+fn ours_config(peers: usize) -> (String, String) {
     let mut y = String::from(
         "listen: 127.0.0.1:9465\nidentity: {node: bench}\nresponder: {udp: \"off\", tcp: \"off\"}\nprobe: {interval: 1s, timeout: 1s, protocols: [icmp]}\ndiscovery:\n  ebpf: false\n  static:\n",
     );
     for t in targets(peers) {
         y.push_str(&format!("    - {{address: {t}}}\n"));
     }
-    std::fs::write(&cfg, y).unwrap();
-    let child = spawn_exporter(&ns, &cfg);
-    let f = measure(
-        "skeletonhunter-exporter",
-        &ns,
-        child,
-        "127.0.0.1:9465".parse().unwrap(),
-        peers,
-        window,
-        "skeletonhunter_probe_sent_total",
-        "skeletonhunter_probe_rtt_seconds_count",
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    f
+    (format!("exporter-{peers}.yaml"), y)
 }
 
-fn smokeping(peers: usize, window: Duration) -> Figures {
-    let ns = Ns::new("bench-smokeping").expect("create a network namespace");
-    let dir = std::env::temp_dir().join(format!("shbench-sp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("smokeping.yml");
+fn smokeping_config(peers: usize) -> (String, String) {
     let mut y = String::from(
         "targets:\n  - interval: 1s\n    network: ip4\n    protocol: icmp\n    hosts:\n",
     );
     for t in targets(peers) {
         y.push_str(&format!("      - {t}\n"));
     }
-    std::fs::write(&cfg, y).unwrap();
-    let child = ns
-        .command("prometheus-smokeping-prober")
+    ("smokeping.yml".to_string(), y)
+}
+
+fn spawn_smokeping(ns: &Ns, cfg: &Path) -> Child {
+    ns.command("prometheus-smokeping-prober")
         .arg(format!("--config.file={}", cfg.display()))
         .arg("--web.listen-address=127.0.0.1:9374")
         .arg("--privileged")
@@ -180,19 +214,7 @@ fn smokeping(peers: usize, window: Duration) -> Figures {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start prometheus-smokeping-prober (Debian package prometheus-smokeping-prober)");
-    let f = measure(
-        "prometheus-smokeping-prober",
-        &ns,
-        child,
-        "127.0.0.1:9374".parse().unwrap(),
-        peers,
-        window,
-        "smokeping_requests_total",
-        "smokeping_response_duration_seconds_count",
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    f
+        .expect("start prometheus-smokeping-prober (Debian package prometheus-smokeping-prober)")
 }
 
 fn main() {
@@ -214,10 +236,10 @@ fn main() {
         window.as_secs(),
         WARMUP.as_secs()
     );
-    let mut rows = vec![ours(peers, window)];
+    let mut rows = vec![run(&OURS, peers, window)];
     rows[0].print();
     if env_u64("BENCH_SMOKEPING", 1) != 0 {
-        let s = smokeping(peers, window);
+        let s = run(&SMOKEPING, peers, window);
         s.print();
         let o = &rows[0];
         println!(
@@ -228,7 +250,7 @@ fn main() {
         rows.push(s);
     }
     if big > 0 {
-        let b = ours(big, window);
+        let b = run(&OURS, big, window);
         b.print();
         rows.push(b);
     }
