@@ -77,11 +77,11 @@ mod tests {
             assert_eq!(p.as_str().parse::<Protocol>().unwrap(), p);
             assert_eq!(Protocol::ALL[p.index()], p);
         }
-        assert!("sctp"
+        assert!("nosuch"
             .parse::<Protocol>()
             .unwrap_err()
             .to_string()
-            .contains("sctp"));
+            .contains("nosuch"));
     }
 
     #[test]

@@ -173,9 +173,9 @@ fn bad_flags_get_clear_errors() -> Result<()> {
                 "--prometheus",
                 "http://127.0.0.2:1",
                 "--protocol",
-                "sctp",
+                "nosuch",
             ][..],
-            "unknown protocol \"sctp\"",
+            "unknown protocol \"nosuch\"",
         ),
         (
             &[

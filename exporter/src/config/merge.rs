@@ -288,9 +288,10 @@ fn protocols(fp: &FileProbe, args: &Args) -> Result<Vec<Protocol>> {
         } else {
             "probe.protocols"
         };
+        let all = Protocol::LABELS.join(", ");
         return Err(ConfigError::invalid(
             key,
-            "is empty: name at least one of udp, tcp, icmp, rdma",
+            format!("is empty: name at least one of {all}"),
         ));
     }
     Ok(protocols)

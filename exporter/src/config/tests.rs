@@ -106,7 +106,7 @@ fn errors_name_the_key() {
         format!("{:#}", r.unwrap_err())
     };
     assert!(e("probe: {interval: soon}").contains("probe.interval"));
-    assert!(e("probe: {protocols: [udp, sctp]}").contains("probe.protocols[1]"));
+    assert!(e("probe: {protocols: [udp, nosuch]}").contains("probe.protocols[1]"));
     assert!(
         e("discovery: {static: [{address: 10.0.0.300}]}").contains("discovery.static[0].address")
     );
