@@ -120,8 +120,9 @@ impl fmt::Display for UnknownKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown topology kind {:?} (expected one of node, nic, host, tor, spine, pod, tenant, hop, link)",
-            self.0
+            "unknown topology kind {:?} (expected one of {})",
+            self.0,
+            Kind::LABELS.join(", ")
         )
     }
 }
