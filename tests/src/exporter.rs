@@ -70,6 +70,21 @@ pub struct Probing<'a> {
     pub protocols: &'a str,
 }
 
+impl Probing<'_> {
+    /// The [`config`] of exporter `node` on `ip` with these probe settings
+    /// and `discovery` lines.
+    pub fn config(&self, node: &str, ip: &str, discovery: &str) -> String {
+        config(
+            node,
+            ip,
+            self.interval,
+            self.timeout,
+            self.protocols,
+            discovery,
+        )
+    }
+}
+
 /// Exporters `a` (198.18.1.1) and `b` (198.18.1.2) on `p` with the same
 /// probe settings; `a_peers` and `b_peers` are their `discovery:` lines
 /// (e.g. [`static_peer`], or empty). `b` starts first, so `a`'s first
@@ -94,25 +109,10 @@ pub fn start_both_with(
     peers: [&str; 2],
     a_flags: &[&str],
 ) -> Result<(ChildGuard, ChildGuard)> {
-    let Probing {
-        interval,
-        timeout,
-        protocols,
-    } = probing;
     let [a_peers, b_peers] = peers;
-    let b = start(
-        &p.b,
-        dir,
-        "b",
-        &config("b", "198.18.1.2", interval, timeout, protocols, b_peers),
-    )?;
-    let a = start_with(
-        &p.a,
-        dir,
-        "a",
-        &config("a", "198.18.1.1", interval, timeout, protocols, a_peers),
-        a_flags,
-    )?;
+    let b = start(&p.b, dir, "b", &probing.config("b", "198.18.1.2", b_peers))?;
+    let a_cfg = probing.config("a", "198.18.1.1", a_peers);
+    let a = start_with(&p.a, dir, "a", &a_cfg, a_flags)?;
     Ok((a, b))
 }
 

@@ -25,6 +25,25 @@ fn check(what: &str, out: Output) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Run `cmd` with `input` on its standard input, failing with its stderr
+/// (`install` says what to install when it cannot start).
+fn with_input(what: &str, mut cmd: Command, input: &str, install: &str) -> Result<String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {what} ({install})"))?;
+    child
+        .stdin
+        .take()
+        .context("child stdin")?
+        .write_all(input.as_bytes())?;
+    check(what, child.wait_with_output()?)
+}
+
 /// Run a command on the host (not in a namespace), failing with its stderr.
 pub fn host_cmd(args: &[&str]) -> Result<String> {
     let out = Command::new(args[0])
@@ -86,24 +105,21 @@ impl Netns {
 
     /// Apply an nftables script inside the namespace (`nft -f -`).
     pub fn nft(&self, script: &str) -> Result<()> {
-        use std::io::Write;
-        let mut child = self
-            .command("nft")
-            .args(["-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context("cannot run nft (install nftables)")?;
-        child
-            .stdin
-            .take()
-            .context("nft stdin")?
-            .write_all(script.as_bytes())?;
-        check(
-            &format!("[{}] nft -f -", self.name),
-            child.wait_with_output()?,
-        )?;
+        let mut cmd = self.command("nft");
+        cmd.args(["-f", "-"]);
+        let what = format!("[{}] nft -f -", self.name);
+        with_input(&what, cmd, script, "install nftables")?;
+        Ok(())
+    }
+
+    /// Run `ip` or `bridge` on a batch of commands in the namespace, one
+    /// per line (`<tool> -n <ns> -batch -`): hundreds of entries in one
+    /// process instead of one each.
+    pub fn batch(&self, tool: &str, lines: &str) -> Result<()> {
+        let mut cmd = Command::new(tool);
+        cmd.args(["-n", &self.name, "-batch", "-"]);
+        let what = format!("[{}] {tool} -batch -", self.name);
+        with_input(&what, cmd, lines, "install iproute2")?;
         Ok(())
     }
 

@@ -205,12 +205,7 @@ fn a_second_exporter_cannot_take_a_live_peers_name() {
         || (answered(&scrape(&p.a).ok()?, "b") >= 5.0).then_some(()),
     )
     .unwrap();
-    let Probing {
-        interval,
-        timeout,
-        protocols,
-    } = probing;
-    let impostor_cfg = config("b", "198.18.2.2", interval, timeout, protocols, "");
+    let impostor_cfg = probing.config("b", "198.18.2.2", "");
     let mut impostor = start(&c, dir.path(), "impostor", &impostor_cfg).unwrap();
     let body = wait_until(
         "the impostor's replies counted as conflicts",

@@ -6,7 +6,7 @@
 //! took is given back. See docs/reliability.md.
 
 use skeletonhunter_tests::exporter::{
-    config, counts, pair, scrape, start_both, start_both_with, static_peer, Probing, METRICS,
+    counts, pair, scrape, start_both, start_both_with, static_peer, Probing, METRICS,
 };
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::http::http_request;
@@ -139,14 +139,7 @@ fn sighup_and_post_reload_apply_peers_and_keep_counters() {
     };
     let (mut a, _b) = start_both(&p, dir.path(), probing, &static_peer("198.18.1.2"), "").unwrap();
     // a's config as rewritten below: the same probing, other peers.
-    let cfg = |disc: &str| {
-        let Probing {
-            interval,
-            timeout,
-            protocols,
-        } = probing;
-        config("a", "198.18.1.1", interval, timeout, protocols, disc)
-    };
+    let cfg = |disc: &str| probing.config("a", "198.18.1.1", disc);
     let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
     wait_until(
         "a to probe b",

@@ -12,9 +12,7 @@
 use super::topology::{DataPlane, Fabric, Host, Node};
 use crate::netns::Netns;
 use anyhow::{ensure, Context, Result};
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 
 /// The overlay subnet's prefix length (`198.18.100.0/24`).
 pub const OVERLAY_PREFIX: u8 = 24;
@@ -34,30 +32,6 @@ pub fn overlay_address(index: usize) -> Ipv4Addr {
 /// so entries can be written before any frame is seen.
 pub fn node_mac(index: usize) -> String {
     format!("02:53:48:00:{:02x}:{:02x}", index / 256, index % 256)
-}
-
-/// Run `ip` or `bridge` in `ns` on a batch of commands, one per line.
-fn batch(tool: &str, ns: &Netns, lines: &str) -> Result<()> {
-    let mut child = Command::new(tool)
-        .args(["-n", ns.name(), "-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {tool} (install iproute2)"))?;
-    child
-        .stdin
-        .take()
-        .context("batch stdin")?
-        .write_all(lines.as_bytes())?;
-    let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "[{}] {tool} -batch failed: {}",
-        ns.name(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
 }
 
 impl Fabric {
@@ -99,7 +73,7 @@ impl Fabric {
                     ));
                 }
             }
-            batch("ip", &n.ns, &lines)?;
+            n.ns.batch("ip", &lines)?;
         }
         for host in &self.hosts {
             let mut lines = String::new();
@@ -114,7 +88,7 @@ impl Fabric {
                 }
             }
             if !lines.is_empty() {
-                batch("bridge", &host.ns, &lines)?;
+                host.ns.batch("bridge", &lines)?;
             }
         }
         Ok(())
@@ -187,7 +161,7 @@ impl Fabric {
             node_mac(index),
             remote.nic_ip
         );
-        batch("bridge", &host.ns, &line)
+        host.ns.batch("bridge", &line)
     }
 
     /// Undo every overlay fault (nothing on a routed fabric).
