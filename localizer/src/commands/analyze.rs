@@ -80,8 +80,11 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
             for (f, out) in report.faults.iter().zip(faults.iter_mut()) {
                 let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), f.kind, &f.id);
-                if let (false, serde_json::Value::Object(o)) = (jobs.is_empty(), out) {
-                    o.insert("jobs".into(), serde_json::to_value(&jobs)?);
+                match out {
+                    serde_json::Value::Object(o) if !jobs.is_empty() => {
+                        o.insert("jobs".into(), serde_json::to_value(&jobs)?);
+                    }
+                    _ => {}
                 }
             }
         }
