@@ -18,7 +18,6 @@ function(c) {
       'tenant', 'Tenant', 'label_values(skeletonhunter_node_info{%s}, %s)' % [$.exporters, l.tenant], all=all,
     ),
     tor: g.variable('tor', 'ToR', 'label_values(skeletonhunter_node_info{%s}, %s)' % [$.nodeInfo, l.tor]),
-    protocol: g.variable('protocol', 'Protocol', 'label_values(skeletonhunter_probe_sent_total{%s}, protocol)' % $.exporters),
     instance: g.variable('instance', 'Exporter', 'label_values(up{%s}, instance)' % $.exporters),
   },
 }

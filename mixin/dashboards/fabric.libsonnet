@@ -1,18 +1,22 @@
 // The fabric overview: loss and RTT across all skeleton pairs, per ToR and
 // spine, and what the localizer blames. Alerts about pairs and components
-// link here (with var-tor set to the pair's source ToR).
+// link here (with var-tor set to the pair's source ToR). Loss, pair and RTT
+// panels read the localizer's overview series (skeletonhunter_overview_*,
+// skeletonhunter_overview_worst_pair_*): it reads every pair each cycle anyway, so
+// they cost the store no rule over every pair.
 local g = import '../lib/grafana.libsonnet';
 
 function(c)
   local common = (import 'common.libsonnet')(c);
   local v = common.variables;
   local cl = common.cluster;
-  local proto = cl + ', ' + g.match('protocol');
-  local torProto = cl + ', ' + g.match('tor') + ', ' + g.match('protocol');
-  // Pairs whose source is under the chosen tenants and ToRs.
-  local pairs = cl + ', ' + g.match('src_tenant', 'tenant') + ', ' + g.match('src_tor', 'tor') + ', ' + g.match('protocol');
+  // An area of the overview: the fabric, or the ToRs, spines, tenants.
+  local area(scope, more='') = '%s, scope="%s"%s' % [cl, scope, more];
+  local tors = area('tor', ', ' + g.match('id', 'tor'));
+  // Worst pairs in the chosen tenants whose source is under the chosen ToRs.
+  local pairs = cl + ', ' + g.match('tenant') + ', ' + g.match('src_tor', 'tor');
   local n = c.pairPanelLimit;
-  local pairLoss = g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs);
+  local pairLoss = g.topk(n, 'max by (src_node, dst_node) (skeletonhunter_overview_worst_pair_loss_ratio{%s})' % pairs);
   local loss = g.lossThresholds(c.lossSteps);
   local alarm = g.thresholds('green', [['red', 1]]);
   local count = g.thresholds('blue');
@@ -26,15 +30,15 @@ function(c)
     'Fabric overview',
     'Skeleton probe loss and RTT across the fabric, and which components the localizer blames.',
     ['network'],
-    [v.cluster, v.job, v.tenant(), v.tor, v.protocol],
+    [v.cluster, v.job, v.tenant(), v.tor],
     [
       g.row('Now', 0),
-      top(0, 'Fabric loss', 'fabric:skeletonhunter_probe_loss:ratio_rate1m{%s}' % cl, loss,
-          'Probes lost / probes sent over the last minute, all skeleton pairs.', 'percentunit'),
-      top(4, 'Skeleton pairs probed', 'fabric:skeletonhunter_probe_pairs:count{%s}' % cl, count,
-          'Distinct src -> dst pairs with probes in the last minute.', 'short'),
-      top(8, 'Unreachable pairs', 'fabric:skeletonhunter_probe_unreachable_pairs:count{%s}' % cl, alarm,
-          'Pairs losing every probe (or every TCP dial) over the last minute.', 'short'),
+      top(0, 'Fabric loss', 'max(skeletonhunter_overview_loss_ratio{%s})' % area('fabric'), loss,
+          "Probes lost / probes sent over the localizer's window, all skeleton pairs.", 'percentunit'),
+      top(4, 'Skeleton pairs probed', 'max(skeletonhunter_overview_pairs{%s})' % area('fabric', ', state="all"'), count,
+          'Distinct src -> dst pairs the localizer analyzed in its last cycle.', 'short'),
+      top(8, 'Unreachable pairs', 'max(skeletonhunter_overview_pairs{%s})' % area('fabric', ', state="unreachable"'), alarm,
+          'Pairs losing at least 95 % of their probes (or TCP dials) over the window.', 'short'),
       top(12, 'Components blamed', 'count(skeletonhunter_component_faulty{%s} == 1) or vector(0)' % cl, alarm,
           'Components the localizer currently marks faulty.', 'short'),
       top(16, 'Exporters up', 'sum(up{%s})' % common.exporters, count,
@@ -57,32 +61,31 @@ function(c)
         options={ showValue: 'never', rowHeight: 0.9, colWidth: 0.9, legend: { showLegend: false } },
       ),
       g.timeseries('Loss per ToR', g.pos(0, 18, 8, 8),
-                   [g.target('tor:skeletonhunter_probe_loss:ratio_rate1m{%s}' % torProto, '{{tor}} {{protocol}}')],
+                   [g.target('max by (id) (skeletonhunter_overview_loss_ratio{%s})' % tors, '{{id}}')],
                    'percentunit', 'Pairs with an endpoint under the ToR.'),
       g.timeseries('Loss per spine', g.pos(8, 18, 8, 8),
-                   [g.target('spine:skeletonhunter_probe_loss:ratio_rate1m{%s}' % proto, '{{spine}} {{protocol}}')],
+                   [g.target('max by (id) (skeletonhunter_overview_loss_ratio{%s})' % area('spine'), '{{id}}')],
                    'percentunit', 'Pairs between ToRs with an endpoint under the spine.'),
       g.table(
         'Worst pairs', g.pos(16, 18, 8, 8),
-        [g.tableTarget(g.topk(20, 'max by (src_node, dst_node, src_tor, dst_tor, protocol) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs))],
+        [g.tableTarget(g.topk(20, 'max by (src_node, dst_node, src_tor, dst_tor) (skeletonhunter_overview_worst_pair_loss_ratio{%s})' % pairs))],
         [g.hide(['Time']), { id: 'sortBy', options: { sort: [{ field: 'Value', desc: true }] } }],
         'The 20 lossiest skeleton pairs now.',
         { unit: 'percentunit', thresholds: loss, custom: { cellOptions: { type: 'color-text' } } },
       ),
 
       g.row('RTT', 26),
-      g.timeseries('RTT percentiles by protocol', g.pos(0, 27, 12, 8), [
-        g.target('protocol:skeletonhunter_probe_rtt_seconds:%s_rate1m{%s}' % [p, proto], p + ' {{protocol}}')
-        for p in ['p50', 'p90', 'p99']
-      ], 's', 'Probe round-trip time over every skeleton pair; +10 µs matters on RDMA paths.'),
-      g.timeseries('RTT p99 per ToR', g.pos(12, 27, 12, 8),
-                   [g.target('tor:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s}' % torProto, '{{tor}} {{protocol}}')], 's',
-                   '99th percentile probe RTT over the pairs with an endpoint under the ToR: one slow ToR stands out here before it drops packets.'),
+      g.timeseries('Pair RTT across the fabric', g.pos(0, 27, 12, 8), [
+        g.target('max by (quantile) (skeletonhunter_overview_pair_rtt_seconds{%s})' % area('fabric'), 'quantile {{quantile}}'),
+      ], 's', "Median and 99th percentile of the pairs' median probe RTT (the RTT form the localizer reads); +10 µs matters on RDMA paths."),
+      g.timeseries('Pair RTT p99 per ToR', g.pos(12, 27, 12, 8),
+                   [g.target('max by (id) (skeletonhunter_overview_pair_rtt_seconds{%s, quantile="0.99"})' % tors, '{{id}}')], 's',
+                   "99th percentile of the median RTT of the pairs with an endpoint under the ToR: one slow ToR stands out here before it drops packets."),
       g.panel(
-        'heatmap', 'RTT distribution', g.pos(0, 35, 24, 8),
-        [g.target('sum by (le) (protocol_le:skeletonhunter_probe_rtt_seconds_bucket:rate1m{%s})' % proto, '{{le}}') { format: 'heatmap' }],
-        'Probes per second in each RTT bucket.',
-        defaults={ unit: 'ops' },
+        'heatmap', 'Pairs by RTT', g.pos(0, 35, 24, 8),
+        [g.target('max by (le) (skeletonhunter_overview_pairs_by_rtt{%s})' % cl, '{{le}}') { format: 'heatmap' }],
+        "Skeleton pairs in each bucket of their median RTT.",
+        defaults={ unit: 'short' },
         options={ calculate: false, yAxis: { unit: 's' }, cellGap: 1, color: { mode: 'scheme', scheme: 'Oranges' } },
       ),
 

@@ -7,9 +7,10 @@ function(c)
   local v = common.variables;
   local l = c.labels;
   local cl = common.cluster;
-  local tenantProto = cl + ', ' + g.match('tenant') + ', ' + g.match('protocol');
-  // Pairs with both ends in the tenant.
-  local pairs = cl + ', ' + g.match('src_tenant', 'tenant') + ', ' + g.match('dst_tenant', 'tenant') + ', ' + g.match('protocol');
+  // The tenant's area of the localizer's overview (pairs with both ends in it).
+  local job = '%s, scope="tenant", %s' % [cl, g.match('id', 'tenant')];
+  // The job's worst pairs.
+  local pairs = cl + ', ' + g.match('tenant');
   local nodes = 'skeletonhunter_node_info{%s}' % common.nodeInfo;
   local loss = g.lossThresholds(c.lossSteps);
   local count = g.thresholds('blue');
@@ -27,37 +28,37 @@ function(c)
     'Tenant (job) view',
     'The skeleton of one training job: its pairs, its loss and RTT, and the ToRs it runs under.',
     ['network', 'tenant'],
-    [v.cluster, v.job, v.tenant(all=false), v.protocol],
+    [v.cluster, v.job, v.tenant(all=false)],
     [
       g.row('Job $tenant', 0),
-      top(0, 'Loss', 'sum(tenant:skeletonhunter_probe_lost:rate1m{%s}) / sum(tenant:skeletonhunter_probe_sent:rate1m{%s})' % [tenantProto, tenantProto],
-          loss, 'percentunit', 'Over the pairs with both ends in the job.'),
+      top(0, 'Loss', 'max(skeletonhunter_overview_loss_ratio{%s})' % job,
+          loss, 'percentunit', "Over the pairs with both ends in the job, over the localizer's window."),
       top(6, 'Nodes (ranks)', 'count(%s)' % nodes, count, 'short', "The job's nodes (training containers) with an exporter identity."),
-      top(12, 'Skeleton pairs', 'count(count by (src_node, dst_node) (topology:skeletonhunter_probe_sent:rate1m{%s}))' % pairs, count,
-          'short', 'Pairs with both ends in the job that sent probes in the last minute.'),
-      top(18, 'Unreachable pairs', 'sum(tenant:skeletonhunter_probe_unreachable_pairs:count{%s, %s}) or vector(0)' % [cl, g.match('tenant')],
-          g.thresholds('green', [['red', 1]]), 'short', "Pairs of the job losing every probe: the job's collective operations stall."),
+      top(12, 'Skeleton pairs', 'max(skeletonhunter_overview_pairs{%s, state="all"})' % job, count,
+          'short', "Pairs with both ends in the job in the localizer's last cycle."),
+      top(18, 'Unreachable pairs', 'max(skeletonhunter_overview_pairs{%s, state="unreachable"}) or vector(0)' % job,
+          g.thresholds('green', [['red', 1]]), 'short', "Pairs of the job losing at least 95 % of their probes: the job's collective operations stall."),
       g.timeseries('Loss over time', g.pos(0, 5, 12, 8),
-                   [g.target('tenant:skeletonhunter_probe_loss:ratio_rate1m{%s}' % tenantProto, '{{protocol}}')], 'percentunit',
-                   'Probes lost / sent over the pairs with both ends in the job, by protocol.'),
-      g.timeseries('RTT percentiles', g.pos(12, 5, 12, 8), [
-        g.target('tenant:skeletonhunter_probe_rtt_seconds:%s_rate1m{%s}' % [p, tenantProto], p + ' {{protocol}}')
-        for p in ['p50', 'p99']
-      ], 's', "Median and 99th percentile probe RTT over the job's pairs, by protocol."),
+                   [g.target('max(skeletonhunter_overview_loss_ratio{%s})' % job, 'loss')], 'percentunit',
+                   'Probes lost / sent over the pairs with both ends in the job.'),
+      g.timeseries('Pair RTT', g.pos(12, 5, 12, 8), [
+        g.target('max by (quantile) (skeletonhunter_overview_pair_rtt_seconds{%s})' % job, 'quantile {{quantile}}'),
+      ], 's', "Median and 99th percentile of the median RTT of the job's pairs."),
       g.table(
         'Pair loss matrix (src × dst)', g.pos(0, 13, 12, 12),
-        [g.tableTarget(g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_loss:ratio_rate1m{%s})' % pairs))], [g.pairMatrix],
-        "Loss ratio of the job's %d lossiest pairs: rows are sources, columns destinations." % n,
+        [g.tableTarget(g.topk(n, 'max by (src_node, dst_node) (skeletonhunter_overview_worst_pair_loss_ratio{%s})' % pairs))], [g.pairMatrix],
+        "Loss ratio of the job's lossiest pairs (the localizer keeps at least 5 lossy and 5 slow pairs per job, %d at most here): rows are sources, columns destinations." % n,
         defaults={ unit: 'percentunit', thresholds: loss, custom: { cellOptions: { type: 'color-background' }, align: 'center' } },
       ),
-      g.timeseries('Pair RTT p99', g.pos(12, 13, 12, 12), [g.target(
-        g.topk(n, 'max by (src_node, dst_node) (topology:skeletonhunter_probe_rtt_seconds:p99_rate1m{%s})' % pairs), '{{src_node}} → {{dst_node}}'
-      )], 's', "99th percentile RTT of the job's %d slowest pairs at each moment." % n),
+      g.timeseries('Slowest pairs', g.pos(12, 13, 12, 12), [g.target(
+        g.topk(n, 'max by (src_node, dst_node) (skeletonhunter_overview_worst_pair_rtt_seconds{%s})' % pairs), '{{src_node}} → {{dst_node}}'
+      )], 's', "Median RTT of the job's slowest (and lossiest) pairs at each moment."),
 
       g.row('Where the job runs', 25),
-      // `tor` of the aggregate joined with the ToR label of the job's nodes.
+      // The ToR areas kept where the job's nodes carry the ToR label.
       g.timeseries('Loss of the ToRs the job uses', g.pos(0, 26, 12, 8), [g.target(
-        'max by (tor) (tor:skeletonhunter_probe_loss:ratio_rate1m{%s, %s}) and on (tor) count by (tor) (%s)' % [cl, g.match('protocol'), nodes], '{{tor}}'
+        'max by (id) (skeletonhunter_overview_loss_ratio{%s, scope="tor"}) and on (id) label_replace(count by (%s) (%s), "id", "$1", "%s", "(.*)")'
+        % [cl, l.tor, nodes, l.tor], '{{id}}'
       )], 'percentunit', "All traffic through those ToRs, not only this job's: another job's fault shows here too."),
       g.timeseries('Blame of the components the job uses', g.pos(12, 26, 12, 8), [g.target(
         'max by (kind, id) (skeletonhunter_component_blame{%s}) and on (kind, id) (%s)'

@@ -240,9 +240,9 @@ scrape_configs:
         cmd,
     )?);
 
-    // Wait until every exporter and the localizer are scraped, every pair
-    // has a loss ratio through the topology join, and the localizer has
-    // finished a cycle.
+    // Wait until every exporter and the localizer are scraped and the
+    // localizer has finished a cycle over all 12 pairs (its overview feeds
+    // the loss, pair and RTT panels) and blamed something.
     let ready = |q: &str, want: usize| prom.query(q).ok().filter(|r| r.len() >= want).map(|_| ());
     wait_until(
         "all five targets up",
@@ -251,30 +251,24 @@ scrape_configs:
         || prom.targets_up().ok().filter(|n| *n == 5),
     )?;
     wait_until(
-        "12 pairs with topology",
-        Duration::from_secs(20),
+        "a localizer cycle over 12 pairs, and blame",
+        Duration::from_secs(30),
         Duration::from_millis(250),
         || {
             ready(
-                "topology:skeletonhunter_probe_loss:ratio_rate1m{protocol=\"udp\"}",
-                12,
-            )
-        },
-    )
-    .map_err(|e| anyhow::anyhow!("{e:#}; exporter log:\n{}", guards[0].log()))?;
-    wait_until(
-        "a localizer cycle and blame",
-        Duration::from_secs(20),
-        Duration::from_millis(250),
-        || {
-            ready(
-                "skeletonhunter_localizer_last_success_timestamp_seconds > 0",
+                "skeletonhunter_overview_pairs{scope=\"fabric\", state=\"all\"} >= 12",
                 1,
             )?;
             ready("skeletonhunter_component_blame", 1)
         },
     )
-    .map_err(|e| anyhow::anyhow!("{e:#}; localizer log:\n{}", guards[4].log()))?;
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e:#}; localizer log:\n{}\nexporter log:\n{}",
+            guards[4].log(),
+            guards[0].log()
+        )
+    })?;
     // The lossy node gets alerted, and the alert counter has samples enough
     // for a rate (a counter that appeared a second ago has none yet).
     wait_until(

@@ -24,6 +24,7 @@ use super::delivery::Delivery;
 use super::findings::findings;
 use super::flapping::FlapDetector;
 use super::metrics::{unix_now, AlertLabels, Metrics};
+use super::overview::overview;
 use super::queries::CycleQueries;
 use super::record::{CycleRecord, Decided, NoData, Outcome, Read, StoreReads};
 use super::settings::{ServiceError, Settings};
@@ -230,6 +231,7 @@ impl Localizer {
         }
         let with_rtt = assembled.pairs.iter().filter(|p| p.rtt_seconds.is_some());
         rec.pairs_with_rtt = Some(with_rtt.count());
+        rec.overview = Some(overview(&assembled.pairs));
         let coverage = self.coverage.observe(&assembled.pairs, now);
         rec.coverage = (&coverage).into();
         let stack = assembled.host_stack;

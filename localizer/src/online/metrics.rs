@@ -133,6 +133,23 @@ skeletonhunter_common::metric_families! {
         /// Ranks of a job (its tenant) an alerting component touches: placed beneath it
         /// (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)
         pub job_impact: Family<JobImpactLabels, Gauge> => "skeletonhunter_localizer_job_impact_ranks";
+        /// Probes lost / sent over the last trusted cycle's window, over the pairs of the fabric or
+        /// of one ToR, spine or tenant (scope, id)
+        pub area_loss: Family<AreaLabels, FloatGauge> => "skeletonhunter_overview_loss_ratio";
+        /// Pairs of the fabric or of one ToR, spine or tenant (state=all), and of those losing at
+        /// least 95 % (state=unreachable), in the last trusted cycle
+        pub area_pairs: Family<AreaPairsLabels, Gauge> => "skeletonhunter_overview_pairs";
+        /// Quantiles (0.5, 0.99) of the median RTT of the pairs of the fabric or of one ToR, spine
+        /// or tenant, in the last trusted cycle
+        pub area_rtt: Family<AreaQuantileLabels, FloatGauge> => "skeletonhunter_overview_pair_rtt_seconds";
+        /// Pairs of the fabric whose median RTT is at most le, in the last trusted cycle
+        pub pairs_by_rtt: Family<LeLabels, Gauge> => "skeletonhunter_overview_pairs_by_rtt";
+        /// Loss of the lossiest and the slowest pairs (50 fabric-wide, 5 per tenant) in the last
+        /// trusted cycle
+        pub worst_loss: Family<WorstPairLabels, FloatGauge> => "skeletonhunter_overview_worst_pair_loss_ratio";
+        /// Median RTT of the lossiest and the slowest pairs that had replies, in the last trusted
+        /// cycle
+        pub worst_rtt: Family<WorstPairLabels, FloatGauge> => "skeletonhunter_overview_worst_pair_rtt_seconds";
         /// 1 if the last configuration reload (SIGHUP, POST /-/reload) succeeded
         pub reload_successful: Gauge => "skeletonhunter_config_last_reload_successful";
         /// Unix time of the last successful configuration load

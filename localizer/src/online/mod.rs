@@ -24,6 +24,7 @@ pub mod findings;
 mod fixtures;
 pub mod flapping;
 pub mod metrics;
+pub mod overview;
 mod queries;
 mod record;
 pub mod routes;

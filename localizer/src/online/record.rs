@@ -19,6 +19,7 @@ use super::metrics::{
     AlertLabels, AlertmanagerLabels, CycleResult, Metrics, PairReadLabels, QueryKindLabels,
     QueryLabels, ResultLabels,
 };
+use super::overview::Overview;
 use super::queries::QueryErrors;
 use super::shards::PairRead;
 use super::status::{Board, CycleEntry, Event, EVENTS_CAP};
@@ -175,6 +176,8 @@ pub(super) struct Read {
     pub(super) coverage: Covered,
     /// Most answer bytes held at once, when a budget holds them.
     pub(super) answer_bytes_peak: Option<usize>,
+    /// The fabric at a glance, when pairs were assembled.
+    pub(super) overview: Option<Overview>,
 }
 
 /// What a cycle decided besides its report (in [`Outcome::Ok`]).
@@ -300,6 +303,9 @@ impl CycleRecord {
             .set(r.coverage.components_unknown as i64);
         if let Some(peak) = r.answer_bytes_peak {
             m.answer_bytes_peak.set(peak as i64);
+        }
+        if let Some(o) = &r.overview {
+            m.set_overview(o);
         }
     }
 

@@ -139,14 +139,16 @@ fn panel_types(panels: Option<&Value>, out: &mut Vec<String>) {
 /// Every selector of a SkeletonHunter series, recording rule or scrape
 /// series starts with `cluster=~"$cluster"`; raw exporter series (they keep
 /// their `job`, which recording rules aggregate away and the localizer's
-/// series have their own of) also with `job=~"$job"`.
+/// series — `skeletonhunter_localizer_*`, `_component_*`, `_overview_*` —
+/// have their own of) also with `job=~"$job"`.
 fn check_scoping(file: &str, what: &str, expr: &str, problems: &mut Vec<String>) {
     for name in metric_names(expr) {
         if name == "ALERTS" {
             continue;
         }
-        let local = name.starts_with("skeletonhunter_localizer_")
-            || name.starts_with("skeletonhunter_component_");
+        let local = ["localizer", "component", "overview"]
+            .iter()
+            .any(|p| name.starts_with(&format!("skeletonhunter_{p}_")));
         let want = if name.starts_with("skeletonhunter_") && !local {
             "{cluster=~\"$cluster\", job=~\"$job\""
         } else {

@@ -4,6 +4,7 @@
 use crate::clients::prometheus::QueryFailure;
 use crate::input::histograms::RttForm;
 use crate::input::promql::QueryKind;
+use crate::online::overview::Scope;
 use prometheus_client::encoding::EncodeLabelSet;
 
 skeletonhunter_common::labelled_enum! {
@@ -102,4 +103,57 @@ pub struct PairReadLabels {
 pub struct AlertmanagerLabels {
     /// The Alertmanager root URL.
     pub alertmanager: String,
+}
+
+/// Labels of `skeletonhunter_overview_loss_ratio`: an area of the overview.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AreaLabels {
+    /// `fabric`, `tor`, `spine` or `tenant`.
+    pub scope: Scope,
+    /// The ToR, spine or tenant ("" for the fabric).
+    pub id: String,
+}
+
+/// Labels of `skeletonhunter_overview_pairs`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AreaPairsLabels {
+    /// As [`AreaLabels::scope`].
+    pub scope: Scope,
+    /// As [`AreaLabels::id`].
+    pub id: String,
+    /// `all` or `unreachable`.
+    pub state: &'static str,
+}
+
+/// Labels of `skeletonhunter_overview_pair_rtt_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AreaQuantileLabels {
+    /// As [`AreaLabels::scope`].
+    pub scope: Scope,
+    /// As [`AreaLabels::id`].
+    pub id: String,
+    /// `0.5` or `0.99`.
+    pub quantile: String,
+}
+
+/// Labels of `skeletonhunter_overview_pairs_by_rtt`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeLabels {
+    /// The upper bound in seconds (`+Inf` last), as Prometheus writes it.
+    pub le: String,
+}
+
+/// Labels of the worst-pair series: the pair and where its ends sit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorstPairLabels {
+    /// The prober's node.
+    pub src_node: String,
+    /// The responder's node.
+    pub dst_node: String,
+    /// The prober's ToR.
+    pub src_tor: String,
+    /// The responder's ToR.
+    pub dst_tor: String,
+    /// The tenant both ends are in ("" when they differ).
+    pub tenant: String,
 }

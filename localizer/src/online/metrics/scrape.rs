@@ -2,9 +2,13 @@
 //! encoding also takes, the last report for `/report`, and when a cycle
 //! last analyzed complete data, for `/-/ready`.
 
-use super::{AlertLabels, ComponentLabels, HistogramsLabels, JobImpactLabels, Metrics};
+use super::{
+    AlertLabels, AreaLabels, AreaPairsLabels, AreaQuantileLabels, ComponentLabels,
+    HistogramsLabels, JobImpactLabels, LeLabels, Metrics, WorstPairLabels,
+};
 use crate::input::histograms::RttForm;
 use crate::jobs::impact::JobImpact;
+use crate::online::overview::Overview;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
 use skeletonhunter_common::topology::Component;
@@ -46,6 +50,67 @@ impl Metrics {
         self.alerting.clear();
         for l in alerts {
             self.alerting.get_or_create(&l).set(1);
+        }
+    }
+
+    /// Replace the overview series with a trusted cycle's figures: areas
+    /// (and ToRs, spines, tenants) gone from the pairs lose their series.
+    pub fn set_overview(&self, o: &Overview) {
+        let _g = lock(&self.update);
+        self.area_loss.clear();
+        self.area_rtt.clear();
+        self.worst_loss.clear();
+        self.worst_rtt.clear();
+        self.area_pairs.clear();
+        self.pairs_by_rtt.clear();
+        for a in &o.areas {
+            let (scope, id) = (a.scope, a.id.clone());
+            if let Some(loss) = a.loss {
+                let l = AreaLabels {
+                    scope,
+                    id: id.clone(),
+                };
+                self.area_loss.get_or_create(&l).set(loss);
+            }
+            for (state, n) in [("all", a.pairs), ("unreachable", a.unreachable)] {
+                let l = AreaPairsLabels {
+                    scope,
+                    id: id.clone(),
+                    state,
+                };
+                self.area_pairs.get_or_create(&l).set(n as i64);
+            }
+            for &(q, rtt) in &a.rtt {
+                let l = AreaQuantileLabels {
+                    scope,
+                    id: id.clone(),
+                    quantile: q.to_string(),
+                };
+                self.area_rtt.get_or_create(&l).set(rtt);
+            }
+        }
+        for &(le, n) in &o.rtt_buckets {
+            let le = if le.is_finite() {
+                le.to_string()
+            } else {
+                "+Inf".to_string()
+            };
+            self.pairs_by_rtt
+                .get_or_create(&LeLabels { le })
+                .set(n as i64);
+        }
+        for w in &o.worst {
+            let l = WorstPairLabels {
+                src_node: w.src.clone(),
+                dst_node: w.dst.clone(),
+                src_tor: w.src_tor.clone(),
+                dst_tor: w.dst_tor.clone(),
+                tenant: w.tenant.clone(),
+            };
+            self.worst_loss.get_or_create(&l).set(w.loss);
+            if let Some(rtt) = w.rtt {
+                self.worst_rtt.get_or_create(&l).set(rtt);
+            }
         }
     }
 

@@ -84,6 +84,7 @@ fn ok_cycle() -> CycleRecord {
                 components_unknown: 1,
             },
             answer_bytes_peak: Some(4096),
+            overview: Some(one_lossy_pair()),
         },
         decided: Decided {
             analysis: Some(Duration::from_millis(125)),
@@ -118,6 +119,25 @@ fn ok_cycle() -> CycleRecord {
     }
 }
 
+/// The overview of one pair under ToR t1 in tenant llama losing 1 in 4.
+fn one_lossy_pair() -> Overview {
+    let end = |node: &str| skeletonhunter_common::topology::Identity {
+        node: node.into(),
+        tor: "t1".into(),
+        tenant: "llama".into(),
+        ..Default::default()
+    };
+    crate::online::overview::overview(&[crate::engine::model::PairStats {
+        src: end("a"),
+        dst: end("b"),
+        sent: 40.0,
+        lost: 10.0,
+        rtt_seconds: Some(0.000_032),
+        rtt_samples: 30.0,
+        ..Default::default()
+    }])
+}
+
 #[test]
 fn a_usable_cycle_sets_every_series_to_its_figures() {
     let (m, board) = (Metrics::new(), Board::new(PageInfo::default()));
@@ -137,6 +157,16 @@ fn a_usable_cycle_sets_every_series_to_its_figures() {
             "skeletonhunter_localizer_pairs_expected 32",
             "skeletonhunter_localizer_components_unknown 1",
             "skeletonhunter_localizer_answer_bytes_peak 4096",
+            "skeletonhunter_overview_loss_ratio{scope=\"fabric\",id=\"\"} 0.25",
+            "skeletonhunter_overview_loss_ratio{scope=\"tor\",id=\"t1\"} 0.25",
+            "skeletonhunter_overview_pairs{scope=\"tenant\",id=\"llama\",state=\"all\"} 1",
+            "skeletonhunter_overview_pairs{scope=\"tenant\",id=\"llama\",state=\"unreachable\"} 0",
+            "skeletonhunter_overview_pair_rtt_seconds{scope=\"tor\",id=\"t1\",quantile=\"0.99\"} 0.000032",
+            "skeletonhunter_overview_pairs_by_rtt{le=\"0.000016\"} 0",
+            "skeletonhunter_overview_pairs_by_rtt{le=\"0.000032\"} 1",
+            "skeletonhunter_overview_pairs_by_rtt{le=\"+Inf\"} 1",
+            "skeletonhunter_overview_worst_pair_loss_ratio{src_node=\"a\",dst_node=\"b\",src_tor=\"t1\",dst_tor=\"t1\",tenant=\"llama\"} 0.25",
+            "skeletonhunter_overview_worst_pair_rtt_seconds{src_node=\"a\",dst_node=\"b\",src_tor=\"t1\",dst_tor=\"t1\",tenant=\"llama\"} 0.000032",
             "skeletonhunter_localizer_analysis_duration_seconds 0.125",
             "skeletonhunter_localizer_alerts_posted_total{alertmanager=\"http://a:9093\"} 3",
             "skeletonhunter_localizer_last_alert_post_success_timestamp_seconds{alertmanager=\"http://a:9093\"} 1700000001.0",
