@@ -9,7 +9,10 @@
 //!   `--enable-feature=native-histograms` and the shipped rules;
 //! - `classic-vmagent`: classic histograms, two vmagent shards
 //!   (`-promscrape.cluster.membersCount=2`) remote-writing into one
-//!   VictoriaMetrics, the shipped rules in vmalert.
+//!   VictoriaMetrics, the shipped rules in vmalert;
+//! - `both-prometheus`: the exporters' default (`metrics.histograms:
+//!   both`: native where the scraper negotiates them) scraped by a
+//!   Prometheus with `--enable-feature=native-histograms`.
 //!
 //! Printed per configuration: series, scrape bytes per round, the store's
 //! memory, rule evaluation time, the localizer's cycle time (median and
@@ -32,7 +35,11 @@
 //! shipped rules; 0: not, to see the localizer's share alone;
 //! `large-fleet`: the mixin rendered with `largeFleet: true`, the rule set
 //! for large fleets, which needs `jsonnet`),
-//! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, a count or `auto`, 1). `GOMEMLIMIT`,
+//! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, a count or `auto`, 1),
+//! `FLEET_LOCALIZER` (`bench`, the default: the flags above with a 60 s
+//! query timeout and a 1 GiB answer limit; `shipped`: only the shipped
+//! Deployment's `--scrape-interval`, every other flag at its default, so
+//! `FLEET_INTERVAL`, `FLEET_WINDOW` and `FLEET_PAIR_SHARDS` are not passed). `GOMEMLIMIT`,
 //! when set, is passed on to the Go servers (the stores, the shards,
 //! vmalert) and printed. The localizer's own timeout is generous (60 s)
 //! so a slow configuration shows its real cycle time instead of failing.
@@ -75,13 +82,15 @@ enum Config {
     ClassicPrometheus,
     NativePrometheus,
     ClassicVmagent,
+    BothPrometheus,
 }
 
 impl Config {
-    const ALL: [Config; 3] = [
+    const ALL: [Config; 4] = [
         Config::ClassicPrometheus,
         Config::NativePrometheus,
         Config::ClassicVmagent,
+        Config::BothPrometheus,
     ];
 
     fn name(self) -> &'static str {
@@ -89,12 +98,14 @@ impl Config {
             Config::ClassicPrometheus => "classic-prometheus",
             Config::NativePrometheus => "native-prometheus",
             Config::ClassicVmagent => "classic-vmagent",
+            Config::BothPrometheus => "both-prometheus",
         }
     }
 
     fn histograms(self) -> HistogramMode {
         match self {
             Config::NativePrometheus => HistogramMode::Native,
+            Config::BothPrometheus => HistogramMode::Both,
             _ => HistogramMode::Classic,
         }
     }
@@ -113,6 +124,8 @@ struct Knobs {
     rules: RuleSet,
     /// The localizer's `--pair-shards`.
     pair_shards: String,
+    /// Only the shipped Deployment's flags (`FLEET_LOCALIZER=shipped`).
+    shipped_localizer: bool,
 }
 
 fn env_duration(name: &str, default: &str) -> Result<Duration> {
@@ -153,6 +166,11 @@ impl Knobs {
             probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
             rules: RuleSet::from_env()?,
             pair_shards: std::env::var("FLEET_PAIR_SHARDS").unwrap_or_else(|_| "1".into()),
+            shipped_localizer: match std::env::var("FLEET_LOCALIZER").as_deref() {
+                Err(_) | Ok("bench") => false,
+                Ok("shipped") => true,
+                Ok(v) => bail!("FLEET_LOCALIZER={v}: want bench or shipped"),
+            },
         })
     }
 }
@@ -193,7 +211,7 @@ fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<S
     let scrape = scrape_config("skeletonhunter-exporter", targets, k.scrape);
     let secs = k.scrape.as_secs().max(1);
     match config {
-        Config::ClassicPrometheus | Config::NativePrometheus => {
+        Config::ClassicPrometheus | Config::NativePrometheus | Config::BothPrometheus => {
             let yml = format!("{scrape}rule_files: ['rules-*.yml']\n").replace(
                 "global:\n",
                 &format!("global:\n  evaluation_interval: {secs}s\n"),
@@ -203,7 +221,7 @@ fn start_store(config: Config, targets: &std::path::Path, k: &Knobs) -> Result<S
             for (name, from) in &k.rules.files {
                 opts = opts.copy_file(name, from)?;
             }
-            if config == Config::NativePrometheus {
+            if config != Config::ClassicPrometheus {
                 opts = opts.arg("--enable-feature=native-histograms");
             }
             Ok(Store {
@@ -247,7 +265,7 @@ fn main() -> Result<()> {
         "GOMEMLIMIT for the stores: {}",
         std::env::var("GOMEMLIMIT").unwrap_or_else(|_| "unset (Go default: no limit)".into())
     );
-    println!("localizer --pair-shards {}", k.pair_shards);
+    println!("localizer flags: {}", localizer_flags(&k).join(" "));
     println!("rule files: {}", k.rules.describe());
     let mut rows = Vec::new();
     for &config in &k.configs {
@@ -404,7 +422,7 @@ fn alone_times(
     k: &Knobs,
 ) -> (Vec<Alone>, Option<f64>) {
     let form = match config {
-        Config::NativePrometheus => RttForm::NativeOrClassic,
+        Config::NativePrometheus | Config::BothPrometheus => RttForm::NativeOrClassic,
         _ => RttForm::Classic,
     };
     let pid = loc.child.pid() as i32;
@@ -443,6 +461,9 @@ fn alone_times(
 
 fn localizer_flags(k: &Knobs) -> Vec<String> {
     let d = |d: Duration| format!("{}ms", d.as_millis());
+    if k.shipped_localizer {
+        return vec!["--scrape-interval".to_string(), d(k.scrape)];
+    }
     [
         ("--interval", d(k.interval)),
         ("--window", d(k.window)),

@@ -114,12 +114,16 @@ fn cycles_of(side: (Option<f64>, usize)) -> String {
 type Cell = fn(&Figures) -> String;
 
 /// The rows about the store and its rules.
-fn store_rows() -> [(&'static str, Cell); 7] {
+fn store_rows() -> [(&'static str, Cell); 8] {
     [
         ("pairs / targets", |f| {
             format!("{} / {}", f.pairs, f.targets)
         }),
         ("probe series", |f| opt(f.probe_series, "")),
+        // The fleet probes each pair over one protocol (UDP).
+        ("probe series per pair and protocol", |f| {
+            opt(f.probe_series.map(|n| n / f.pairs.max(1) as f64), "")
+        }),
         ("all series in the store", |f| opt(f.head_series, "")),
         ("scrape round (before gzip)", |f| {
             format!("{:.1} MB", f.round_bytes as f64 / 1e6)
