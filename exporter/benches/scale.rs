@@ -1,5 +1,6 @@
-//! Scale of one exporter: classic histograms (today's default, the
-//! baseline) against native histograms, in one run.
+//! Scale of one exporter: classic histograms (what a text scraper gets,
+//! the baseline) against native histograms (what a native-histogram
+//! Prometheus stores with the default `both`), in one run.
 //!
 //! Prints the series budget per peer and protocol (counted on real
 //! renders), then runs the exporter twice, one mode after the other, in a

@@ -6,7 +6,9 @@
 //! `histogram_quantile` over the native series close to the classic
 //! server's answer from the buckets of the same exporter, and stores at
 //! most 12 series per peer and protocol; the classic server still reads
-//! the classic buckets (`both`) or `_count`/`_sum` (`native`).
+//! the classic buckets (`both`) or `_count`/`_sum` (`native`). An exporter
+//! on its default configuration is `both`: at most 12 series per peer and
+//! protocol on the native server, the classic buckets on the other.
 //! Unprivileged: loopback only.
 
 use anyhow::{Context, Result};
@@ -20,10 +22,10 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(120);
 const EVERY: Duration = Duration::from_millis(500);
 
-/// Start an exporter in histogram `mode` probing its own responders on
-/// loopback as the peer `<name>-self`; returns it and its `/metrics`
-/// address once that answers.
-fn exporter(dir: &TempDir, name: &str, mode: &str) -> Result<(ChildGuard, SocketAddr)> {
+/// Start an exporter in histogram `mode` (`None`: the default, no
+/// `metrics:` key) probing its own responders on loopback as the peer
+/// `<name>-self`; returns it and its `/metrics` address once that answers.
+fn exporter(dir: &TempDir, name: &str, mode: Option<&str>) -> Result<(ChildGuard, SocketAddr)> {
     let (listen, udp, tcp) = (
         free_loopback_addr()?,
         free_loopback_addr()?,
@@ -33,10 +35,11 @@ fn exporter(dir: &TempDir, name: &str, mode: &str) -> Result<(ChildGuard, Socket
         "listen: \"{listen}\"\nidentity: {{node: \"{name}\"}}\n\
          responder: {{udp: \"{udp}\", tcp: \"{tcp}\"}}\n\
          probe: {{interval: 100ms, timeout: 1s, protocols: [udp, tcp], udp_port: {}, tcp_port: {}}}\n\
-         metrics: {{histograms: {mode}}}\n\
+         {metrics}\
          discovery:\n  ebpf: false\n  static:\n    - {{address: \"127.0.0.1\", name: \"{name}-self\"}}\n",
         udp.port(),
-        tcp.port()
+        tcp.port(),
+        metrics = mode.map_or(String::new(), |m| format!("metrics: {{histograms: {m}}}\n")),
     );
     let child = exporter::start_on_loopback(dir.path(), name, &cfg, listen)?;
     Ok((child, listen))
@@ -92,8 +95,8 @@ fn series_per_protocol(prom: &Server, dst: &str) -> Result<Vec<(String, f64)>> {
 #[test]
 fn prometheus_reads_native_histograms_as_accurately_as_the_buckets() -> Result<()> {
     let dir = TempDir::new("native-hist")?;
-    let (_both, both_addr) = exporter(&dir, "nh-both", "both")?;
-    let (_native, native_addr) = exporter(&dir, "nh-native", "native")?;
+    let (_both, both_addr) = exporter(&dir, "nh-both", Some("both"))?;
+    let (_native, native_addr) = exporter(&dir, "nh-native", Some("native"))?;
     let targets = [both_addr, native_addr];
     let native_prom = prometheus(&targets, true)?;
     let classic_prom = prometheus(&targets, false)?;
@@ -145,6 +148,71 @@ fn prometheus_reads_native_histograms_as_accurately_as_the_buckets() -> Result<(
             let mean = value(&classic_prom, &mean_q).context("mean from text")?;
             assert!(mean > 0.0 && mean < 1.0, "{mean}");
         }
+    }
+    Ok(())
+}
+
+/// The labels of `name`'s probes of itself.
+fn self_pair(name: &str) -> String {
+    format!("src_node=\"{name}\",dst_node=\"{name}-self\"")
+}
+
+/// Series of `name`'s probes of itself, per protocol, that `prom` stores
+/// (every `skeletonhunter_probe_*` name: RTT, sent, lost, flows, dials),
+/// once both protocols have their RTT histogram in either form.
+fn probe_series(prom: &Server, name: &str) -> Result<Vec<(String, f64)>> {
+    let pair = self_pair(name);
+    let rtt = format!(
+        "count by (protocol) ({{__name__=~\"skeletonhunter_probe_rtt_seconds.*\",{pair}}})"
+    );
+    wait_until(&rtt, WAIT, EVERY, || {
+        (prom.query(&rtt).ok()?.len() == 2).then_some(())
+    })?;
+    let q = format!("count by (protocol) ({{__name__=~\"skeletonhunter_probe_.*\",{pair}}})");
+    let r = prom.query(&q)?;
+    Ok(r.iter()
+        .filter_map(|s| {
+            let p = s["metric"]["protocol"].as_str()?.to_string();
+            Some((p, s["value"][1].as_str()?.parse().ok()?))
+        })
+        .collect())
+}
+
+#[test]
+fn the_default_stores_native_histograms_where_negotiated_and_buckets_elsewhere() -> Result<()> {
+    let dir = TempDir::new("native-hist-default")?;
+    let name = "nh-default";
+    let (_exporter, addr) = exporter(&dir, name, None)?;
+    let native_prom = prometheus(&[addr], true)?;
+    let classic_prom = prometheus(&[addr], false)?;
+
+    // A native-histogram Prometheus: at most 12 series per peer and
+    // protocol in all (classic buckets: 32), the RTT as one native
+    // histogram (`histogram_count` answers only for one), no bucket series.
+    let pair = self_pair(name);
+    let native = probe_series(&native_prom, name)?;
+    assert_eq!(native.len(), 2, "{native:?}");
+    for (protocol, n) in &native {
+        eprintln!("default, native server, {protocol}: {n} series");
+        assert!(*n <= 12.0, "{protocol}: {n} series on the native server");
+    }
+    let hist = format!("histogram_count(skeletonhunter_probe_rtt_seconds{{{pair}}})");
+    assert_eq!(native_prom.query(&hist)?.len(), 2, "{hist}");
+    let buckets = native_prom.query(&format!(
+        "skeletonhunter_probe_rtt_seconds_bucket{{{pair}}}"
+    ))?;
+    assert!(buckets.is_empty(), "{buckets:?}");
+
+    // A Prometheus without the feature scrapes text: the classic buckets,
+    // 24 bounds and +Inf per pair and protocol.
+    for (protocol, n) in probe_series(&classic_prom, name)? {
+        eprintln!("default, classic server, {protocol}: {n} series");
+    }
+    let q = format!("count by (protocol) (skeletonhunter_probe_rtt_seconds_bucket{{{pair}}})");
+    let per_protocol = classic_prom.query(&q)?;
+    assert_eq!(per_protocol.len(), 2, "{per_protocol:?}");
+    for s in &per_protocol {
+        assert_eq!(s["value"][1].as_str(), Some("25"), "{s}");
     }
     Ok(())
 }

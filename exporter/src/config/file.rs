@@ -34,7 +34,7 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileMetrics {
-    /// `classic` (default), `native` or `both` (docs/exporter.md, "Series budget").
+    /// `classic`, `native` or `both` (the default) (docs/exporter.md, "Series budget").
     pub histograms: Option<String>,
 }
 

@@ -155,7 +155,7 @@ impl Config {
 fn histogram_mode(fm: &FileMetrics) -> Result<HistogramMode> {
     fm.histograms
         .as_deref()
-        .map_or(Ok(HistogramMode::Classic), |v| {
+        .map_or(Ok(HistogramMode::default()), |v| {
             v.parse()
                 .map_err(|e| ConfigError::invalid("metrics.histograms", e))
         })

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::Protocol;
+use crate::model::{HistogramMode, Protocol};
 use std::time::Duration;
 
 fn args() -> Args {
@@ -70,6 +70,7 @@ fn check_config_summary_is_readable() {
         "static peers: 1",
         "10.0.0.2 b",
         "traffic: off",
+        "histograms: both",
     ] {
         assert!(s.contains(want), "{want:?} missing from\n{s}");
     }
@@ -97,6 +98,11 @@ fn file_flags_and_defaults_combine() {
     assert_eq!(c.static_peers[1].udp_port, Some(7000));
     assert_eq!(c.static_peers[1].name.as_deref(), Some("c"));
     assert_eq!(c.udp_port, DEFAULT_UDP_PORT);
+    // Native where the scraper negotiates them, classic where it does not.
+    assert_eq!(c.histograms, HistogramMode::Both);
+    let classic = parse_file("metrics: {histograms: classic}").unwrap();
+    let c = Config::merge(classic, &args()).unwrap();
+    assert_eq!(c.histograms, HistogramMode::Classic);
 }
 
 #[test]

@@ -8,15 +8,16 @@ skeletonhunter_common::labelled_enum! {
     pub enum HistogramMode {
         /// 24 classic buckets (25 `_bucket` series with `+Inf`) in every
         /// format: what servers without native histograms and the shipped
-        /// rules read. The default.
-        #[default]
+        /// rules read.
         Classic,
         /// Native (sparse exponential) buckets only. The protobuf exposition
         /// carries them; text formats, which cannot, show the histogram with
         /// its `+Inf` bucket, `_sum` and `_count` only.
         Native,
         /// Both: native buckets in protobuf, classic buckets in every format
-        /// (a native-enabled Prometheus keeps the native ones only).
+        /// (a native-enabled Prometheus keeps the native ones only; a text
+        /// scrape is what `Classic` serves, byte for byte). The default.
+        #[default]
         Both,
     }
 }
@@ -57,7 +58,7 @@ mod tests {
         for m in HistogramMode::ALL {
             assert_eq!(m.as_str().parse::<HistogramMode>(), Ok(m));
         }
-        assert_eq!(HistogramMode::default(), HistogramMode::Classic);
+        assert_eq!(HistogramMode::default(), HistogramMode::Both);
         assert!("sparse".parse::<HistogramMode>().is_err());
         assert!(HistogramMode::Both.classic() && HistogramMode::Both.native());
         assert!(!HistogramMode::Native.classic());

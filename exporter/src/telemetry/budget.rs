@@ -137,4 +137,112 @@ mod tests {
         let rdma = per_peer(HistogramMode::Native, Protocol::Rdma).unwrap();
         assert_eq!(rdma.protobuf, 6);
     }
+
+    /// Every histogram the exporter has (RTT of each protocol, RDMA
+    /// delays, host-stack delays), filled alike, in histogram `mode`.
+    fn filled(mode: HistogramMode) -> Metrics {
+        let m = Metrics::with_histograms(&Identity::default(), mode);
+        let peer: IpAddr = "10.0.0.2".parse().unwrap();
+        for (i, p) in Protocol::ALL.into_iter().enumerate() {
+            let s = m.series(peer, "b", p);
+            s.sent.inc_by(3);
+            s.lost_one();
+            for rtt in [0.0, 3e-6, 50e-6, 0.002, 9.0] {
+                s.answered(rtt * (i + 1) as f64);
+            }
+        }
+        m.dial_series(peer, "b").success.set(1);
+        m.flow_series(peer, "b").flows.set(21);
+        let r = m.rdma_series(peer, "b");
+        r.prober_delay.observe(2e-6);
+        r.responder_delay.observe(0.0);
+        m.host_stack(Protocol::Udp, crate::model::StackStage::Responder)
+            .observe(0.3);
+        m
+    }
+
+    /// `text` without the lines read from the clock or the host at each
+    /// render (they differ between any two renders, whatever the mode),
+    /// and with the series of each family in a fixed order: a family keeps
+    /// its series in a hash map, so two registries list them in different
+    /// orders. A series is a run of lines with the same labels but `le`
+    /// (a histogram's `_sum`, `_count` and buckets), kept whole.
+    fn canonical(text: &str) -> String {
+        let volatile = |l: &str| {
+            [
+                "skeletonhunter_exporter_render_seconds ",
+                "process_",
+                "skeletonhunter_host_udp_receive_buffer_errors_total ",
+                "skeletonhunter_host_cpu_throttled_seconds_total ",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        };
+        let key = |l: &str| {
+            let labels = l.split_once('{').map_or("", |(_, r)| r);
+            let labels = labels.split_once('}').map_or("", |(l, _)| l);
+            labels
+                .split(',')
+                .filter(|kv| !kv.starts_with("le="))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let (mut out, mut series) = (String::new(), Vec::<(String, String)>::new());
+        let flush = |out: &mut String, series: &mut Vec<(String, String)>| {
+            series.sort();
+            out.extend(series.drain(..).map(|(_, lines)| lines));
+        };
+        for l in text.split_inclusive('\n').filter(|l| !volatile(l)) {
+            if l.starts_with('#') {
+                flush(&mut out, &mut series);
+                out.push_str(l);
+            } else {
+                match series.last_mut() {
+                    Some((k, lines)) if *k == key(l) => lines.push_str(l),
+                    _ => series.push((key(l), l.to_string())),
+                }
+            }
+        }
+        flush(&mut out, &mut series);
+        out
+    }
+
+    #[test]
+    fn both_serves_text_scrapers_what_classic_serves_byte_for_byte() {
+        // What curl, promtool, Prometheus without native histograms and
+        // VictoriaMetrics/vmagent ask for: never protobuf.
+        let text_accepts = [
+            None,
+            Some("*/*"),
+            Some("text/plain;version=0.0.4"),
+            Some("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+            Some("text/plain;version=0.0.4;q=1,*/*;q=0.1"),
+        ];
+        let (classic, both) = (filled(HistogramMode::Classic), filled(HistogramMode::Both));
+        for accept in text_accepts {
+            let (c, b) = (classic.render(accept), both.render(accept));
+            assert_eq!(c.content_type, b.content_type, "{accept:?}");
+            assert_ne!(
+                c.content_type,
+                skeletonhunter_common::exposition::PROTOBUF_CONTENT_TYPE
+            );
+            let text = |body: &[u8]| canonical(std::str::from_utf8(body).unwrap());
+            let (c, b) = (text(&c.body), text(&b.body));
+            assert!(
+                c.contains("skeletonhunter_probe_rtt_seconds_bucket{"),
+                "{c}"
+            );
+            assert!(c.contains("skeletonhunter_rdma_prober_delay_seconds_bucket{"));
+            let differ = c.lines().zip(b.lines()).find(|(c, b)| c != b);
+            assert!(
+                c == b,
+                "{accept:?}: both differs from classic in text: {differ:?} ({} vs {} bytes)",
+                c.len(),
+                b.len()
+            );
+        }
+        // The protobuf scrape is where they differ: native buckets.
+        let proto = |m: &Metrics| m.render(Some(PROTOBUF_ACCEPT)).body;
+        assert_ne!(proto(&classic), proto(&both));
+    }
 }
