@@ -28,10 +28,10 @@
 //! Knobs: `FLEET_PAIRS` (default 2000), `FLEET_CONFIGS` (comma list, default
 //! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
 //! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
-//! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
-//! shipped rules; 0: not, to see the localizer's share alone;
-//! `large-fleet`: the mixin rendered with `largeFleet: true`, the rule set
-//! for large fleets, which needs `jsonnet`),
+//! per pair per second, 1), `FLEET_RULES` (1, the default: the stores evaluate
+//! the default rules, `rules/*.yml`; `pair-detail`: those and the opt-in
+//! per-pair detail, `rules/pair-detail/*.yml`; 0: none, to see the
+//! localizer's share alone),
 //! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, a count or `auto`, 1). `GOMEMLIMIT`,
 //! when set, is passed on to the Go servers (the stores, the shards,
 //! vmalert) and printed. The localizer's own timeout is generous (60 s)
