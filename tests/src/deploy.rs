@@ -116,6 +116,86 @@ pub fn kustomized(dir: &str) -> Result<Vec<Value>> {
     Ok(out)
 }
 
+/// Each PrometheusRule of `objs` named after a file of `files` (from
+/// [`rules_groups_of`] of `dir`) carries exactly that file's groups, and
+/// `objs` hold no other PrometheusRule.
+pub fn check_prometheus_rules(
+    objs: &[Value],
+    dir: &str,
+    files: &[(String, Vec<Value>)],
+) -> Result<()> {
+    for (file, want) in files {
+        let rule = find(objs, "PrometheusRule", &prometheus_rule_name(file))?;
+        let shipped = rule["spec"]["groups"].as_array().context("spec.groups")?;
+        for (i, (a, b)) in shipped.iter().zip(want).enumerate() {
+            if a != b {
+                bail!("{dir}/{file}: group {i} ({}) differs", b["name"]);
+            }
+        }
+        if shipped.len() != want.len() {
+            bail!("{dir}/{file}: group count differs");
+        }
+    }
+    let names = prometheus_rule_names(objs);
+    if names.len() != files.len() {
+        bail!(
+            "PrometheusRules {names:?} for the files of {dir}/: {}",
+            files.len()
+        );
+    }
+    Ok(())
+}
+
+/// The opt-in pair detail's kustomization, built, and the groups of each
+/// `rules/pair-detail/*.yml`.
+#[allow(clippy::type_complexity)]
+pub fn pair_detail_rules() -> Result<(Vec<Value>, Vec<(String, Vec<Value>)>)> {
+    Ok((
+        kustomized(PAIR_DETAIL_KUBE_DIR)?,
+        rules_groups_of(crate::repo::PAIR_DETAIL_RULES)?,
+    ))
+}
+
+/// The opt-in pair detail, `deploy/kubernetes/pair-detail/`: a
+/// kustomization of its own that the default one (`default_objs`) does not
+/// include, in the same namespace, one PrometheusRule per
+/// `rules/pair-detail/*.yml` carrying its groups, none named as a default
+/// one (applied together, neither replaces the other).
+pub fn check_pair_detail(default_objs: &[Value]) -> Result<()> {
+    let (objs, files) = pair_detail_rules()?;
+    if files.len() != 3 {
+        bail!("rules/pair-detail: {files:?}");
+    }
+    check_prometheus_rules(&objs, crate::repo::PAIR_DETAIL_RULES, &files)?;
+    if !objs
+        .iter()
+        .all(|o| o["metadata"]["namespace"] == "skeletonhunter")
+    {
+        bail!("{PAIR_DETAIL_KUBE_DIR}: not all in namespace skeletonhunter");
+    }
+    let names = prometheus_rule_names(default_objs);
+    let shared: Vec<String> = prometheus_rule_names(&objs)
+        .into_iter()
+        .filter(|n| names.contains(n))
+        .collect();
+    if !shared.is_empty() {
+        bail!("PrometheusRules in both kustomizations: {shared:?}");
+    }
+    let listed = kustomization_resources()?;
+    if listed.iter().any(|r| r.contains("pair-detail")) {
+        bail!("the default kustomization includes the pair detail: {listed:?}");
+    }
+    Ok(())
+}
+
+/// The names of the PrometheusRules among `objs`.
+pub fn prometheus_rule_names(objs: &[Value]) -> Vec<String> {
+    let rules = objs.iter().filter(|o| o["kind"] == "PrometheusRule");
+    rules
+        .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
 /// The one object of `kind` named `name`.
 pub fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
     let mut hits = objs

@@ -1,9 +1,9 @@
 //! The deployment files (`deploy/kubernetes/`, `deploy/systemd/`,
 //! `Dockerfile`) checked by real tools and against each other: core
 //! Kubernetes kinds by `kubernetes-validate`, the PrometheusRule's groups by
-//! `promtool`, the generated PrometheusRules (the default ones and the opt-in
-//! pair detail's) and dashboard ConfigMaps against `rules/`,
-//! `rules/pair-detail/` and `dashboards/`, the units by `systemd-analyze verify`, and the
+//! `promtool`, the generated PrometheusRules (the opt-in pair detail's too)
+//! and dashboard ConfigMaps against `rules/` and `dashboards/`, the units by
+//! `systemd-analyze verify`, and the
 //! run-time contract (user, capabilities, mounts, ports, probes) of the image
 //! and the manifests against the documented privileges and a real exporter
 //! started with the shipped configuration. No container runtime runs here,
@@ -13,7 +13,7 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::RESERVED_TARGET_LABELS;
-use skeletonhunter_tests::deploy::{self, caps, find, kustomized, manifests, read};
+use skeletonhunter_tests::deploy::{self, caps, find, manifests, read};
 use skeletonhunter_tests::exporter;
 use skeletonhunter_tests::process::bin_path;
 use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
@@ -42,37 +42,10 @@ fn check_generated(rel: &str, rendered: &str) -> Result<()> {
     Ok(())
 }
 
-/// Each PrometheusRule of `objs` named after a file of `files` carries
-/// exactly that file's groups (parsed YAML), and `objs` hold no other
-/// PrometheusRule.
-fn rules_match(objs: &[Value], dir: &str, files: &[(String, Vec<Value>)]) -> Result<()> {
-    for (file, want) in files {
-        let rule = find(objs, "PrometheusRule", &deploy::prometheus_rule_name(file))?;
-        let shipped = rule["spec"]["groups"].as_array().context("spec.groups")?;
-        for (i, (a, b)) in shipped.iter().zip(want).enumerate() {
-            assert_eq!(a, b, "{dir}/{file}: group {i} ({}) differs", b["name"]);
-        }
-        assert_eq!(
-            shipped.len(),
-            want.len(),
-            "{dir}/{file}: group count differs"
-        );
-    }
-    let count = objs
-        .iter()
-        .filter(|o| o["kind"] == "PrometheusRule")
-        .count();
-    assert_eq!(count, files.len(), "a PrometheusRule without a {dir}/ file");
-    Ok(())
-}
-
 /// One PrometheusRule per `rules/*.yml` carries exactly its groups,
 /// compared as parsed YAML (and as text, comments included), and no other
-/// PrometheusRule exists. The opt-in pair detail is a kustomization of its
-/// own, `deploy/kubernetes/pair-detail/` (one PrometheusRule per
-/// `rules/pair-detail/*.yml`), which the default one does not include; no
-/// PrometheusRule name is in both (applied together, neither replaces the
-/// other).
+/// PrometheusRule exists; the same for the opt-in pair detail's own
+/// kustomization ([`deploy::check_pair_detail`]).
 #[test]
 fn prometheus_rules_carry_the_rules_dir() -> Result<()> {
     let rendered = deploy::render_prometheus_rule()?;
@@ -83,39 +56,9 @@ fn prometheus_rules_carry_the_rules_dir() -> Result<()> {
     let objs = manifests()?;
     let files = deploy::rules_groups()?;
     assert_eq!(files.len(), 1, "rules/ files: {files:?}");
-    rules_match(&objs, "rules", &files)?;
+    deploy::check_prometheus_rules(&objs, "rules", &files)?;
 
-    let detail_objs = kustomized(deploy::PAIR_DETAIL_KUBE_DIR)?;
-    let detail_files = deploy::rules_groups_of(PAIR_DETAIL_RULES)?;
-    assert_eq!(
-        detail_files.len(),
-        3,
-        "{PAIR_DETAIL_RULES} files: {detail_files:?}"
-    );
-    rules_match(&detail_objs, PAIR_DETAIL_RULES, &detail_files)?;
-    assert!(
-        detail_objs.iter().all(
-            |o| o["kind"] == "PrometheusRule" && o["metadata"]["namespace"] == "skeletonhunter"
-        ),
-        "the pair detail holds PrometheusRules in the default namespace only"
-    );
-    let names = |objs: &[Value]| -> BTreeSet<String> {
-        let rules = objs.iter().filter(|o| o["kind"] == "PrometheusRule");
-        rules
-            .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
-            .collect()
-    };
-    let both: Vec<_> = names(&objs)
-        .intersection(&names(&detail_objs))
-        .cloned()
-        .collect();
-    assert!(both.is_empty(), "PrometheusRules in both: {both:?}");
-    assert!(
-        !deploy::kustomization_resources()?
-            .iter()
-            .any(|r| r.contains("pair-detail")),
-        "the default kustomization includes the opt-in pair detail"
-    );
+    deploy::check_pair_detail(&objs)?;
 
     check_generated(deploy::PROMETHEUS_RULE, &rendered)?;
     check_generated(deploy::PAIR_DETAIL_PROMETHEUS_RULE, &detail)
@@ -128,10 +71,7 @@ fn promtool_checks_the_prometheus_rule_groups() -> Result<()> {
     let dir = TempDir::new("deploy-rules")?;
     let sets = [
         (manifests()?, deploy::rules_groups()?),
-        (
-            kustomized(deploy::PAIR_DETAIL_KUBE_DIR)?,
-            deploy::rules_groups_of(PAIR_DETAIL_RULES)?,
-        ),
+        deploy::pair_detail_rules()?,
     ];
     for (objs, files) in &sets {
         for (file, groups) in files {

@@ -552,92 +552,12 @@ fn pair_detail_alerts_carry_the_location() -> Result<()> {
     }
 
     let dir = TempDir::new("mixin-pair-detail-fire")?;
-    let mut loaded = Vec::new();
     for (path, text) in files.iter().filter(|(p, _)| p.starts_with("rules/")) {
-        let name = path.replace('/', "_");
-        std::fs::write(dir.path().join(&name), text)?;
-        loaded.push(name);
+        let to = dir.path().join(path);
+        std::fs::create_dir_all(to.parent().context("a parent")?)?;
+        std::fs::write(to, text)?;
     }
-    let runbooks = "https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md";
-    let test = format!(
-        r#"rule_files: [{loaded}]
-evaluation_interval: 15s
-tests:
-  - interval: 15s
-    input_series:
-      - series: 'up{{job="skeletonhunter-exporter",instance="h1:9100"}}'
-        values: '1 1 1 1 0x16'
-      - series: 'up{{job="skeletonhunter-exporter",instance="h9:9100"}}'
-        values: '0x20'
-      # h1's exporter reported its identity before it went down.
-      - series: 'skeletonhunter_node_info{{job="skeletonhunter-exporter",instance="h1:9100",node_id="a",nic="10.0.0.1",host="h1",tor="t1",spine="s1",network_pod="p1",tenant="j1"}}'
-        values: '1 1 1 1'
-      - series: 'skeletonhunter_node_info{{job="skeletonhunter-exporter",instance="h2:9100",node_id="b",nic="10.0.0.2",host="h2",tor="t1",spine="s1",network_pod="p1",tenant="j1"}}'
-        values: '1x20'
-      - series: 'skeletonhunter_component_alerting{{job="skeletonhunter-localizer",instance="loc:9200",kind="node",id="b",symptom="loss",severity="warning"}}'
-        values: '1x20'
-    alert_rule_test:
-      - alertname: SkeletonHunterExporterDown
-        eval_time: 3m
-        exp_alerts:
-          - exp_labels:
-              alertname: SkeletonHunterExporterDown
-              kind: exporter
-              severity: warning
-              job: skeletonhunter-exporter
-              instance: h1:9100
-              component: h1:9100
-              node_id: a
-              host: h1
-              tor: t1
-              spine: s1
-              network_pod: p1
-              tenant: j1
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhunterexporterdown"
-              dashboard_url: "/d/skeletonhunter-health?var-instance=h1%3A9100"
-              summary: "SkeletonHunter exporter h1:9100 is down"
-              description: "Prometheus cannot scrape the exporter at h1:9100 (host h1, ToR t1). Its skeleton pairs are not probed and the localizer cannot see them."
-          - exp_labels:
-              alertname: SkeletonHunterExporterDown
-              kind: exporter
-              severity: warning
-              job: skeletonhunter-exporter
-              instance: h9:9100
-              component: h9:9100
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhunterexporterdown"
-              dashboard_url: "/d/skeletonhunter-health?var-instance=h9%3A9100"
-              summary: "SkeletonHunter exporter h9:9100 is down"
-              description: "Prometheus cannot scrape the exporter at h9:9100 (host , ToR ). Its skeleton pairs are not probed and the localizer cannot see them."
-      # A node gets its place from skeletonhunter_node_info.
-      - alertname: SkeletonHunterComponentFaulty
-        eval_time: 2m
-        exp_alerts:
-          - exp_labels:
-              alertname: SkeletonHunterComponentFaulty
-              origin: prometheus
-              kind: node
-              id: b
-              symptom: loss
-              severity: warning
-              component: b
-              node_id: b
-              src_node: b
-              dst_node: b
-              host: h2
-              tor: t1
-              spine: s1
-              tenant: j1
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhuntercomponentfaulty-node"
-              dashboard_url: "/d/skeletonhunter-fabric"
-              summary: "SkeletonHunter blames node b (loss)"
-              description: "The SkeletonHunter localizer's tomography marks node b faulty (estimated failure probability n/a)."
-              evidence: "blame n/a; unreachable pairs under it 0"
-"#,
-        loaded = loaded.join(", ")
-    );
+    let test = deploy::read("tests/fixtures/mixin/pair_detail_test.yml")?;
     let path = dir.path().join("pair_detail_test.yml");
     std::fs::write(&path, test)?;
     let out = run_tool(
