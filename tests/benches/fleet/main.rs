@@ -4,12 +4,12 @@
 //! localizer running its cycle against each store:
 //!
 //! - `classic-prometheus`: classic histograms, one Prometheus with the
-//!   shipped rules: the baseline (today's default configuration);
+//!   rules of `FLEET_RULES`: the baseline (today's default configuration);
 //! - `native-prometheus`: native histograms, one Prometheus with
-//!   `--enable-feature=native-histograms` and the shipped rules;
+//!   `--enable-feature=native-histograms` and the same rules;
 //! - `classic-vmagent`: classic histograms, two vmagent shards
 //!   (`-promscrape.cluster.membersCount=2`) remote-writing into one
-//!   VictoriaMetrics, the shipped rules in vmalert.
+//!   VictoriaMetrics, the same rules in vmalert.
 //!
 //! Printed per configuration: series, scrape bytes per round, the store's
 //! memory, rule evaluation time, the localizer's cycle time (median and
