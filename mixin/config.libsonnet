@@ -51,18 +51,18 @@
     // the topology join and in alerts.
     identityRetention: '1h',
 
-    // The rule set for large fleets. The recording rules (per pair, the
-    // topology join, per ToR/spine/tenant) read every pair's series every
-    // evaluation, and the node location of the exporter-down and node
-    // alerts reads every node's identity: at ~100,000 pairs a round takes
-    // minutes on a store shared with ingestion (docs/scaling.md). true
-    // renders only the alerting rules, none reading a probe series or every
-    // node's identity: no pair alerts, no recorded series (the dashboard
-    // panels drawn from them stay empty), and exporter-down and node alerts
-    // from Prometheus without host/ToR labels (so Alertmanager's inhibition
-    // by location misses them). The localizer reads every pair itself
-    // either way, and its own alerts keep those labels.
-    largeFleet: false,
+    // The per-pair detail, an opt-in. false (the default, the rule set for
+    // any fleet size) renders only alerting rules, none reading a probe
+    // series or every node's identity: a round costs the same at any number
+    // of pairs. true adds the recording rules (per pair, the topology join,
+    // per ToR/spine/tenant), the pair alerts reading them, and the node
+    // location of the exporter-down and node alerts joined from every
+    // node's identity (so Alertmanager's inhibition by location reaches
+    // them). Those read every pair's series every evaluation: seconds at a
+    // few thousand pairs, minutes at ~100,000 on a store shared with
+    // ingestion (docs/scaling.md). The localizer reads every pair itself
+    // either way, and its own alerts carry the location labels.
+    pairDetail: false,
 
     // Per-pair RTT series: the quantiles recorded as
     // pair:skeletonhunter_probe_rtt_seconds:pNN_rate1m (0.99 feeds the

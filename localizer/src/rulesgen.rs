@@ -15,9 +15,9 @@
 //!
 //! Names follow `level:metric:operation`, e.g.
 //! `tor:skeletonhunter_probe_loss:ratio_rate1m{tor="asw-1", protocol="udp"}`,
-//! and match the join-based `rules/skeletonhunter.aggregates.yml` series for
-//! series (same names, labels and pair sets): load one of the two files, not
-//! both. Re-run the command when the topology changes (new ToRs, new jobs).
+//! and match the join-based `rules/pair-detail/skeletonhunter.aggregates.yml`
+//! series for series (same names, labels and pair sets; part of the opt-in
+//! per-pair detail): load one of the two files, not both. Re-run the command when the topology changes (new ToRs, new jobs).
 
 use crate::input::histograms::RttForm;
 use crate::input::promql::{quote_label_value, regex_escape};

@@ -56,17 +56,17 @@ local queried(query, args, render, none) =
       "src_%(kind)s", "$1", "id", "(.*)"), "dst_%(kind)s", "$1", "id", "(.*)")
   ||| % { kind: kind, label: label },
 
-  // Without the recording rules (`largeFleet`) the pair alerts would read
-  // series nobody records: left out with them.
+  // Without the recording rules (`pairDetail: false`) the pair alerts
+  // would read series nobody records: left out with them.
   // Its name differs from the recording group's (`skeletonhunter-pairs`):
   // kube-prometheus' addMixin puts prometheusAlerts and prometheusRules into
   // one PrometheusRule, one rule file, where group names must be unique.
   local pairAlerts = 'skeletonhunter-pair-alerts',
-  local wanted(g) = !c.largeFleet || g.name != pairAlerts,
-  // Left out for large fleets: a node's location joined from every node's
+  local wanted(g) = c.pairDetail || g.name != pairAlerts,
+  // Only with the pair detail: a node's location joined from every node's
   // identity (that join alone reads every node each round), and text that
-  // quotes a recorded series (none is recorded).
-  local unlessLarge(text) = if c.largeFleet then '' else text,
+  // quotes a recorded series (none is recorded without it).
+  local withDetail(text) = if c.pairDetail then text else '',
 
   prometheusAlerts+:: {
     groups+: std.filter(wanted, [
@@ -147,7 +147,7 @@ local queried(query, args, render, none) =
             // active (see alertmanager/alertmanager.yml).
             alert: 'SkeletonHunterComponentFaulty',
             expr: componentOf('tor', l.tor) + 'or\n' + componentOf('spine', l.spine) + 'or\n'
-                  + componentOf('node', l.node) + unlessLarge(|||
+                  + componentOf('node', l.node) + withDetail(|||
                     * on (%(node)s) group_left (%(host)s, %(tor)s, %(spine)s, %(tenant)s)
                       max by (%(node)s, %(host)s, %(tor)s, %(spine)s, %(tenant)s) (
                         %(info)s
@@ -175,7 +175,7 @@ local queried(query, args, render, none) =
               ),
               evidence: fold(
                 'blame ' + queried(blame, '$labels.kind $labels.component', ' | printf "%.3f"', 'n/a')
-                + unlessLarge(';\nunreachable pairs under it '
+                + withDetail(';\nunreachable pairs under it '
                   + queried('max(%s:skeletonhunter_probe_unreachable_pairs:count{%s=%q})', '$labels.kind $labels.kind $labels.component', '', '0'))
               ),
             },
@@ -188,7 +188,7 @@ local queried(query, args, render, none) =
           {
             alert: 'SkeletonHunterExporterDown',
             // Location labels come from the identity the exporter last reported.
-            expr: if c.largeFleet then |||
+            expr: if !c.pairDetail then |||
               label_replace(up{%(exporterSelector)s} == 0, "component", "$1", "instance", "(.*)")
             ||| % c else |||
               label_replace(
@@ -206,10 +206,10 @@ local queried(query, args, render, none) =
               runbook_url: runbook('SkeletonHunterExporterDown'),
               dashboard_url: dashboard('health', '?var-instance={{ $labels.instance | urlquery }}'),
               summary: 'SkeletonHunter exporter {{ $labels.instance }} is down',
-              // Large fleets: the identity is looked up for this alert
-              // alone when its text is rendered (one series), not joined
-              // from every node's each round.
-              local where = if c.largeFleet then
+              // Without the pair detail the identity is looked up for this
+              // alert alone when its text is rendered (one series), not
+              // joined from every node's each round.
+              local where = if !c.pairDetail then
                 '{{ with printf "topk(1, last_over_time(skeletonhunter_node_info{job=%%q,instance=%%q}[%(identityRetention)s]))" $labels.job $labels.instance | query }}'
                 % c + '{{ with first . }}host {{ .Labels.%(host)s }}, ToR {{ .Labels.%(tor)s }}{{ end }}' % l
                 + '{{ else }}no identity reported in the last %(identityRetention)s{{ end }}' % c

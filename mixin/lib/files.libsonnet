@@ -1,5 +1,6 @@
 // The shipped files a mixin renders to, by path relative to the repository
-// root: rules/*.yml (with a header comment each) and dashboards/*.json.
+// root: rules/*.yml and rules/pair-detail/*.yml (with a header comment
+// each) and dashboards/*.json.
 local manifest = import 'manifest.libsonnet';
 
 local generated = |||
@@ -22,15 +23,26 @@ local ruleFile(header, groups) =
   manifest.comment(generated + '\n' + header) + manifest.yaml({ groups: groups }, ruleOrder);
 
 function(mixin)
-  local recording = mixin.prometheusRules.groups;
-  local named(names) = [g for g in recording if std.member(names, g.name)];
+  // The pair detail (pairDetail: true) is shipped beside the default set
+  // whatever `mixin` says, in rules/pair-detail/: files a user adds to the
+  // default ones, no group in both. Only rules/skeletonhunter.alerts.yml
+  // follows `pairDetail` (the node location of two alerts).
+  local detail = mixin { _config+:: { pairDetail: true } };
+  local recording = detail.prometheusRules.groups;
+  local named(groups, names) = [g for g in groups if std.member(names, g.name)];
   local placed = ['skeletonhunter-pairs', 'skeletonhunter-topology', 'skeletonhunter-aggregates'];
-  local pairRules = !mixin._config.largeFleet;
-  assert std.sort([g.name for g in recording]) == (if pairRules then std.sort(placed) else []) :
+  local pairAlerts = 'skeletonhunter-pair-alerts';
+  local pairDetail = mixin._config.pairDetail;
+  assert std.sort([g.name for g in recording]) == std.sort(placed) :
          'every recording group goes to one rules file; got ' + std.toString([g.name for g in recording]);
-  (if pairRules then {
-    'rules/skeletonhunter.rules.yml': ruleFile(|||
+  assert std.length(named(mixin.prometheusRules.groups, placed)) == (if pairDetail then 3 else 0) :
+         'prometheusRules follows pairDetail';
+  {
+    'rules/pair-detail/skeletonhunter.rules.yml': ruleFile(|||
       SkeletonHunter recording rules: per-pair series and the topology join.
+      Part of the per-pair detail, an opt-in (the mixin's pairDetail): load the
+      files of this directory beside ../skeletonhunter.alerts.yml. They read
+      every pair's series each evaluation (docs/scaling.md).
 
       Names follow `level:metric:operation`. Levels:
         pair      src_node, dst_node, protocol (one skeleton probe pair)
@@ -49,11 +61,12 @@ function(mixin)
       Rates use a 1m window: scrape the exporters every 15s or faster.
       Loss is always rate(lost)/rate(sent) over the same window, never an average
       of per-pair ratios, so busy and idle pairs weigh by the probes they sent.
-    |||, named(['skeletonhunter-pairs', 'skeletonhunter-topology'])),
+    |||, named(recording, ['skeletonhunter-pairs', 'skeletonhunter-topology'])),
 
-    'rules/skeletonhunter.aggregates.yml': ruleFile(|||
+    'rules/pair-detail/skeletonhunter.aggregates.yml': ruleFile(|||
       SkeletonHunter per-component aggregates: loss and RTT per ToR, spine and
       tenant, by protocol. Needs skeletonhunter.rules.yml (the topology join).
+      Part of the per-pair detail, an opt-in.
 
       Which pairs count for a component (the path model of ARCHITECTURE.md):
         tor     every pair with an endpoint beneath the ToR (once, even when both are)
@@ -63,8 +76,14 @@ function(mixin)
       `skeletonhunter-localizer rules` generates the same series (same names and
       labels, same pair sets) with static matchers instead of a join. Load this
       file OR the generated one, not both: both would record the same series.
-    |||, named(['skeletonhunter-aggregates'])),
-  } else {}) + {
+    |||, named(recording, ['skeletonhunter-aggregates'])),
+
+    'rules/pair-detail/skeletonhunter.pair-alerts.yml': ruleFile(|||
+      SkeletonHunter per-pair alerts. Part of the per-pair detail, an opt-in:
+      they read the recordings of skeletonhunter.rules.yml (this directory).
+      Labels follow the convention of ../skeletonhunter.alerts.yml.
+    |||, named(detail.prometheusAlerts.groups, [pairAlerts])),
+
     'rules/skeletonhunter.alerts.yml': ruleFile(|||
       SkeletonHunter alerting rules. %s
 
@@ -87,15 +106,20 @@ function(mixin)
                    can match pair alerts at either end.
       Every alert links to its runbook (runbook_url) and a dashboard (dashboard_url).
     ||| % [
-      if pairRules then 'Needs skeletonhunter.rules.yml loaded too.'
-      else 'Rendered with largeFleet: true: no pair alerts, no node location\n  from skeletonhunter_node_info; needs no recording rules.',
+      if pairDetail then 'Rendered with pairDetail: true: the exporter-down\n'
+        + '  and node alerts carry their location, joined from every node\'s\n'
+        + '  skeletonhunter_node_info. Load pair-detail/*.yml too (the pair alerts\n'
+        + '  and the recordings the evidence quotes).'
+      else 'None reads a probe series or every node\'s identity:\n'
+        + '  an evaluation costs the same at any number of pairs. The per-pair\n'
+        + '  recordings and alerts are an opt-in in pair-detail/ (load them too).',
       mixin._config.exporterSelector,
       mixin._config.localizerSelector,
       mixin._config.labels.host,
       mixin._config.labels.tor,
       mixin._config.labels.spine,
       mixin._config.labels.node,
-    ], mixin.prometheusAlerts.groups),
+    ], [g for g in mixin.prometheusAlerts.groups if g.name != pairAlerts]),
   } + {
     ['dashboards/' + name]: manifest.json(mixin.grafanaDashboards[name], dashboardOrder)
     for name in std.objectFields(mixin.grafanaDashboards)

@@ -136,7 +136,7 @@ local panelNames = {
     __inputs: [{
       name: input,
       label: 'Prometheus',
-      description: 'Any Prometheus-API data source (Prometheus, VictoriaMetrics, Thanos, Mimir) holding the SkeletonHunter series and the rules/ recordings',
+      description: 'Any Prometheus-API data source (Prometheus, VictoriaMetrics, Thanos, Mimir) holding the series of the exporters and the localizer',
       type: 'datasource',
       pluginId: 'prometheus',
       pluginName: 'Prometheus',

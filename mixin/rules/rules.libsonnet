@@ -16,9 +16,9 @@ local topology = import 'topology.libsonnet';
 
 {
   prometheusRules+:: {
-    // Every one of these groups reads every pair's series each evaluation;
-    // `largeFleet: true` records none of them.
-    groups+: if !$._config.largeFleet then [
+    // Every one of these groups reads every pair's series each evaluation:
+    // recorded with the opt-in `pairDetail: true` only.
+    groups+: if $._config.pairDetail then [
       pairs.group($._config),
       topology.group($._config),
       aggregates.group($._config),

@@ -1,7 +1,8 @@
 //! The deployment files (`deploy/`, `Dockerfile`) as data: YAML manifests
-//! read into JSON values, the two generated manifests (the PrometheusRule
-//! from `rules/`, the dashboard ConfigMaps from `dashboards/`) rendered from
-//! their sources, and the optional tools that check them.
+//! read into JSON values, the generated manifests (the PrometheusRules from
+//! `rules/` and, for the opt-in pair detail, from `rules/pair-detail/`; the
+//! dashboard ConfigMaps from `dashboards/`) rendered from their sources, and
+//! the optional tools that check them.
 
 use crate::process::{run_tool, ToolOutput};
 use crate::repo::repo_root;
@@ -15,6 +16,11 @@ use std::path::Path;
 pub const KUBE_DIR: &str = "deploy/kubernetes";
 /// The generated PrometheusRules, relative to the repository root.
 pub const PROMETHEUS_RULE: &str = "deploy/kubernetes/prometheusrules.yaml";
+/// The opt-in pair detail's kustomization (`kubectl apply -k` it beside the
+/// default one), relative to the repository root.
+pub const PAIR_DETAIL_KUBE_DIR: &str = "deploy/kubernetes/pair-detail";
+/// Its generated PrometheusRules, from `rules/pair-detail/`.
+pub const PAIR_DETAIL_PROMETHEUS_RULE: &str = "deploy/kubernetes/pair-detail/prometheusrules.yaml";
 /// The generated dashboard ConfigMaps, relative to the repository root.
 pub const DASHBOARDS: &str = "deploy/kubernetes/dashboards.yaml";
 
@@ -110,6 +116,86 @@ pub fn kustomized(dir: &str) -> Result<Vec<Value>> {
     Ok(out)
 }
 
+/// Each PrometheusRule of `objs` named after a file of `files` (from
+/// [`rules_groups_of`] of `dir`) carries exactly that file's groups, and
+/// `objs` hold no other PrometheusRule.
+pub fn check_prometheus_rules(
+    objs: &[Value],
+    dir: &str,
+    files: &[(String, Vec<Value>)],
+) -> Result<()> {
+    for (file, want) in files {
+        let rule = find(objs, "PrometheusRule", &prometheus_rule_name(file))?;
+        let shipped = rule["spec"]["groups"].as_array().context("spec.groups")?;
+        for (i, (a, b)) in shipped.iter().zip(want).enumerate() {
+            if a != b {
+                bail!("{dir}/{file}: group {i} ({}) differs", b["name"]);
+            }
+        }
+        if shipped.len() != want.len() {
+            bail!("{dir}/{file}: group count differs");
+        }
+    }
+    let names = prometheus_rule_names(objs);
+    if names.len() != files.len() {
+        bail!(
+            "PrometheusRules {names:?} for the files of {dir}/: {}",
+            files.len()
+        );
+    }
+    Ok(())
+}
+
+/// The opt-in pair detail's kustomization, built, and the groups of each
+/// `rules/pair-detail/*.yml`.
+#[allow(clippy::type_complexity)]
+pub fn pair_detail_rules() -> Result<(Vec<Value>, Vec<(String, Vec<Value>)>)> {
+    Ok((
+        kustomized(PAIR_DETAIL_KUBE_DIR)?,
+        rules_groups_of(crate::repo::PAIR_DETAIL_RULES)?,
+    ))
+}
+
+/// The opt-in pair detail, `deploy/kubernetes/pair-detail/`: a
+/// kustomization of its own that the default one (`default_objs`) does not
+/// include, in the same namespace, one PrometheusRule per
+/// `rules/pair-detail/*.yml` carrying its groups, none named as a default
+/// one (applied together, neither replaces the other).
+pub fn check_pair_detail(default_objs: &[Value]) -> Result<()> {
+    let (objs, files) = pair_detail_rules()?;
+    if files.len() != 3 {
+        bail!("rules/pair-detail: {files:?}");
+    }
+    check_prometheus_rules(&objs, crate::repo::PAIR_DETAIL_RULES, &files)?;
+    if !objs
+        .iter()
+        .all(|o| o["metadata"]["namespace"] == "skeletonhunter")
+    {
+        bail!("{PAIR_DETAIL_KUBE_DIR}: not all in namespace skeletonhunter");
+    }
+    let names = prometheus_rule_names(default_objs);
+    let shared: Vec<String> = prometheus_rule_names(&objs)
+        .into_iter()
+        .filter(|n| names.contains(n))
+        .collect();
+    if !shared.is_empty() {
+        bail!("PrometheusRules in both kustomizations: {shared:?}");
+    }
+    let listed = kustomization_resources()?;
+    if listed.iter().any(|r| r.contains("pair-detail")) {
+        bail!("the default kustomization includes the pair detail: {listed:?}");
+    }
+    Ok(())
+}
+
+/// The names of the PrometheusRules among `objs`.
+pub fn prometheus_rule_names(objs: &[Value]) -> Vec<String> {
+    let rules = objs.iter().filter(|o| o["kind"] == "PrometheusRule");
+    rules
+        .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
 /// The one object of `kind` named `name`.
 pub fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
     let mut hits = objs
@@ -169,14 +255,20 @@ pub fn prometheus_rule_name(file: &str) -> String {
 /// file, and group names are unique per file only (the mixin keeps them
 /// unique across all files anyway, for kube-prometheus' `addMixin`).
 pub fn render_prometheus_rule() -> Result<String> {
-    let mut out = format!("{GENERATED}\n# from rules/*.yml; edit those, not this file.\n");
-    for (name, text) in sources("rules", ".yml")? {
+    render_prometheus_rules("rules")
+}
+
+/// The same for the rule files of `dir` (`rules/pair-detail` gives
+/// [`PAIR_DETAIL_PROMETHEUS_RULE`]).
+pub fn render_prometheus_rules(dir: &str) -> Result<String> {
+    let mut out = format!("{GENERATED}\n# from {dir}/*.yml; edit those, not this file.\n");
+    for (name, text) in sources(dir, ".yml")? {
         let Some(at) = text.lines().position(|l| l.trim_end() == "groups:") else {
-            bail!("rules/{name}: no top-level `groups:` line");
+            bail!("{dir}/{name}: no top-level `groups:` line");
         };
         let body: Vec<&str> = text.lines().skip(at + 1).collect();
         out.push_str(&format!(
-            "---\n# rules/{name}\napiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\n\
+            "---\n# {dir}/{name}\napiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\n\
              metadata:\n  name: {}\n  labels: {{app.kubernetes.io/part-of: skeletonhunter}}\n\
              spec:\n  groups:\n",
             prometheus_rule_name(&name)
@@ -228,13 +320,18 @@ pub fn render_dashboards() -> Result<String> {
 
 /// The groups of each `rules/*.yml` as (file name, groups as JSON).
 pub fn rules_groups() -> Result<Vec<(String, Vec<Value>)>> {
+    rules_groups_of("rules")
+}
+
+/// The groups of each rule file of `dir` (`rules/pair-detail`), as above.
+pub fn rules_groups_of(dir: &str) -> Result<Vec<(String, Vec<Value>)>> {
     let mut out = Vec::new();
-    for (name, text) in sources("rules", ".yml")? {
-        let doc = yaml_docs(&text, &format!("rules/{name}"))?;
+    for (name, text) in sources(dir, ".yml")? {
+        let doc = yaml_docs(&text, &format!("{dir}/{name}"))?;
         let groups = doc
             .first()
             .and_then(|d| d["groups"].as_array())
-            .with_context(|| format!("rules/{name}: no groups"))?;
+            .with_context(|| format!("{dir}/{name}: no groups"))?;
         out.push((name, groups.clone()));
     }
     Ok(out)

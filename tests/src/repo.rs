@@ -32,3 +32,16 @@ pub fn yaml_files(dir: &str) -> Vec<String> {
     assert!(!out.is_empty(), "no YAML files in {dir}");
     out
 }
+
+/// The opt-in rule files of the per-pair detail, beside the default
+/// `rules/*.yml` (see mixin/README.md).
+pub const PAIR_DETAIL_RULES: &str = "rules/pair-detail";
+
+/// Every shipped rule file as absolute paths: the default `rules/*.yml`,
+/// then the opt-in `rules/pair-detail/*.yml`. Loaded together, as a
+/// deployment that opts in does.
+pub fn rule_files() -> Vec<String> {
+    let mut out = yaml_files("rules");
+    out.extend(yaml_files(PAIR_DETAIL_RULES));
+    out
+}

@@ -8,14 +8,15 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::Kind;
 use skeletonhunter_tests::deploy::{group_rules, read, yaml_docs};
-use skeletonhunter_tests::repo::{repo_root, yaml_files};
+use skeletonhunter_tests::repo::{repo_root, rule_files, yaml_files};
 use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Every alerting rule of `rules/*.yml` as (alert name, annotations).
+/// Every alerting rule of `rules/*.yml` and the opt-in
+/// `rules/pair-detail/*.yml` as (alert name, annotations).
 fn rule_alerts() -> Result<Vec<(String, Value)>> {
     let mut out = Vec::new();
-    for f in yaml_files("rules") {
+    for f in rule_files() {
         let text = std::fs::read_to_string(&f)?;
         for doc in yaml_docs(&text, &f)? {
             for (_, rule) in group_rules(&doc) {

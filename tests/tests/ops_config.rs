@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
-use skeletonhunter_tests::repo::{repo_file, yaml_files};
+use skeletonhunter_tests::repo::{repo_file, rule_files, yaml_files};
 use skeletonhunter_tests::servers::{self, ServerOpts};
 use std::time::Duration;
 
@@ -154,9 +154,12 @@ fn alertmanager_routes_by_kind_and_severity() -> Result<()> {
     Ok(())
 }
 
+/// Every shipped rule file, the default ones and the opt-in pair detail,
+/// loads in one `promtool check rules`, as a deployment that opts in loads
+/// them.
 #[test]
 fn promtool_accepts_the_rules() -> Result<()> {
-    let files = yaml_files("rules");
+    let files = rule_files();
     let mut args = vec!["check", "rules"];
     args.extend(files.iter().map(String::as_str));
     let out = servers::promtool(&args)?.ok()?;
@@ -180,7 +183,7 @@ fn promtool_accepts_the_rules() -> Result<()> {
 /// vmalert, so VictoriaMetrics users can run them unchanged.
 #[test]
 fn vmalert_accepts_the_rules() -> Result<()> {
-    for f in yaml_files("rules") {
+    for f in rule_files() {
         let rule = format!("-rule={f}");
         let out = servers::vmalert(&["-dryRun", &rule, "-loggerLevel=ERROR"])?;
         assert!(
@@ -202,7 +205,7 @@ fn vmalert_accepts_the_rules() -> Result<()> {
 fn victoriametrics_evaluates_every_shipped_rule() -> Result<()> {
     let vm = servers::start_victoria_metrics(ServerOpts::new(servers::free_loopback_addr()?, ""))?;
     let mut checked = 0;
-    for f in yaml_files("rules") {
+    for f in rule_files() {
         let text = std::fs::read_to_string(&f)?;
         for doc in yaml_docs(&text, &f)? {
             for (group, rule) in group_rules(&doc) {

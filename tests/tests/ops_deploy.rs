@@ -1,13 +1,14 @@
 //! The deployment files (`deploy/kubernetes/`, `deploy/systemd/`,
 //! `Dockerfile`) checked by real tools and against each other: core
 //! Kubernetes kinds by `kubernetes-validate`, the PrometheusRule's groups by
-//! `promtool`, the generated PrometheusRule and dashboard ConfigMaps against
-//! `rules/` and `dashboards/`, the units by `systemd-analyze verify`, and the
+//! `promtool`, the generated PrometheusRules (the opt-in pair detail's too)
+//! and dashboard ConfigMaps against `rules/` and `dashboards/`, the units by
+//! `systemd-analyze verify`, and the
 //! run-time contract (user, capabilities, mounts, ports, probes) of the image
 //! and the manifests against the documented privileges and a real exporter
 //! started with the shipped configuration. No container runtime runs here,
 //! so the image itself is never started: its contract is read from the
-//! Dockerfile. `UPDATE_DEPLOY=1` rewrites the two generated manifests.
+//! Dockerfile. `UPDATE_DEPLOY=1` rewrites the three generated manifests.
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -15,7 +16,7 @@ use skeletonhunter_common::topology::RESERVED_TARGET_LABELS;
 use skeletonhunter_tests::deploy::{self, caps, find, manifests, read};
 use skeletonhunter_tests::exporter;
 use skeletonhunter_tests::process::bin_path;
-use skeletonhunter_tests::repo::repo_root;
+use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
 use skeletonhunter_tests::servers::{self, TempDir};
 use skeletonhunter_tests::{http_get, wait_until, Netns};
 use std::collections::BTreeSet;
@@ -43,57 +44,54 @@ fn check_generated(rel: &str, rendered: &str) -> Result<()> {
 
 /// One PrometheusRule per `rules/*.yml` carries exactly its groups,
 /// compared as parsed YAML (and as text, comments included), and no other
-/// PrometheusRule exists.
+/// PrometheusRule exists; the same for the opt-in pair detail's own
+/// kustomization ([`deploy::check_pair_detail`]).
 #[test]
 fn prometheus_rules_carry_the_rules_dir() -> Result<()> {
     let rendered = deploy::render_prometheus_rule()?;
     update(deploy::PROMETHEUS_RULE, &rendered)?;
+    let detail = deploy::render_prometheus_rules(PAIR_DETAIL_RULES)?;
+    update(deploy::PAIR_DETAIL_PROMETHEUS_RULE, &detail)?;
+
     let objs = manifests()?;
     let files = deploy::rules_groups()?;
-    assert_eq!(files.len(), 3, "rules/ files: {files:?}");
-    for (file, want) in &files {
-        let rule = find(&objs, "PrometheusRule", &deploy::prometheus_rule_name(file))?;
-        let shipped = rule["spec"]["groups"].as_array().context("spec.groups")?;
-        for (i, (a, b)) in shipped.iter().zip(want).enumerate() {
-            assert_eq!(a, b, "rules/{file}: group {i} ({}) differs", b["name"]);
-        }
-        assert_eq!(
-            shipped.len(),
-            want.len(),
-            "rules/{file}: group count differs"
-        );
-    }
-    let count = objs
-        .iter()
-        .filter(|o| o["kind"] == "PrometheusRule")
-        .count();
-    assert_eq!(count, files.len(), "a PrometheusRule without a rules/ file");
-    check_generated(deploy::PROMETHEUS_RULE, &rendered)
+    assert_eq!(files.len(), 1, "rules/ files: {files:?}");
+    deploy::check_prometheus_rules(&objs, "rules", &files)?;
+
+    deploy::check_pair_detail(&objs)?;
+
+    check_generated(deploy::PROMETHEUS_RULE, &rendered)?;
+    check_generated(deploy::PAIR_DETAIL_PROMETHEUS_RULE, &detail)
 }
 
 /// `promtool check rules` accepts each PrometheusRule's groups as the rule
-/// file prometheus-operator writes for it.
+/// file prometheus-operator writes for it, the opt-in pair detail's too.
 #[test]
 fn promtool_checks_the_prometheus_rule_groups() -> Result<()> {
-    let objs = manifests()?;
     let dir = TempDir::new("deploy-rules")?;
-    for (file, groups) in deploy::rules_groups()? {
-        let name = deploy::prometheus_rule_name(&file);
-        let rule = find(&objs, "PrometheusRule", &name)?;
-        let path = dir.path().join(format!("{name}.yml"));
-        std::fs::write(&path, json!({"groups": rule["spec"]["groups"]}).to_string())?;
-        let out = servers::promtool(&["check", "rules", &path.display().to_string()])?.ok()?;
-        let rules: usize = groups
-            .iter()
-            .map(|g| g["rules"].as_array().map_or(0, Vec::len))
-            .sum();
-        assert!(rules > 0, "{file}");
-        assert!(
-            out.stdout
-                .contains(&format!("SUCCESS: {rules} rules found")),
-            "{}",
-            out.stdout
-        );
+    let sets = [
+        (manifests()?, deploy::rules_groups()?),
+        deploy::pair_detail_rules()?,
+    ];
+    for (objs, files) in &sets {
+        for (file, groups) in files {
+            let name = deploy::prometheus_rule_name(file);
+            let rule = find(objs, "PrometheusRule", &name)?;
+            let path = dir.path().join(format!("{name}.yml"));
+            std::fs::write(&path, json!({"groups": rule["spec"]["groups"]}).to_string())?;
+            let out = servers::promtool(&["check", "rules", &path.display().to_string()])?.ok()?;
+            let rules: usize = groups
+                .iter()
+                .map(|g| g["rules"].as_array().map_or(0, Vec::len))
+                .sum();
+            assert!(rules > 0, "{file}");
+            assert!(
+                out.stdout
+                    .contains(&format!("SUCCESS: {rules} rules found")),
+                "{}",
+                out.stdout
+            );
+        }
     }
     Ok(())
 }

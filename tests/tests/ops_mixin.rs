@@ -1,4 +1,5 @@
-//! The monitoring mixin (`mixin/`, jsonnet) is the source of `rules/*.yml`
+//! The monitoring mixin (`mixin/`, jsonnet) is the source of `rules/*.yml`,
+//! the opt-in `rules/pair-detail/*.yml`
 //! and `dashboards/*.json`: rendered by the real `jsonnet` through
 //! `mixin/render.sh`, it must give the shipped files byte for byte; its
 //! monitoring-mixin fields (`prometheusRules`, `prometheusAlerts`,
@@ -8,9 +9,11 @@
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use skeletonhunter_tests::deploy::{self, group_rules, require_tool, yaml_docs};
-use skeletonhunter_tests::fabric::shipped_rule_files;
+use skeletonhunter_tests::fabric::{
+    default_rule_files, pair_detail_rule_files, shipped_rule_files,
+};
 use skeletonhunter_tests::process::run_tool;
-use skeletonhunter_tests::repo::repo_root;
+use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
 use skeletonhunter_tests::servers::TempDir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -74,7 +77,12 @@ fn shipped_files_are_the_rendered_mixin() -> Result<()> {
     let script = repo_root().join("mixin/render.sh").display().to_string();
     run_tool(&script, &[&out.path().display().to_string()], None)?.ok()?;
     let mut problems = Vec::new();
-    for (dir, ext) in [("rules", ".yml"), ("dashboards", ".json")] {
+    let dirs = [
+        ("rules", ".yml"),
+        (PAIR_DETAIL_RULES, ".yml"),
+        ("dashboards", ".json"),
+    ];
+    for (dir, ext) in dirs {
         let shipped = texts(&repo_root(), dir, ext)?;
         let rendered = texts(out.path(), dir, ext)?;
         let names: BTreeSet<&String> = shipped.keys().chain(rendered.keys()).collect();
@@ -101,17 +109,37 @@ fn shipped_files_are_the_rendered_mixin() -> Result<()> {
             problems.join("\n")
         );
     }
-    for (name, text) in texts(&repo_root(), "rules", ".yml")? {
-        assert!(
-            text.starts_with("# GENERATED from mixin/"),
-            "rules/{name} lacks the header saying it is generated"
-        );
+    for dir in ["rules", PAIR_DETAIL_RULES] {
+        for (name, text) in texts(&repo_root(), dir, ".yml")? {
+            assert!(
+                text.starts_with("# GENERATED from mixin/"),
+                "{dir}/{name} lacks the header saying it is generated"
+            );
+        }
     }
     Ok(())
 }
 
+/// The groups of every shipped rule file, by path (`rules/...`).
+fn shipped_groups() -> Result<BTreeMap<String, Vec<Value>>> {
+    let mut out = BTreeMap::new();
+    for (name, path) in shipped_rule_files()? {
+        let text = std::fs::read_to_string(&path)?;
+        let doc = yaml_docs(&text, &name)?
+            .into_iter()
+            .next()
+            .context("empty YAML")?;
+        let groups = doc["groups"].as_array().cloned().unwrap_or_default();
+        out.insert(name, groups);
+    }
+    Ok(out)
+}
+
 /// The monitoring-mixin fields hold exactly the shipped groups and
-/// dashboards, for users who render the mixin with their own tooling.
+/// dashboards, for users who render the mixin with their own tooling: by
+/// default the default rule file's alerts and no recording rule; with
+/// `pairDetail: true` the recordings of `rules/pair-detail/` and the pair
+/// alerts before the other alert groups.
 #[test]
 fn mixin_fields_hold_the_shipped_rules_and_dashboards() -> Result<()> {
     if !require_tool(
@@ -123,23 +151,49 @@ fn mixin_fields_hold_the_shipped_rules_and_dashboards() -> Result<()> {
     }
     let m = eval(
         "local m = import 'mixin.libsonnet'; \
-         {rules: m.prometheusRules, alerts: m.prometheusAlerts, dashboards: m.grafanaDashboards}",
+         local d = m + { _config+:: { pairDetail: true } }; \
+         {rules: m.prometheusRules, alerts: m.prometheusAlerts, dashboards: m.grafanaDashboards, \
+          detailRules: d.prometheusRules, detailAlerts: d.prometheusAlerts}",
     )?;
-    let files: BTreeMap<String, Vec<Value>> = deploy::rules_groups()?.into_iter().collect();
-    let recording: Vec<Value> = ["skeletonhunter.rules.yml", "skeletonhunter.aggregates.yml"]
-        .iter()
-        .flat_map(|f| files[*f].clone())
-        .collect();
+    let files = shipped_groups()?;
     assert_eq!(
         m["rules"]["groups"],
-        Value::Array(recording),
+        Value::Array(vec![]),
         "prometheusRules"
     );
+    let alerts = &files["rules/skeletonhunter.alerts.yml"];
     assert_eq!(
         m["alerts"]["groups"],
-        Value::Array(files["skeletonhunter.alerts.yml"].clone()),
+        Value::Array(alerts.clone()),
         "prometheusAlerts"
     );
+
+    let recording: Vec<Value> = ["skeletonhunter.rules.yml", "skeletonhunter.aggregates.yml"]
+        .iter()
+        .flat_map(|f| files[&format!("{PAIR_DETAIL_RULES}/{f}")].clone())
+        .collect();
+    assert_eq!(
+        m["detailRules"]["groups"],
+        Value::Array(recording),
+        "prometheusRules with pairDetail"
+    );
+    let pair_alerts = &files[&format!("{PAIR_DETAIL_RULES}/skeletonhunter.pair-alerts.yml")];
+    let detail = m["detailAlerts"]["groups"].as_array().context("groups")?;
+    assert_eq!(
+        detail[..pair_alerts.len()],
+        pair_alerts[..],
+        "prometheusAlerts with pairDetail: the pair alerts first"
+    );
+    let names = |groups: &[Value]| -> Vec<String> {
+        let names = groups.iter().filter_map(|g| g["name"].as_str());
+        names.map(String::from).collect()
+    };
+    assert_eq!(
+        names(&detail[pair_alerts.len()..]),
+        names(alerts),
+        "prometheusAlerts with pairDetail: then the default groups"
+    );
+
     let dashboards = deploy::dashboards()?;
     assert_eq!(
         m["dashboards"].as_object().map(serde_json::Map::len),
@@ -164,7 +218,12 @@ fn add_mixin_combination_passes_promtool() -> Result<()> {
         return Ok(());
     }
     let dir = TempDir::new("mixin-addmixin")?;
-    for (name, config) in [("default", "{}"), ("native", "{nativeHistograms: true}")] {
+    let configs = [
+        ("default", "{}"),
+        ("pair-detail", "{pairDetail: true}"),
+        ("native", "{pairDetail: true, nativeHistograms: true}"),
+    ];
+    for (name, config) in configs {
         let spec = eval(&format!(
             "local m = (import 'mixin.libsonnet') + {{ _config+:: {config} }}; \
              {{groups: m.prometheusAlerts.groups + m.prometheusRules.groups}}"
@@ -181,7 +240,7 @@ fn add_mixin_combination_passes_promtool() -> Result<()> {
             names.len(),
             "{name}: a group name repeats: {names:?}"
         );
-        assert!(names.len() >= 5, "{name}: only {names:?}");
+        assert!(names.len() >= 2, "{name}: only {names:?}");
         let file = dir.path().join(format!("{name}.json"));
         std::fs::write(&file, spec.to_string())?;
         let out = run_tool(
@@ -250,6 +309,7 @@ fn config_overrides_reach_rules_and_dashboards() -> Result<()> {
           labels+: { node: 'node_id', pod: 'network_pod' },
           pairLossThreshold: 0.02,
           pairLossFor: '10m',
+          pairDetail: true,
         }"#,
     )?;
     let doc = |path: &str| -> Result<Value> {
@@ -284,7 +344,8 @@ fn config_overrides_reach_rules_and_dashboards() -> Result<()> {
         .unwrap_or_default()
         .contains(r#"up{job="sh-localizer"}"#));
 
-    let loss = rule(&alerts, "alert", "SkeletonHunterPairLoss");
+    let pair_alerts = doc("rules/pair-detail/skeletonhunter.pair-alerts.yml")?;
+    let loss = rule(&pair_alerts, "alert", "SkeletonHunterPairLoss");
     assert!(loss["expr"]
         .as_str()
         .unwrap_or_default()
@@ -306,7 +367,7 @@ fn config_overrides_reach_rules_and_dashboards() -> Result<()> {
         "{link}"
     );
 
-    let rules = doc("rules/skeletonhunter.rules.yml")?;
+    let rules = doc("rules/pair-detail/skeletonhunter.rules.yml")?;
     let src = rule(&rules, "record", "src:skeletonhunter_node_info:relabel");
     let expr = src["expr"].as_str().unwrap_or_default();
     assert!(
@@ -345,185 +406,159 @@ fn config_overrides_reach_rules_and_dashboards() -> Result<()> {
     Ok(())
 }
 
-/// `largeFleet: true`, the rule set for large fleets: only the alerting
-/// file, whose rules read no probe series, no recorded series and no
-/// node identities, so a round costs the same at any number of pairs (only
-/// `up` grows, with the exporters); it keeps every shipped alert but the
-/// pair alerts, and Prometheus loads it.
-#[test]
-fn large_fleet_rules_read_no_pair_or_node_series() -> Result<()> {
-    if !require_tool(
-        "large_fleet_rules_read_no_pair_or_node_series",
-        "jsonnet",
-        INSTALL,
-    ) {
-        return Ok(());
-    }
-    let files = render_with("{ largeFleet: true }")?;
-    let rule_files: Vec<&String> = files.keys().filter(|p| p.starts_with("rules/")).collect();
-    assert_eq!(rule_files, ["rules/skeletonhunter.alerts.yml"]);
-    let text = &files["rules/skeletonhunter.alerts.yml"];
-    let first = |text: &str, what: &str| -> Result<Value> {
-        yaml_docs(text, what)?
-            .into_iter()
-            .next()
-            .context("empty YAML")
-    };
-    let large = first(text, "large-fleet alerts")?;
-    let shipped_path = repo_root().join("rules/skeletonhunter.alerts.yml");
-    let shipped = first(&std::fs::read_to_string(shipped_path)?, "shipped alerts")?;
-
-    // (group, alert, expr) of every rule of a rule file.
-    let rules = |doc: &Value| -> Vec<(String, String, String)> {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        let rules = group_rules(doc).into_iter();
-        rules
-            .map(|(g, r)| (g.to_string(), s(&r["alert"]), s(&r["expr"])))
-            .collect()
-    };
-    let names = |rules: &[(String, String, String)]| -> Vec<(String, String)> {
-        rules
-            .iter()
-            .map(|(g, a, _)| (g.clone(), a.clone()))
-            .collect()
-    };
-    let kept = rules(&large);
-    let wanted: Vec<_> = rules(&shipped)
+/// (group, name, expr) of every rule of a rule file's first document.
+fn rules_of(text: &str, what: &str) -> Result<Vec<(String, String, String)>> {
+    let doc = yaml_docs(text, what)?
         .into_iter()
-        .filter(|(group, _, _)| group != "skeletonhunter-pair-alerts")
-        .collect();
-    assert!(
-        wanted.len() > 2,
-        "the shipped alerts are more than the pair alerts"
-    );
-    assert_eq!(
-        names(&kept),
-        names(&wanted),
-        "every shipped alert but the pair group"
-    );
-    // Every series the shipped recording rules record, and the raw series
-    // read per pair or per node.
+        .next()
+        .context("empty YAML")?;
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    Ok(group_rules(&doc)
+        .into_iter()
+        .map(|(g, r)| {
+            let name = r["alert"].as_str().or(r["record"].as_str());
+            (
+                g.to_string(),
+                name.unwrap_or_default().to_string(),
+                s(&r["expr"]),
+            )
+        })
+        .collect())
+}
+
+/// The default rule set, `rules/*.yml`, is the one for any fleet size: no
+/// expression reads a probe series, a series the pair detail records
+/// (`pair:`, `topology:`, `torpair…`, per ToR/spine/tenant) or every
+/// node's identity (`skeletonhunter_node_info`), so a round costs the same
+/// at any number of pairs (only `up` grows, with the exporters). The
+/// opt-in `rules/pair-detail/*.yml` holds those, shares no group and no
+/// rule name with the default files (loaded together, nothing is
+/// evaluated twice), and `promtool` loads both together.
+#[test]
+fn default_rules_read_no_pair_or_node_series() -> Result<()> {
+    let (default, detail) = (default_rule_files()?, pair_detail_rule_files()?);
+    assert!(!default.is_empty(), "no rules/*.yml");
+    assert!(detail.len() >= 3, "the pair detail: {detail:?}");
+    let read = |files: &[(String, std::path::PathBuf)]| -> Result<Vec<_>> {
+        let mut out = Vec::new();
+        for (name, path) in files {
+            out.extend(rules_of(&std::fs::read_to_string(path)?, name)?);
+        }
+        Ok(out)
+    };
+    let (cheap, opt_in) = (read(&default)?, read(&detail)?);
+
     let mut forbidden = vec![
         "skeletonhunter_probe_".to_string(),
         "skeletonhunter_node_info".to_string(),
+        "pair:".to_string(),
+        "topology:".to_string(),
+        "torpair".to_string(),
     ];
-    for (name, path) in shipped_rule_files()? {
-        let doc = first(&std::fs::read_to_string(&path)?, &name)?;
-        for (_, r) in group_rules(&doc) {
-            forbidden.extend(r["record"].as_str().map(String::from));
-        }
-    }
+    let recorded = opt_in.iter().filter(|(_, name, _)| name.contains(':'));
+    forbidden.extend(recorded.map(|(_, name, _)| name.clone()));
     assert!(
         forbidden.iter().any(|f| f.starts_with("src:")) && forbidden.len() > 30,
-        "the shipped recorded series were read: {forbidden:?}"
+        "the pair detail's recorded series were read: {forbidden:?}"
     );
-    for (_, name, expr) in &kept {
+    assert!(cheap.len() > 5, "only {} default rules", cheap.len());
+    for (group, name, expr) in &cheap {
         for series in &forbidden {
             assert!(
                 !expr.contains(series.as_str()),
-                "{name} reads {series}: {expr}"
+                "default rules: group {group}, {name} reads {series}: {expr}"
             );
         }
     }
 
-    let dir = TempDir::new("mixin-large-fleet")?;
-    let path = dir.path().join("alerts.yml");
-    std::fs::write(&path, text)?;
-    run_tool(
-        "promtool",
-        &["check", "rules", &path.display().to_string()],
-        None,
-    )?
-    .ok()?;
+    let groups = |rules: &[(String, String, String)]| -> BTreeSet<String> {
+        rules.iter().map(|(g, _, _)| g.clone()).collect()
+    };
+    let names = |rules: &[(String, String, String)]| -> BTreeSet<String> {
+        rules.iter().map(|(_, n, _)| n.clone()).collect()
+    };
+    let both: Vec<_> = groups(&cheap)
+        .intersection(&groups(&opt_in))
+        .cloned()
+        .collect();
+    assert!(both.is_empty(), "groups in both sets: {both:?}");
+    let both: Vec<_> = names(&cheap)
+        .intersection(&names(&opt_in))
+        .cloned()
+        .collect();
+    assert!(both.is_empty(), "rules in both sets: {both:?}");
+    let pair_alerts = ["SkeletonHunterPairUnreachable", "SkeletonHunterPairLoss"];
+    for alert in pair_alerts {
+        assert!(
+            names(&opt_in).contains(alert),
+            "the pair detail lacks {alert}"
+        );
+    }
+
+    // The opt-in loads beside the default files, in one Prometheus.
+    let mut args = vec!["check".to_string(), "rules".to_string()];
+    let paths = default.iter().chain(&detail);
+    args.extend(paths.map(|(_, p)| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_tool("promtool", &args, None)?.ok()?;
     Ok(())
 }
 
-/// The large-fleet alerts fire as the shipped ones do, by `promtool test
-/// rules`: an exporter down names its last identity in its description
-/// (looked up for that alert alone) or says none was reported, and a node
-/// alert of the localizer is mirrored with the node's labels but no
-/// location.
+/// `pairDetail: true` renders the same pair-detail files as shipped, and
+/// an alerts file with the same alerts whose exporter-down and node alerts
+/// join every node's identity for their location (the other alerts are
+/// the default's, expression for expression). Loaded with the pair
+/// detail, those alerts fire with the location labels Alertmanager's
+/// inhibition matches, by `promtool test rules`.
 #[test]
-fn large_fleet_alerts_fire_with_their_identity() -> Result<()> {
-    if !require_tool(
-        "large_fleet_alerts_fire_with_their_identity",
-        "jsonnet",
-        INSTALL,
-    ) {
+fn pair_detail_alerts_carry_the_location() -> Result<()> {
+    if !require_tool("pair_detail_alerts_carry_the_location", "jsonnet", INSTALL) {
         return Ok(());
     }
-    let files = render_with("{ largeFleet: true }")?;
-    let dir = TempDir::new("mixin-large-fleet-fire")?;
-    std::fs::write(
-        dir.path().join("alerts.yml"),
-        &files["rules/skeletonhunter.alerts.yml"],
-    )?;
-    let runbooks = "https://github.com/skeletonhunter/skeletonhunter/blob/main/docs/runbooks.md";
-    let test = format!(
-        r#"rule_files: [alerts.yml]
-evaluation_interval: 15s
-tests:
-  - interval: 15s
-    input_series:
-      - series: 'up{{job="skeletonhunter-exporter",instance="h1:9100"}}'
-        values: '1 1 1 1 0x16'
-      - series: 'up{{job="skeletonhunter-exporter",instance="h9:9100"}}'
-        values: '0x20'
-      - series: 'skeletonhunter_node_info{{job="skeletonhunter-exporter",instance="h1:9100",node_id="a",nic="10.0.0.1",host="h1",tor="t1",spine="s1",network_pod="p1",tenant="j1"}}'
-        values: '1 1 1 1'
-      - series: 'skeletonhunter_component_alerting{{job="skeletonhunter-localizer",instance="loc:9200",kind="node",id="a",symptom="loss",severity="warning"}}'
-        values: '1x20'
-    alert_rule_test:
-      - alertname: SkeletonHunterExporterDown
-        eval_time: 3m
-        exp_alerts:
-          - exp_labels:
-              alertname: SkeletonHunterExporterDown
-              kind: exporter
-              severity: warning
-              job: skeletonhunter-exporter
-              instance: h1:9100
-              component: h1:9100
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhunterexporterdown"
-              dashboard_url: "/d/skeletonhunter-health?var-instance=h1%3A9100"
-              summary: "SkeletonHunter exporter h1:9100 is down"
-              description: "Prometheus cannot scrape the exporter at h1:9100 (host h1, ToR t1). Its skeleton pairs are not probed and the localizer cannot see them."
-          - exp_labels:
-              alertname: SkeletonHunterExporterDown
-              kind: exporter
-              severity: warning
-              job: skeletonhunter-exporter
-              instance: h9:9100
-              component: h9:9100
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhunterexporterdown"
-              dashboard_url: "/d/skeletonhunter-health?var-instance=h9%3A9100"
-              summary: "SkeletonHunter exporter h9:9100 is down"
-              description: "Prometheus cannot scrape the exporter at h9:9100 (no identity reported in the last 1h). Its skeleton pairs are not probed and the localizer cannot see them."
-      - alertname: SkeletonHunterComponentFaulty
-        eval_time: 1m
-        exp_alerts:
-          - exp_labels:
-              alertname: SkeletonHunterComponentFaulty
-              origin: prometheus
-              kind: node
-              id: a
-              symptom: loss
-              severity: warning
-              component: a
-              node_id: a
-              src_node: a
-              dst_node: a
-            exp_annotations:
-              runbook_url: "{runbooks}#skeletonhuntercomponentfaulty-node"
-              dashboard_url: "/d/skeletonhunter-fabric"
-              summary: "SkeletonHunter blames node a (loss)"
-              description: "The SkeletonHunter localizer's tomography marks node a faulty (estimated failure probability n/a)."
-              evidence: "blame n/a"
-"#
-    );
-    let path = dir.path().join("alerts_test.yml");
+    let files = render_with("{ pairDetail: true }")?;
+    let detail: Vec<&String> = files
+        .keys()
+        .filter(|p| p.starts_with(&format!("{PAIR_DETAIL_RULES}/")))
+        .collect();
+    assert_eq!(detail.len(), pair_detail_rule_files()?.len(), "{detail:?}");
+    for path in &detail {
+        let shipped = std::fs::read_to_string(repo_root().join(path))?;
+        // `jsonnet -S -m` (render.sh) ends each file with a newline.
+        assert!(
+            shipped.trim_end() == files[*path].trim_end(),
+            "{path} differs with pairDetail: true"
+        );
+    }
+    let alerts = "rules/skeletonhunter.alerts.yml";
+    let located = rules_of(&files[alerts], "pairDetail alerts")?;
+    let shipped = rules_of(&std::fs::read_to_string(repo_root().join(alerts))?, alerts)?;
+    let names = |rules: &[(String, String, String)]| -> Vec<(String, String)> {
+        rules
+            .iter()
+            .map(|(g, n, _)| (g.clone(), n.clone()))
+            .collect()
+    };
+    assert_eq!(names(&located), names(&shipped), "the same alerts");
+    let joined = [
+        "SkeletonHunterComponentFaulty",
+        "SkeletonHunterExporterDown",
+    ];
+    for ((_, name, expr), (_, _, default)) in located.iter().zip(&shipped) {
+        if joined.contains(&name.as_str()) {
+            assert!(expr.contains("skeletonhunter_node_info"), "{name}: {expr}");
+        } else {
+            assert_eq!(expr, default, "{name}");
+        }
+    }
+
+    let dir = TempDir::new("mixin-pair-detail-fire")?;
+    for (path, text) in files.iter().filter(|(p, _)| p.starts_with("rules/")) {
+        let to = dir.path().join(path);
+        std::fs::create_dir_all(to.parent().context("a parent")?)?;
+        std::fs::write(to, text)?;
+    }
+    let test = deploy::read("tests/fixtures/mixin/pair_detail_test.yml")?;
+    let path = dir.path().join("pair_detail_test.yml");
     std::fs::write(&path, test)?;
     let out = run_tool(
         "promtool",

@@ -3,19 +3,20 @@
 //! probing each other on loopback, `a` and `b` (ToR t1) with
 //! `metrics.histograms: native`, `c` and `d` (ToR t2) with `classic`; both
 //! ToRs under spine s1; a, b, c in tenant x, d in tenant y. One server loads
-//! the rules rendered with `_config.nativeHistograms: true` (and every
-//! per-pair quantile and the mean, `pairRttQuantiles`, `pairRttMean`) and
-//! records RTT quantiles per pair, protocol, ToR, spine and tenant from both
-//! shapes; another loads the shipped rules and records the pair p99 and the
-//! protocol quantiles of the native pairs too. Prints each rule group's evaluation
-//! time and the series each recording level holds.
+//! the pair detail's recording rules rendered with
+//! `_config.nativeHistograms: true` (and every per-pair quantile and the
+//! mean, `pairRttQuantiles`, `pairRttMean`) and records RTT quantiles per
+//! pair, protocol, ToR, spine and tenant from both shapes; another loads the
+//! shipped ones (`rules/pair-detail/`) and records the pair p99 and the
+//! protocol quantiles of the native pairs too. Prints each rule group's
+//! evaluation time and the series each recording level holds.
 //! Unprivileged: loopback only (127.0.0.2-5).
 
 use anyhow::{Context, Result};
 use skeletonhunter_tests::deploy::require_tool;
 use skeletonhunter_tests::exporter::start_on_loopback;
 use skeletonhunter_tests::process::{run_tool, wait_until, ChildGuard};
-use skeletonhunter_tests::repo::repo_root;
+use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
 use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::Path;
@@ -78,7 +79,8 @@ fn fleet(dir: &TempDir) -> Result<(Vec<ChildGuard>, Vec<SocketAddr>)> {
     Ok((guards, addrs))
 }
 
-/// The rule files under `rules` copied into a native-histogram Prometheus
+/// The recording-rule files of the pair detail under `rules` (a
+/// `rules/pair-detail` directory) copied into a native-histogram Prometheus
 /// that scrapes `targets` and itself.
 fn prometheus(rules: &Path, targets: &[SocketAddr]) -> Result<Server> {
     let listen = free_loopback_addr()?;
@@ -166,8 +168,8 @@ fn mixed_fleet_records_rtt_quantiles_at_every_level() -> Result<()> {
     )?
     .ok()?;
     let (_exporters, targets) = fleet(&dir)?;
-    let native = prometheus(&out.join("rules"), &targets)?;
-    let shipped = prometheus(&repo_root().join("rules"), &targets)?;
+    let native = prometheus(&out.join(PAIR_DETAIL_RULES), &targets)?;
+    let shipped = prometheus(&repo_root().join(PAIR_DETAIL_RULES), &targets)?;
 
     // The native pairs keep no bucket series, the classic ones do: both
     // shapes are in the store.

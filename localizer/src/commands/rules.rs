@@ -46,7 +46,7 @@ pub struct RulesArgs {
     #[arg(long, value_name = "MATCHERS")]
     pub matchers: Option<String>,
     /// Which RTT histogram series the quantile rules read: classic (_bucket; the same rules as
-    /// rules/skeletonhunter.aggregates.yml), native (one native-histogram series a pair; a store
+    /// rules/pair-detail/skeletonhunter.aggregates.yml), native (one native-histogram series a pair; a store
     /// with native histograms), or auto: native where a series has it, else classic (`or`).
     #[arg(long, value_enum, default_value_t = HistogramsArg::Classic, value_name = "MODE")]
     pub histograms: HistogramsArg,

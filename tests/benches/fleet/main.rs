@@ -4,9 +4,9 @@
 //! localizer running its cycle against each store:
 //!
 //! - `classic-prometheus`: classic histograms, one Prometheus with the
-//!   shipped rules: the baseline (today's default configuration);
+//!   rules of `FLEET_RULES`: the baseline (today's default configuration);
 //! - `native-prometheus`: native histograms, one Prometheus with
-//!   `--enable-feature=native-histograms` and the shipped rules;
+//!   `--enable-feature=native-histograms` and the same rules;
 //! - `classic-vmagent`: classic histograms, two vmagent shards
 //!   (`-promscrape.cluster.membersCount=2`) remote-writing into one
 //!   VictoriaMetrics, the shipped rules in vmalert;
@@ -31,10 +31,10 @@
 //! Knobs: `FLEET_PAIRS` (default 2000), `FLEET_CONFIGS` (comma list, default
 //! all three), `FLEET_SCRAPE` (10s), `FLEET_INTERVAL` (10s), `FLEET_WINDOW`
 //! (1m), `FLEET_CYCLES` (cycles measured, 5), `FLEET_PROBE_RATE` (UDP probes
-//! per pair per second, 1), `FLEET_RULES` (1: the stores evaluate the
-//! shipped rules; 0: not, to see the localizer's share alone;
-//! `large-fleet`: the mixin rendered with `largeFleet: true`, the rule set
-//! for large fleets, which needs `jsonnet`),
+//! per pair per second, 1), `FLEET_RULES` (1, the default: the stores evaluate
+//! the default rules, `rules/*.yml`; `pair-detail`: those and the opt-in
+//! per-pair detail, `rules/pair-detail/*.yml`; 0: none, to see the
+//! localizer's share alone),
 //! `FLEET_PAIR_SHARDS` (the localizer's `--pair-shards`, a count or `auto`, 1),
 //! `FLEET_LOCALIZER` (`bench`, the default: the flags above with a 60 s
 //! query timeout and a 1 GiB answer limit; `shipped`: only the shipped

@@ -9,10 +9,9 @@
 
 use anyhow::{bail, Context, Result};
 use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
-use skeletonhunter_tests::fabric::shipped_rule_files;
-use skeletonhunter_tests::process::{http_get, run_tool, wait_http_ok, ChildGuard};
-use skeletonhunter_tests::repo::repo_root;
-use skeletonhunter_tests::servers::{free_loopback_addr, Server, TempDir, VMALERT_BIN};
+use skeletonhunter_tests::fabric::{default_rule_files, shipped_rule_files};
+use skeletonhunter_tests::process::{http_get, wait_http_ok, ChildGuard};
+use skeletonhunter_tests::servers::{free_loopback_addr, Server, VMALERT_BIN};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,36 +21,22 @@ use std::time::{Duration, Instant};
 pub struct RuleSet {
     /// (`rules-*.yml` name for a server's directory, path).
     pub files: Vec<(String, PathBuf)>,
-    /// Where the `large-fleet` rules were rendered, kept for the run.
-    _rendered: Option<TempDir>,
 }
 
 impl RuleSet {
-    /// `FLEET_RULES`: 1 (default) the shipped rules, 0 none, `large-fleet`
-    /// the mixin rendered with `largeFleet: true` (needs `jsonnet`).
+    /// `FLEET_RULES`: the default rule files `rules/*.yml` when unset (or
+    /// 1), `pair-detail` those and the opt-in `rules/pair-detail/*.yml`,
+    /// 0 none.
     pub fn from_env() -> Result<RuleSet> {
-        let named = |files: Vec<(String, PathBuf)>| {
-            let files = files.into_iter();
-            files.map(|(name, p)| (name.replace('/', "-"), p)).collect()
+        let files = match std::env::var("FLEET_RULES").as_deref() {
+            Err(_) | Ok("1") => default_rule_files()?,
+            Ok("pair-detail") => shipped_rule_files()?,
+            Ok("0") => Vec::new(),
+            Ok(v) => bail!("FLEET_RULES={v}: want 0, 1 or pair-detail"),
         };
-        let (files, rendered) = match std::env::var("FLEET_RULES").as_deref() {
-            Err(_) | Ok("1") => (named(shipped_rule_files()?), None),
-            Ok("0") => (Vec::new(), None),
-            Ok("large-fleet") => {
-                let dir = TempDir::new("fleet-rules")?;
-                let render = repo_root().join("mixin/render.sh").display().to_string();
-                let out = dir.path().display().to_string();
-                run_tool("bash", &[&render, &out, "{largeFleet: true}"], None)?.ok()?;
-                let file = dir.path().join("rules/skeletonhunter.alerts.yml");
-                let files = vec![("rules/skeletonhunter.alerts.yml".to_string(), file)];
-                (named(files), Some(dir))
-            }
-            Ok(v) => bail!("FLEET_RULES={v}: want 0, 1 or large-fleet"),
-        };
-        Ok(RuleSet {
-            files,
-            _rendered: rendered,
-        })
+        let files = files.into_iter();
+        let files = files.map(|(name, p)| (name.replace('/', "-"), p)).collect();
+        Ok(RuleSet { files })
     }
 
     /// The file names, for the bench's header.

@@ -4,7 +4,7 @@
 use super::opts::{StackOpts, Timing};
 use super::ports;
 use super::topology::{Fabric, Node};
-use crate::repo::repo_root;
+use crate::repo::{repo_root, PAIR_DETAIL_RULES};
 use anyhow::{Context, Result};
 use skeletonhunter_common::topology::Kind;
 use std::path::PathBuf;
@@ -125,15 +125,15 @@ pub fn kubernetes_target_labels(app: &str, index: usize) -> String {
     )
 }
 
-/// Rule files shipped in `rules/` (`*.yml`/`*.yaml`, not the promtool unit
-/// tests `*_test.yml`/`*.test.yml`): (relative name, path).
-pub fn shipped_rule_files() -> Result<Vec<(String, PathBuf)>> {
-    let dir = repo_root().join("rules");
+/// Rule files of `dir` (`*.yml`/`*.yaml`, not the promtool unit tests
+/// `*_test.yml`/`*.test.yml`): (relative name, path), sorted.
+fn rule_files_of(dir: &str) -> Result<Vec<(String, PathBuf)>> {
+    let path = repo_root().join(dir);
     let mut out = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match std::fs::read_dir(&path) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
     };
     for e in entries {
         let p = e?.path();
@@ -144,10 +144,31 @@ pub fn shipped_rule_files() -> Result<Vec<(String, PathBuf)>> {
         let is_yaml = name.ends_with(".yml") || name.ends_with(".yaml");
         let is_test = name.contains("_test.") || name.contains(".test.");
         if p.is_file() && is_yaml && !is_test {
-            out.push((format!("rules/{name}"), p));
+            out.push((format!("{dir}/{name}"), p));
         }
     }
     out.sort();
+    Ok(out)
+}
+
+/// The default rule files, `rules/*.yml`: the set that costs the same at
+/// any number of pairs.
+pub fn default_rule_files() -> Result<Vec<(String, PathBuf)>> {
+    rule_files_of("rules")
+}
+
+/// The opt-in per-pair detail, `rules/pair-detail/*.yml`: recordings and
+/// pair alerts loaded beside the default files.
+pub fn pair_detail_rule_files() -> Result<Vec<(String, PathBuf)>> {
+    rule_files_of(PAIR_DETAIL_RULES)
+}
+
+/// Every shipped rule file, the default ones and the pair detail:
+/// (relative name such as `rules/pair-detail/skeletonhunter.rules.yml`,
+/// path).
+pub fn shipped_rule_files() -> Result<Vec<(String, PathBuf)>> {
+    let mut out = default_rule_files()?;
+    out.extend(pair_detail_rule_files()?);
     Ok(out)
 }
 

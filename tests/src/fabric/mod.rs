@@ -64,7 +64,8 @@ pub use alerts::AlertView;
 pub use build::reachable;
 pub use cleanup::remove_namespaces_of;
 pub use config::{
-    exporter_config, kubernetes_target_labels, prometheus_config, shipped_rule_files,
+    default_rule_files, exporter_config, kubernetes_target_labels, pair_detail_rule_files,
+    prometheus_config, shipped_rule_files,
 };
 pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
 pub use noise::{CpuQuota, Pauses};

@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// The fabric with an exporter per container, and Prometheus (shipped
-/// `rules/` loaded), Alertmanager (shipped `alertmanager/` config) and the
+/// The fabric with an exporter per container, and Prometheus (every shipped
+/// rule file loaded, the opt-in `rules/pair-detail/` too), Alertmanager (shipped `alertmanager/` config) and the
 /// localizer in the monitoring namespace. Dropping it stops everything and
 /// deletes every namespace.
 pub struct Stack {
