@@ -415,3 +415,113 @@ fn kube_prometheus_inhibition_spares_unrelated_skeletonhunter_alerts() -> Result
     );
     Ok(())
 }
+
+/// docs/deploy.md's walk-through from nothing to a page names only what
+/// the repository ships: every path it mentions exists, every `kubectl
+/// apply -k` is a kustomization, every workload it waits for is in the
+/// default kustomization, and its numbered steps run 1, 2, 3… without a
+/// gap.
+#[test]
+fn the_walkthrough_names_what_the_repository_ships() -> Result<()> {
+    let doc = deploy::read("docs/deploy.md")?;
+    let start = doc
+        .find("\n## Kubernetes")
+        .context("no Kubernetes section")?;
+    let end = doc[start..]
+        .find("\n## systemd")
+        .map_or(doc.len(), |e| start + e);
+    let section = &doc[start..end];
+    let root = repo_root();
+    let mut problems = Vec::new();
+    // (`deploy/NAME` alone is kubectl's short form of a Deployment.)
+    let prefixes = [
+        "deploy/kubernetes",
+        "deploy/systemd",
+        "alertmanager/",
+        "rules/",
+        "dashboards/",
+        "scripts/",
+        "mixin/",
+    ];
+    for word in section.split(|c: char| c.is_whitespace() || "`()[],;:'\"".contains(c)) {
+        let Some(p) = prefixes
+            .iter()
+            .find_map(|p| word.find(p).map(|i| &word[i..]))
+        else {
+            continue;
+        };
+        let p = p.trim_end_matches(['.', ')']);
+        if p.contains("://") || p.contains('<') {
+            continue;
+        }
+        let (p, anchor) = p.split_once('#').unwrap_or((p, ""));
+        if !anchor.is_empty() && !headings(&root.join(p)).contains(anchor) {
+            problems.push(format!("links {p}#{anchor}, a heading it does not have"));
+        }
+        let exists = match p.split_once('*') {
+            // A glob: its directory holds a file with its suffix.
+            Some((dir, suffix)) => std::fs::read_dir(root.join(dir)).is_ok_and(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(suffix)))
+            }),
+            None => root.join(p).exists(),
+        };
+        if !exists {
+            problems.push(format!("names {p}, which does not exist"));
+        }
+    }
+    let mut workloads = BTreeSet::new();
+    for obj in kustomized("deploy/kubernetes")? {
+        let kind = obj["kind"].as_str().unwrap_or_default().to_lowercase();
+        workloads.insert(format!(
+            "{kind}/{}",
+            obj["metadata"]["name"].as_str().unwrap_or_default()
+        ));
+    }
+    for line in section.lines().map(str::trim) {
+        if let Some(dir) = line.strip_prefix("kubectl apply -k ") {
+            let dir = dir.split_whitespace().next().unwrap_or_default();
+            if !root.join(dir).join("kustomization.yaml").exists() {
+                problems.push(format!("applies {dir}, which has no kustomization.yaml"));
+            }
+        }
+        if let Some(rest) = line.split("rollout status ").nth(1) {
+            let w = rest.split_whitespace().next().unwrap_or_default();
+            if !workloads.contains(w) {
+                problems.push(format!(
+                    "waits for {w}, which deploy/kubernetes does not create"
+                ));
+            }
+        }
+    }
+    let steps: Vec<u32> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("### ")?.split_once(". ")?.0.parse().ok())
+        .collect();
+    if steps.is_empty() || steps.iter().zip(1..).any(|(&s, n)| s != n) {
+        problems.push(format!("steps numbered {steps:?}"));
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/deploy.md:\n{}",
+        problems.join("\n")
+    );
+    Ok(())
+}
+
+/// The GitHub anchors of a Markdown file's headings (lower case, spaces
+/// to `-`, other punctuation dropped).
+fn headings(path: &std::path::Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|h| {
+            h.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect()
+}
