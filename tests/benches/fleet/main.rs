@@ -45,10 +45,9 @@
 //! so a slow configuration shows its real cycle time instead of failing.
 
 use anyhow::{bail, Context, Result};
-use rules::{start_vmalert, time_rules_alone, vmalert_round, RuleRounds, RuleSet};
+use knobs::{Config, Knobs};
+use rules::{start_vmalert, time_rules_alone, vmalert_round, RuleRounds};
 use serde_json::Value;
-use skeletonhunter_common::duration;
-use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::input::histograms::RttForm;
 use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::exposition::{metric_value, sum_count_by};
@@ -69,111 +68,13 @@ use std::time::{Duration, Instant};
 use store_load::StoreLoad;
 use table::{print_table, summary, Figures};
 
+mod knobs;
 mod rules;
 mod store_load;
 mod table;
 
 /// The localizer's histogram of each query's duration, by `query`.
 const QUERY_DURATION: &str = "skeletonhunter_localizer_query_duration_seconds";
-
-/// One way of scraping and storing the fleet.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Config {
-    ClassicPrometheus,
-    NativePrometheus,
-    ClassicVmagent,
-    BothPrometheus,
-}
-
-impl Config {
-    const ALL: [Config; 4] = [
-        Config::ClassicPrometheus,
-        Config::NativePrometheus,
-        Config::ClassicVmagent,
-        Config::BothPrometheus,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Config::ClassicPrometheus => "classic-prometheus",
-            Config::NativePrometheus => "native-prometheus",
-            Config::ClassicVmagent => "classic-vmagent",
-            Config::BothPrometheus => "both-prometheus",
-        }
-    }
-
-    fn histograms(self) -> HistogramMode {
-        match self {
-            Config::NativePrometheus => HistogramMode::Native,
-            Config::BothPrometheus => HistogramMode::Both,
-            _ => HistogramMode::Classic,
-        }
-    }
-}
-
-/// The knobs, from the environment.
-struct Knobs {
-    pairs: usize,
-    configs: Vec<Config>,
-    scrape: Duration,
-    interval: Duration,
-    window: Duration,
-    cycles: usize,
-    probe_rate: f64,
-    /// The rule files the store evaluates (`FLEET_RULES`).
-    rules: RuleSet,
-    /// The localizer's `--pair-shards`.
-    pair_shards: String,
-    /// Only the shipped Deployment's flags (`FLEET_LOCALIZER=shipped`).
-    shipped_localizer: bool,
-}
-
-fn env_duration(name: &str, default: &str) -> Result<Duration> {
-    let v = std::env::var(name).unwrap_or_else(|_| default.to_string());
-    duration::parse(&v).with_context(|| format!("{name}={v}"))
-}
-
-fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{name}={v}: not a number")),
-        Err(_) => Ok(default),
-    }
-}
-
-impl Knobs {
-    fn from_env() -> Result<Knobs> {
-        let configs = match std::env::var("FLEET_CONFIGS") {
-            Ok(list) => list
-                .split(',')
-                .map(|s| {
-                    Config::ALL
-                        .into_iter()
-                        .find(|c| c.name() == s.trim())
-                        .with_context(|| format!("FLEET_CONFIGS: unknown {s:?}"))
-                })
-                .collect::<Result<Vec<_>>>()?,
-            Err(_) => Config::ALL.to_vec(),
-        };
-        Ok(Knobs {
-            pairs: env_num("FLEET_PAIRS", 2000)?,
-            configs,
-            scrape: env_duration("FLEET_SCRAPE", "10s")?,
-            interval: env_duration("FLEET_INTERVAL", "10s")?,
-            window: env_duration("FLEET_WINDOW", "1m")?,
-            cycles: env_num("FLEET_CYCLES", 5usize)?.max(1),
-            probe_rate: env_num("FLEET_PROBE_RATE", 1.0)?,
-            rules: RuleSet::from_env()?,
-            pair_shards: std::env::var("FLEET_PAIR_SHARDS").unwrap_or_else(|_| "1".into()),
-            shipped_localizer: match std::env::var("FLEET_LOCALIZER").as_deref() {
-                Err(_) | Ok("bench") => false,
-                Ok("shipped") => true,
-                Ok(v) => bail!("FLEET_LOCALIZER={v}: want bench or shipped"),
-            },
-        })
-    }
-}
 
 /// The store of one configuration and every process behind it.
 struct Store {
