@@ -468,3 +468,28 @@ fn alertmanager_subtree_merges_into_a_foreign_config() -> Result<()> {
     }
     Ok(())
 }
+
+/// Every blamable kind's runbook anchor, as the localizer's alerts link
+/// it, is a heading of docs/runbooks.md, and the alerts' dashboard uid is a
+/// shipped dashboard's.
+#[test]
+fn runbook_anchors_and_dashboard_exist() {
+    use skeletonhunter_common::topology::Kind;
+    use skeletonhunter_localizer::online::alerts::{runbook_anchor, DASHBOARD_UID};
+    let anchors = skeletonhunter_tests::repo::markdown_anchors("docs/runbooks.md");
+    for kind in Kind::BLAMABLE {
+        let anchor = runbook_anchor(kind);
+        assert!(
+            anchors.contains(&anchor),
+            "docs/runbooks.md has no heading for #{anchor}"
+        );
+    }
+    let uids: Vec<String> =
+        std::fs::read_dir(skeletonhunter_tests::repo::repo_root().join("dashboards"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter_map(|v| v["uid"].as_str().map(str::to_string))
+            .collect();
+    assert!(uids.iter().any(|u| u == DASHBOARD_UID), "{uids:?}");
+}

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_tests::deploy::{self, kustomized, yaml_docs};
 use skeletonhunter_tests::netpol::{allows, PodRef};
-use skeletonhunter_tests::repo::repo_root;
+use skeletonhunter_tests::repo::{markdown_anchors, repo_root};
 use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -455,7 +455,7 @@ fn the_walkthrough_names_what_the_repository_ships() -> Result<()> {
             continue;
         }
         let (p, anchor) = p.split_once('#').unwrap_or((p, ""));
-        if !anchor.is_empty() && !headings(&root.join(p)).contains(anchor) {
+        if !anchor.is_empty() && !markdown_anchors(p).contains(anchor) {
             problems.push(format!("links {p}#{anchor}, a heading it does not have"));
         }
         let exists = match p.split_once('*') {
@@ -506,22 +506,4 @@ fn the_walkthrough_names_what_the_repository_ships() -> Result<()> {
         problems.join("\n")
     );
     Ok(())
-}
-
-/// The GitHub anchors of a Markdown file's headings (lower case, spaces
-/// to `-`, other punctuation dropped).
-fn headings(path: &std::path::Path) -> BTreeSet<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.strip_prefix('#'))
-        .map(|h| {
-            h.trim_start_matches('#')
-                .trim()
-                .to_lowercase()
-                .chars()
-                .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
-                .map(|c| if c == ' ' { '-' } else { c })
-                .collect()
-        })
-        .collect()
 }

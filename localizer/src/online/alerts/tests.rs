@@ -48,13 +48,6 @@ fn links(generator_url: &str) -> AlertLinks {
     }
 }
 
-fn repo_file(path: &str) -> String {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
 #[test]
 fn an_alert_names_the_jobs_it_hurts_and_none_when_there_are_none() {
     let mut f = finding(Kind::Tor, "t1", "loss");
@@ -104,42 +97,6 @@ fn alert_links_to_its_runbook_section_and_dashboard() {
         a.annotations["dashboard_url"],
         "https://grafana.example/d/skeletonhunter-fabric"
     );
-}
-
-/// Every kind's runbook anchor is a heading of docs/runbooks.md (GitHub's
-/// anchor: lower case, spaces to dashes, punctuation dropped) and the
-/// dashboard uid is a shipped dashboard's.
-#[test]
-fn runbook_anchors_and_dashboard_exist() {
-    let runbooks = repo_file("docs/runbooks.md");
-    let anchors: Vec<String> = runbooks
-        .lines()
-        .filter_map(|l| l.strip_prefix('#'))
-        .map(|h| {
-            h.trim_start_matches('#')
-                .trim()
-                .to_lowercase()
-                .chars()
-                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-                .map(|c| if c == ' ' { '-' } else { c })
-                .collect()
-        })
-        .collect();
-    for kind in Kind::BLAMABLE {
-        let anchor = runbook_anchor(kind);
-        assert!(
-            anchors.contains(&anchor),
-            "docs/runbooks.md has no heading for #{anchor}"
-        );
-    }
-    let dashboards = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
-    let uids: Vec<String> = std::fs::read_dir(&dashboards)
-        .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-        .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .filter_map(|v| v["uid"].as_str().map(str::to_string))
-        .collect();
-    assert!(uids.iter().any(|u| u == DASHBOARD_UID), "{uids:?}");
 }
 
 #[test]
