@@ -15,12 +15,16 @@
 //! aggregated per pair as connected rows and a sum of rates, and multiplied
 //! by the count at the end, so the inference needs one pass.
 //!
+//! A container that leaves mid-window costs its pairs their last failed
+//! round, not a verdict ([`departures`]).
+//!
 //! A line longer than [`CsvOptions::max_line_length`] is an error at that
 //! line, found without reading the line into memory ([`super::lines`]).
 
 use super::lines::{line_too_long, LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
+use departures::Timeline;
 use header::{columns, Columns};
 pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
 use skeletonhunter_common::topology::Identity;
@@ -134,6 +138,8 @@ struct Acc {
     /// Rows with a count column value: packets sent and lost.
     sent: f64,
     lost: f64,
+    /// When its rounds ran, for the departures of containers that left.
+    timeline: Timeline,
 }
 
 /// Read and aggregate a ping log from a file.
@@ -207,6 +213,8 @@ struct Round {
     latency: Option<f64>,
     /// The row's own probe count (count column), when it has one.
     count: Option<f64>,
+    /// `ping_time` (ns).
+    at: u64,
 }
 
 /// Per-pair accumulation over the rows, with node identities interned.
@@ -224,6 +232,8 @@ struct Aggregator<'h> {
     pairs: Vec<(u32, u32)>,
     acc: Vec<Acc>,
     rtts: Vec<(u32, f32)>,
+    /// The latest `ping_time`: where the log ends.
+    end: u64,
 }
 
 impl<'h> Aggregator<'h> {
@@ -241,6 +251,7 @@ impl<'h> Aggregator<'h> {
             pairs: Vec::new(),
             acc: Vec::new(),
             rtts: Vec::new(),
+            end: 0,
         }
     }
 
@@ -276,7 +287,9 @@ impl<'h> Aggregator<'h> {
                 *e.insert(next)
             }
         };
+        self.end = self.end.max(round.at);
         let a = &mut self.acc[p as usize];
+        a.timeline.add(round.at, round.connected);
         a.rounds += 1.0;
         if round.connected {
             match round.count {
@@ -404,11 +417,16 @@ impl<'h> Aggregator<'h> {
             },
             None => None,
         };
+        // Digits only, at most 20: saturates rather than overflows.
+        let at = pt.iter().fold(0u64, |t, d| {
+            t.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+        });
         Ok(Round {
             connected,
             loss,
             latency,
             count,
+            at,
         })
     }
 
@@ -440,21 +458,27 @@ impl<'h> Aggregator<'h> {
     fn finish(mut self, ppr: f64) -> Vec<PairStats> {
         let median = median_rtts(&mut self.rtts, self.pairs.len());
         let identities = &self.identities;
+        let end = self.end;
         self.pairs
             .iter()
             .zip(self.acc)
             .zip(median)
-            .map(|((&(s, d), a), (rtt, samples))| PairStats {
-                src: identities[s as usize].clone(),
-                dst: identities[d as usize].clone(),
-                rounds: a.rounds,
-                failed_dials: a.failed,
-                sent: a.sent + a.connected * ppr,
-                lost: a.lost + (a.rate_sum * ppr).round(),
-                rtt_seconds: rtt,
-                rtt_samples: samples,
-                hops: Vec::new(),
-                paths: Vec::new(),
+            .map(|((&(s, d), a), (rtt, samples))| {
+                // A container that left mid-window: its last failed
+                // rounds are its departure (`departures.rs`).
+                let departed = a.timeline.departure_rounds(end) as f64;
+                PairStats {
+                    src: identities[s as usize].clone(),
+                    dst: identities[d as usize].clone(),
+                    rounds: a.rounds - departed,
+                    failed_dials: a.failed - departed,
+                    sent: a.sent + a.connected * ppr,
+                    lost: a.lost + (a.rate_sum * ppr).round(),
+                    rtt_seconds: rtt,
+                    rtt_samples: samples,
+                    hops: Vec::new(),
+                    paths: Vec::new(),
+                }
             })
             .collect()
     }
@@ -530,6 +554,7 @@ fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
     }
 }
 
+mod departures;
 mod header;
 #[cfg(test)]
 mod tests;

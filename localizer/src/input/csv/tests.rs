@@ -143,3 +143,31 @@ fn a_column_named_twice_is_refused() {
     let body = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,,\na,b,success,1,0,1,,\n";
     assert_eq!(read_log(body).unwrap().len(), 1);
 }
+
+#[test]
+fn a_container_that_left_costs_its_pairs_their_last_failed_round() {
+    // b leaves after 40: a's probe at 50 fails and the probing stops. e is
+    // down from 80 but still probed to the end of the log (90).
+    let mut body = String::new();
+    for t in (0..=90).step_by(10) {
+        if t <= 50 {
+            let dial = if t == 50 {
+                "timeout,,"
+            } else {
+                "success,10.0,0"
+            };
+            body.push_str(&format!("a,b,{dial},{t},t1,t1,x\n"));
+        }
+        let dial = if t >= 80 {
+            "timeout,,"
+        } else {
+            "success,10.0,0"
+        };
+        body.push_str(&format!("a,e,{dial},{t},t1,t1,x\n"));
+    }
+    let pairs = read(&body).unwrap();
+    let (ab, ae) = (&pairs[0], &pairs[1]);
+    assert_eq!(ab.dst.node, "b");
+    assert_eq!((ab.rounds, ab.failed_dials), (5.0, 0.0), "b departed");
+    assert_eq!((ae.rounds, ae.failed_dials), (10.0, 2.0), "e is down");
+}
