@@ -14,11 +14,20 @@
 //! is not is *unknown* this cycle: its alert keeps its state (see
 //! `confirm.rs`). A cycle whose queries failed covers nothing.
 //!
+//! A pair neither of whose ends reports its identity any more (both left
+//! `skeletonhunter_node_info`: a training job ended, its pods deleted, a
+//! node drained) is no longer expected once a cycle goes without it: no
+//! exporter is left to probe it, so no cycle could ever cover it, and
+//! waiting for it would only leave its components unknown, and the
+//! localizer blind, for the whole topology window. A pair with one end
+//! still reporting stays expected: that end's probes are the evidence of
+//! a dead container or exporter.
+//!
 //! Pure bookkeeping, tested without servers.
 
 use crate::engine::model::PairStats;
 use skeletonhunter_common::topology::{path_ids, Component, Identity, Kind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -52,6 +61,9 @@ pub struct Coverage {
     /// Each node's identity as last seen, shared by the expected pairs it
     /// is an end of: a copy per pair end was ~80 MB at 100,000 pairs.
     identities: HashMap<String, Arc<Identity>>,
+    /// The nodes reporting their identity now, as last read; `None` before
+    /// a read found any (then no pair is forgotten for its ends).
+    reporting: Option<HashSet<String>>,
 }
 
 /// One cycle's coverage: per component, (covered, expected) pairs.
@@ -102,6 +114,17 @@ impl Coverage {
             memory,
             expected: HashMap::new(),
             identities: HashMap::new(),
+            reporting: None,
+        }
+    }
+
+    /// The nodes whose identity is current (`skeletonhunter_node_info`
+    /// now) as just read. None at all is no news about the nodes (a store
+    /// that lost every series, not a fabric whose every job ended): the
+    /// set read before stays.
+    pub fn set_reporting(&mut self, nodes: HashSet<String>) {
+        if !nodes.is_empty() {
+            self.reporting = Some(nodes);
         }
     }
 
@@ -160,6 +183,13 @@ impl Coverage {
             }
         }
         self.forget(now);
+        if let Some(reporting) = self.reporting.take() {
+            let reports = |e: &Expected| {
+                reporting.contains(e.src.node.as_str()) || reporting.contains(e.dst.node.as_str())
+            };
+            self.retain(|e| e.last_seen == now || reports(e));
+            self.reporting = Some(reporting);
+        }
         self.tally(|e| e.last_seen == now)
     }
 
@@ -381,6 +411,57 @@ mod tests {
         // Once a's pairs are forgotten, so is its identity.
         cov.observe(&rest, at(75));
         assert_eq!(cov.identities.len(), 3);
+    }
+
+    fn nodes(names: &[&str]) -> HashSet<String> {
+        names.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_jobs_pairs_are_forgotten_once_its_nodes_stop_reporting() {
+        // Two jobs across both ToRs: a and c train together, b and d too.
+        let job = |x, tx, y, ty| [pair(x, tx, y, ty), pair(y, ty, x, tx)];
+        let [ac, ca] = job("a", "t1", "c", "t2");
+        let [bd, db] = job("b", "t1", "d", "t2");
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        cov.set_reporting(nodes(&["a", "b", "c", "d"]));
+        let all = [ac.clone(), ca.clone(), bd, db];
+        assert_eq!(cov.observe(&all, at(0)).pairs_expected, 4);
+        // b and d's job ended: their exporters and identities are gone.
+        cov.set_reporting(nodes(&["a", "c"]));
+        let c = cov.observe(&[ac, ca], at(10));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (2, 2));
+        assert_eq!(c.unknown(), 0, "nothing left to wait for");
+        assert!(c.is_covered(&Component::new(Kind::Node, "b")));
+        assert_eq!(cov.identities.len(), 2, "b and d's identities let go");
+    }
+
+    #[test]
+    fn a_pair_with_one_end_still_reporting_stays_expected() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        cov.set_reporting(nodes(&["a", "b", "c", "d"]));
+        cov.observe(&full(), at(0));
+        // d's exporter died: the pairs towards d are still probed (their
+        // loss is the evidence), the pairs from d are gone but expected.
+        cov.set_reporting(nodes(&["a", "b", "c"]));
+        let towards: Vec<PairStats> = full().into_iter().filter(|p| p.src.node != "d").collect();
+        let c = cov.observe(&towards, at(10));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (9, 12));
+        assert!(c.is_covered(&Component::new(Kind::Node, "d")));
+    }
+
+    #[test]
+    fn fresh_pairs_failed_cycles_and_empty_reads_forget_nothing() {
+        let mut cov = Coverage::new(0.5, Duration::from_secs(3600));
+        cov.set_reporting(nodes(&["a"]));
+        let c = cov.observe(&full(), at(0));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (12, 12));
+        assert_eq!(cov.blind(at(10)).pairs_expected, 12, "a failed cycle");
+        // A read that finds no identity at all is no news: a stays the
+        // only node reporting, and the pairs without it go.
+        cov.set_reporting(HashSet::new());
+        let c = cov.observe(&full()[..1], at(20));
+        assert_eq!((c.pairs_covered, c.pairs_expected), (1, 6));
     }
 
     #[test]

@@ -79,6 +79,18 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
 /// localizer, the shipped rule files, and
 /// Alertmanager.
 pub fn prometheus_config(fabric: &Fabric, opts: &StackOpts, rule_files: &[String]) -> String {
+    prometheus_config_of(fabric, opts, rule_files, &|_| true)
+}
+
+/// [`prometheus_config`] with only the exporters of the nodes `scraped`
+/// keeps as targets: the others' pods are gone, and service discovery
+/// lists them no more. A kept target keeps its index (its pod name).
+pub fn prometheus_config_of(
+    fabric: &Fabric,
+    opts: &StackOpts,
+    rule_files: &[String],
+    scraped: &dyn Fn(&Node) -> bool,
+) -> String {
     let (iv, ev) = (secs(opts.scrape_interval), secs(opts.evaluation_interval));
     let mut y = format!(
         "global:\n  scrape_interval: {iv}\n  evaluation_interval: {ev}\n  scrape_timeout: {iv}\n"
@@ -95,7 +107,7 @@ pub fn prometheus_config(fabric: &Fabric, opts: &StackOpts, rule_files: &[String
     // Every target carries the target labels Kubernetes and
     // prometheus-operator attach, with values unlike any topology value, as
     // in a cluster: every test runs with the label collisions of one.
-    for (i, n) in fabric.nodes.iter().enumerate() {
+    for (i, n) in fabric.nodes.iter().enumerate().filter(|(_, n)| scraped(n)) {
         y.push_str(&format!(
             "      - targets: [\"{}:{}\"]\n        labels: {}\n",
             n.mgmt_ip,

@@ -3,7 +3,8 @@
 
 use super::alerts::AlertView;
 use super::config::{
-    exporter_config, prometheus_config, secs, shipped_alertmanager_files, shipped_rule_files,
+    exporter_config, prometheus_config, prometheus_config_of, secs, shipped_alertmanager_files,
+    shipped_rule_files,
 };
 use super::opts::{StackOpts, Timing};
 use super::ports;
@@ -26,7 +27,8 @@ pub struct Stack {
     // namespaces, then the config files.
     /// The localizer, when the options name a binary.
     pub localizer: Option<ChildGuard>,
-    /// One exporter per node, in `fabric.nodes` order.
+    /// One exporter per node, in `fabric.nodes` order (without the
+    /// containers of a job [`Stack::end_job`] ended).
     pub exporters: Vec<ChildGuard>,
     /// Prometheus in the monitoring namespace.
     pub prometheus: Server,
@@ -38,6 +40,10 @@ pub struct Stack {
     /// The namespaces everything runs in.
     pub fabric: Fabric,
     dir: TempDir,
+    /// What the stack was started with, and the rule files Prometheus
+    /// loads: its configuration is written again when a job ends.
+    opts: StackOpts,
+    rule_names: Vec<String>,
     /// The range the health check counts probes over: two scrapes at least.
     health_range: Duration,
 }
@@ -119,6 +125,8 @@ impl Stack {
             pager,
             fabric,
             dir,
+            opts: opts.clone(),
+            rule_names: names,
             health_range: (opts.scrape_interval * 2 + Duration::from_secs(1))
                 .max(Duration::from_secs(5)),
         })
@@ -148,6 +156,44 @@ impl Stack {
             .iter()
             .map(|n| self.fabric.skeleton_peers(n).len())
             .sum()
+    }
+
+    /// End the training job `tenant` as Kubernetes ends its pods: every
+    /// exporter of the job's containers is stopped (SIGTERM, as at pod
+    /// deletion) and its scrape target removed from Prometheus (its
+    /// configuration written without them and reloaded), as service
+    /// discovery drops a deleted pod; the other exporters and targets stay.
+    /// Returns the ended containers' node names. The surviving exporters
+    /// need no change: a job's skeleton peers are its own containers
+    /// ([`Fabric::skeleton_peers`]), so none of them probes the ended ones.
+    pub fn end_job(&mut self, tenant: &str) -> Result<Vec<String>> {
+        let ends = |n: &super::topology::Node| n.identity.tenant == tenant;
+        let ended: Vec<usize> = (0..self.fabric.nodes.len())
+            .filter(|&i| ends(&self.fabric.nodes[i]))
+            .collect();
+        ensure!(!ended.is_empty(), "no container of job {tenant}");
+        let mut stopping: Vec<ChildGuard> = ended
+            .iter()
+            .rev()
+            .map(|&i| self.exporters.remove(i))
+            .collect();
+        // All at once, as the kubelets stop the pods of a deleted job.
+        for e in &stopping {
+            let pid = i32::try_from(e.pid()).context("pid out of range")?;
+            // One that exited already is reaped below.
+            let _ = crate::sys::kill(pid, libc::SIGTERM);
+        }
+        for e in &mut stopping {
+            e.terminate(Duration::from_secs(10))?;
+        }
+        let config =
+            prometheus_config_of(&self.fabric, &self.opts, &self.rule_names, &|n| !ends(n));
+        self.prometheus.write_file("prometheus.yml", &config)?;
+        self.prometheus.reload()?;
+        Ok(ended
+            .iter()
+            .map(|&i| self.fabric.nodes[i].identity.node.clone())
+            .collect())
     }
 
     /// Wait until Prometheus scrapes every exporter (and the localizer),

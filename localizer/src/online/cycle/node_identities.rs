@@ -8,7 +8,7 @@ use crate::clients::prometheus::Sample;
 use crate::input::promql::topology_from;
 use crate::online::metrics::unix_now;
 use crate::online::record::{Identities, StoreReads};
-use skeletonhunter_common::topology::Identity;
+use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,6 +61,15 @@ impl Localizer {
         reads: &mut StoreReads,
     ) -> Arc<HashMap<String, Identity>> {
         let (read, conflicts) = topology_from(now, recent);
+        // The nodes reporting now: the pairs of those that left go from
+        // the expected ones (a job ended), see `coverage.rs`.
+        let node = Kind::Node.label_name();
+        self.coverage.set_reporting(
+            now.iter()
+                .filter_map(|s| s.labels.get(node))
+                .map(str::to_string)
+                .collect(),
+        );
         let unchanged = match &self.topology {
             Some((_, kept)) if **kept == read => Some(kept.clone()),
             _ => None,

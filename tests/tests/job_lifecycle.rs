@@ -1,0 +1,267 @@
+//! A training job that ends is not a fault: on the namespace fabric (see
+//! `skeletonhunter_tests::fabric`) one job's containers go away as
+//! Kubernetes deletes its pods — their exporters stop and their scrape
+//! targets leave Prometheus — while the other job keeps training. Nothing
+//! may be notified or fire for minutes after, and the localizer's series of
+//! the ended job must be gone while the surviving job stays covered.
+
+use serde_json::Value;
+use skeletonhunter_tests::fabric::{Stack, StackOpts};
+use skeletonhunter_tests::{bin_path, require_privileges, wait_until};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// How long the stack is watched after the job ended: past the longest
+/// `for:` of a shipped rule that could trip on it (the localizer's blind
+/// alert, 2 minutes; an exporter down, 1 minute), the localizer's
+/// confirmation and Alertmanager's group wait before a notification.
+const HOLD: Duration = Duration::from_secs(180);
+
+/// How long the ended job's series may take to leave: the localizer's
+/// window (10 s) and a cycle, then a scrape of the localizer.
+const SERIES_GONE: Duration = Duration::from_secs(60);
+
+/// Directed skeleton pairs with both ends in job `tenant`.
+fn pairs_of(stack: &Stack, tenant: &str) -> usize {
+    let f = &stack.fabric;
+    f.nodes
+        .iter()
+        .filter(|n| n.identity.tenant == tenant)
+        .map(|n| f.skeleton_peers(n).len())
+        .sum()
+}
+
+/// The values of `promql` at Prometheus, one per series (empty: absent).
+fn values(stack: &Stack, promql: &str) -> anyhow::Result<Vec<f64>> {
+    Ok(stack
+        .prometheus
+        .query(promql)?
+        .iter()
+        .filter_map(|r| r["value"][1].as_str()?.parse().ok())
+        .collect())
+}
+
+/// The single value of `promql`, or `None` when absent or not single.
+fn value(stack: &Stack, promql: &str) -> Option<f64> {
+    match values(stack, promql).ok()?.as_slice() {
+        [v] => Some(*v),
+        _ => None,
+    }
+}
+
+/// The localizer's overview pairs (`state="all"`) of `scope`/`id`.
+fn overview_pairs(stack: &Stack, scope: &str, id: &str) -> Option<f64> {
+    value(
+        stack,
+        &format!("skeletonhunter_overview_pairs{{scope=\"{scope}\",id=\"{id}\",state=\"all\"}}"),
+    )
+}
+
+/// The localizer's coverage gauges, for the log and the verdict.
+fn coverage(stack: &Stack) -> (Option<f64>, Option<f64>, Option<f64>) {
+    (
+        value(stack, "skeletonhunter_localizer_pairs_covered"),
+        value(stack, "skeletonhunter_localizer_pairs_expected"),
+        value(stack, "skeletonhunter_localizer_components_unknown"),
+    )
+}
+
+/// Every notification the pager got from index `from` on, one line each.
+fn notifications(stack: &Stack, from: usize) -> Vec<String> {
+    let all = stack.pager.webhooks();
+    let mut out = Vec::new();
+    for n in all.get(from..).unwrap_or(&[]) {
+        for a in n["alerts"].as_array().into_iter().flatten() {
+            let l = &a["labels"];
+            out.push(format!(
+                "{} {} {}/{} ({}) at {}",
+                a["status"].as_str().unwrap_or("?"),
+                l["alertname"].as_str().unwrap_or("?"),
+                l["kind"].as_str().unwrap_or("?"),
+                l["component"].as_str().unwrap_or("?"),
+                l["severity"].as_str().unwrap_or("?"),
+                n["path"].as_str().unwrap_or("?"),
+            ));
+        }
+    }
+    out
+}
+
+/// Prometheus' pending and firing alerts: (state, alertname/component).
+fn rule_alerts(stack: &Stack) -> Vec<(String, String)> {
+    let Ok(v) = stack.prometheus.prom_api("/api/v1/alerts") else {
+        return Vec::new();
+    };
+    let s = |a: &Value, k: &str| a["labels"][k].as_str().unwrap_or("").to_string();
+    v["data"]["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let state = a["state"].as_str().unwrap_or("?").to_string();
+            (
+                state,
+                format!("{}/{}", s(a, "alertname"), s(a, "component")),
+            )
+        })
+        .collect()
+}
+
+/// The ended job's series the localizer still exports, by query.
+fn ended_series(stack: &Stack, job: &str, ended: &str) -> anyhow::Result<Vec<String>> {
+    let queries = [
+        format!("{{__name__=~\"skeletonhunter_overview_.*\",scope=\"tenant\",id=\"{job}\"}}"),
+        format!("{{__name__=~\"skeletonhunter_overview_.*\",tenant=\"{job}\"}}"),
+        format!("skeletonhunter_localizer_job_impact_ranks{{tenant=\"{job}\"}}"),
+        // The surviving exporters probe none of the ended containers.
+        format!("skeletonhunter_probe_sent_total{{dst_node=~\"{ended}\"}}"),
+    ];
+    let mut left = Vec::new();
+    for q in queries {
+        let n = stack.prometheus.query(&q)?.len();
+        if n > 0 {
+            left.push(format!("{n} series of {q}"));
+        }
+    }
+    Ok(left)
+}
+
+/// The localizer's log lines about alerts and coverage, the last few
+/// hundred (for a failure's message).
+fn localizer_says(stack: &Stack) -> String {
+    let log = stack
+        .localizer
+        .as_ref()
+        .map(skeletonhunter_tests::ChildGuard::log)
+        .unwrap_or_default();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.contains("level=debug")).collect();
+    lines[lines.len().saturating_sub(300)..].join("\n")
+}
+
+/// Watch the stack for [`HOLD`] after `t0`: fail on any notification
+/// (from pager index `from`), any alert at Alertmanager, any rule alert
+/// firing in Prometheus; print what goes pending and the coverage.
+fn hold_quiet(stack: &mut Stack, from: usize, t0: Instant) {
+    let mut seen = BTreeSet::new();
+    let mut last_print = t0;
+    while t0.elapsed() < HOLD {
+        stack.check_running().expect("the surviving stack runs");
+        let at = t0.elapsed().as_secs_f64();
+        let paged = notifications(stack, from);
+        assert!(
+            paged.is_empty(),
+            "+{at:.0} s after the job ended the pager got: {paged:#?}\nthe localizer:\n{}",
+            localizer_says(stack)
+        );
+        let rules = rule_alerts(stack);
+        for r in &rules {
+            if seen.insert(r.clone()) {
+                println!("job end: +{at:.1} s rule alert {} {}", r.0, r.1);
+            }
+        }
+        let firing: Vec<_> = rules.iter().filter(|r| r.0 == "firing").collect();
+        assert!(
+            firing.is_empty(),
+            "+{at:.0} s rules firing: {firing:?}\nthe localizer:\n{}",
+            localizer_says(stack)
+        );
+        let held = stack.labelled_alerts().expect("Alertmanager's alerts");
+        let held: Vec<String> = held
+            .iter()
+            .map(|a| format!("{} {}/{}", a.alertname, a.kind, a.component))
+            .collect();
+        assert!(
+            held.is_empty(),
+            "+{at:.0} s Alertmanager holds {held:?}\nthe localizer:\n{}",
+            localizer_says(stack)
+        );
+        if last_print.elapsed() >= Duration::from_secs(15) {
+            println!(
+                "job end: +{at:.0} s covered/expected/unknown {:?}",
+                coverage(stack)
+            );
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// One job (`job-b`, a rail of every host) ends while `job-a` keeps
+/// training: no notification, no alert for [`HOLD`], the ended job's
+/// series gone from the localizer, the surviving job's pairs all covered.
+#[test]
+fn a_job_that_ends_pages_nothing_and_leaves_no_series() {
+    if !require_privileges("a_job_that_ends_pages_nothing_and_leaves_no_series") {
+        return;
+    }
+    let opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("healthy baseline");
+    let (ending, staying) = ("job-b", "job-a");
+    let (n_end, n_stay) = (pairs_of(&stack, ending), pairs_of(&stack, staying));
+    assert!(n_end > 0 && n_stay > 0, "both jobs have pairs");
+    let want = |n: usize| Some(n as f64);
+    wait_until(
+        "the localizer's overview of both jobs",
+        SERIES_GONE,
+        Duration::from_secs(1),
+        || {
+            let both = overview_pairs(&stack, "tenant", ending) == want(n_end)
+                && overview_pairs(&stack, "tenant", staying) == want(n_stay)
+                && overview_pairs(&stack, "fabric", "") == want(n_end + n_stay);
+            both.then_some(())
+        },
+    )
+    .expect("a baseline");
+    let before = notifications(&stack, 0);
+    println!("job end: notifications before the job ended: {before:?}");
+    println!("job end: covered/expected/unknown {:?}", coverage(&stack));
+
+    let from = stack.pager.webhooks().len();
+    let t0 = Instant::now();
+    let ended = stack.end_job(ending).expect("end the job");
+    println!("job end: ended {ended:?} ({n_end} pairs), {n_stay} pairs of {staying} stay");
+    let ended_re = ended.join("|");
+    let gone = wait_until(
+        "the ended job's series gone",
+        SERIES_GONE,
+        Duration::from_secs(1),
+        || {
+            ended_series(&stack, ending, &ended_re)
+                .ok()
+                .filter(Vec::is_empty)
+        },
+    );
+    if let Err(e) = gone {
+        panic!(
+            "{e}: {:?}\nthe localizer:\n{}",
+            ended_series(&stack, ending, &ended_re).unwrap_or_default(),
+            localizer_says(&stack)
+        );
+    }
+    println!(
+        "job end: +{:.1} s the ended job's series are gone",
+        t0.elapsed().as_secs_f64()
+    );
+    hold_quiet(&mut stack, from, t0);
+
+    let left = ended_series(&stack, ending, &ended_re).expect("query");
+    assert!(left.is_empty(), "back after the hold: {left:?}");
+    assert_eq!(overview_pairs(&stack, "fabric", ""), want(n_stay));
+    assert_eq!(overview_pairs(&stack, "tenant", staying), want(n_stay));
+    let unreachable = format!(
+        "skeletonhunter_overview_pairs{{scope=\"tenant\",id=\"{staying}\",state=\"unreachable\"}}"
+    );
+    assert_eq!(value(&stack, &unreachable), Some(0.0), "{staying} intact");
+    let cov = coverage(&stack);
+    assert_eq!(
+        cov,
+        (want(n_stay), want(n_stay), Some(0.0)),
+        "every pair the localizer expects (covered, expected, unknown components) is the surviving job's"
+    );
+}
