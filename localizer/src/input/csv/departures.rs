@@ -4,8 +4,8 @@
 //! look like a container that became unreachable. What tells them apart
 //! is what follows: probes to a container that is down but still scheduled
 //! keep coming (and keep failing) until the window ends, while probes to a
-//! container that left stop. So a pair whose rows stop at least a round
-//! before the log ends, after at most [`MAX_DEPARTURE_ROUNDS`] failed
+//! container that left stop. So a pair whose next round was due before the
+//! log ended and did not come, after at most [`MAX_DEPARTURE_ROUNDS`] failed
 //! rounds since its last answered one, has its trailing failures dropped:
 //! they are the departure, not a fault.
 
@@ -45,8 +45,8 @@ impl Timeline {
 
     /// Failed rounds at the end of the pair's rows that are its end's
     /// departure, given that the log ends at `end`: 0 unless the pair had
-    /// an answered round, its rows stopped more than one and a half of its
-    /// own round intervals before `end`, and at most
+    /// an answered round, its rows stopped more than 1.2 of its own round
+    /// intervals before `end` (a round was due and did not come), and at most
     /// [`MAX_DEPARTURE_ROUNDS`] failures followed its last answer.
     pub fn departure_rounds(&self, end: u64) -> usize {
         let Some(last_ok) = self.last_ok else {
@@ -56,7 +56,9 @@ impl Timeline {
             return 0;
         }
         let interval = (self.last - self.first) as f64 / (self.rows - 1) as f64;
-        if (end.saturating_sub(self.last) as f64) < 1.5 * interval {
+        // Its next round was due before the log ended (a fifth of a round
+        // spare for timing noise; missing rows only lengthen the interval).
+        if (end.saturating_sub(self.last) as f64) <= 1.2 * interval {
             return 0;
         }
         let trailing = self.fails.iter().filter(|&&t| t > last_ok).count();
@@ -92,8 +94,10 @@ mod tests {
     fn failures_until_the_end_of_the_log_are_evidence() {
         // Probed to the end: a container down but scheduled.
         assert_eq!(timeline(10, &[8, 9]).departure_rounds(90), 0);
-        // The end within a round and a half of the last row: ordinary phase.
-        assert_eq!(timeline(9, &[8]).departure_rounds(94), 0);
+        // The end within a round of the last row: no round was missed.
+        assert_eq!(timeline(9, &[8]).departure_rounds(89), 0);
+        // A round due at 90 that never came, in a log running to 94.
+        assert_eq!(timeline(9, &[8]).departure_rounds(94), 1);
     }
 
     #[test]
