@@ -20,6 +20,13 @@
 //! run, default 20), BENCH_ROUNDS (runs per build, alternating the order;
 //! the table shows medians and summed probe counts, default 1). Without
 //! BENCH_BASELINE_BIN only this build runs.
+//!
+//! Compare like with like: `cargo bench` builds the exporter binary with
+//! the dev-dependencies' features unified in, so it is not the binary
+//! `cargo build --release` makes from the same source (docs/exporter.md,
+//! "Probe-path cost"). Build both sources with `cargo build --release`
+//! (after `cargo bench --no-run`, which would rebuild the binary) and run
+//! the executable `cargo bench --no-run` named, with `--bench`.
 
 #[path = "efficiency/native.rs"]
 mod native;
