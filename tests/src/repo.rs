@@ -46,22 +46,25 @@ pub fn rule_files() -> Vec<String> {
     out
 }
 
-/// The GitHub anchors of the headings of the Markdown file `rel` (lower
-/// case, spaces to `-`, punctuation other than `-` and `_` dropped).
-/// A file that cannot be read has none.
+/// GitHub's anchor of a Markdown heading: lower case, spaces to `-`,
+/// punctuation other than `-` and `_` dropped.
+pub fn markdown_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors ([`markdown_anchor`]) of the headings of the Markdown file
+/// `rel`. A file that cannot be read has none.
 pub fn markdown_anchors(rel: &str) -> std::collections::BTreeSet<String> {
     std::fs::read_to_string(repo_root().join(rel))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.strip_prefix('#'))
-        .map(|h| {
-            h.trim_start_matches('#')
-                .trim()
-                .to_lowercase()
-                .chars()
-                .filter(|c| c.is_alphanumeric() || matches!(c, '-' | ' ' | '_'))
-                .map(|c| if c == ' ' { '-' } else { c })
-                .collect()
-        })
+        .map(|h| markdown_anchor(h.trim_start_matches('#')))
         .collect()
 }

@@ -8,7 +8,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::Kind;
 use skeletonhunter_tests::deploy::{group_rules, read, yaml_docs};
-use skeletonhunter_tests::repo::{repo_root, rule_files, yaml_files};
+use skeletonhunter_tests::repo::{
+    markdown_anchor, markdown_anchors, repo_root, rule_files, yaml_files,
+};
 use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,18 +30,6 @@ fn rule_alerts() -> Result<Vec<(String, Value)>> {
     }
     assert!(out.len() >= 10, "only {} alerts in rules/", out.len());
     Ok(out)
-}
-
-/// GitHub's anchor of a Markdown heading: lower case, spaces to dashes,
-/// punctuation other than `-` and `_` dropped.
-fn anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
 }
 
 /// The sections of docs/runbooks.md as (heading level, heading, body up
@@ -90,7 +80,10 @@ fn dashboard_uids() -> Result<BTreeSet<String>> {
 fn every_alert_links_to_its_runbook_section_and_dashboard() -> Result<()> {
     let base = runbook_base()?;
     let sections = runbook_sections()?;
-    let anchors: BTreeSet<String> = sections.iter().map(|(_, h, _)| anchor(h)).collect();
+    let anchors: BTreeSet<String> = sections
+        .iter()
+        .map(|(_, h, _)| markdown_anchor(h))
+        .collect();
     let uids = dashboard_uids()?;
     let alerts = rule_alerts()?;
     let mut problems = Vec::new();
@@ -473,10 +466,9 @@ fn alertmanager_subtree_merges_into_a_foreign_config() -> Result<()> {
 /// it, is a heading of docs/runbooks.md, and the alerts' dashboard uid is a
 /// shipped dashboard's.
 #[test]
-fn runbook_anchors_and_dashboard_exist() {
-    use skeletonhunter_common::topology::Kind;
+fn runbook_anchors_and_dashboard_exist() -> Result<()> {
     use skeletonhunter_localizer::online::alerts::{runbook_anchor, DASHBOARD_UID};
-    let anchors = skeletonhunter_tests::repo::markdown_anchors("docs/runbooks.md");
+    let anchors = markdown_anchors("docs/runbooks.md");
     for kind in Kind::BLAMABLE {
         let anchor = runbook_anchor(kind);
         assert!(
@@ -484,12 +476,7 @@ fn runbook_anchors_and_dashboard_exist() {
             "docs/runbooks.md has no heading for #{anchor}"
         );
     }
-    let uids: Vec<String> =
-        std::fs::read_dir(skeletonhunter_tests::repo::repo_root().join("dashboards"))
-            .unwrap()
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .filter_map(|v| v["uid"].as_str().map(str::to_string))
-            .collect();
-    assert!(uids.iter().any(|u| u == DASHBOARD_UID), "{uids:?}");
+    let uids = dashboard_uids()?;
+    assert!(uids.contains(DASHBOARD_UID), "{uids:?}");
+    Ok(())
 }
