@@ -101,24 +101,27 @@ pub fn rtt_bounds() -> impl Iterator<Item = f64> {
         .chain(std::iter::once(f64::INFINITY))
 }
 
-/// A pair's loss: its probes and its unanswered rounds together.
-fn pair_loss(p: &PairStats) -> Option<f64> {
-    let sent = p.sent.max(0.0);
-    let rounds = p.rounds.max(0.0);
+/// Loss of probes and of whole rounds together (a round without any answer
+/// counts as all its probes lost): `lost` of `sent` probes, `failed` of
+/// `rounds` dials. `None` when nothing was sent or dialled.
+pub fn combined_loss(lost: f64, sent: f64, failed: f64, rounds: f64) -> Option<f64> {
+    let share = |n: f64, d: f64| {
+        if d > 0.0 {
+            (n.max(0.0) / d).min(1.0)
+        } else {
+            0.0
+        }
+    };
     if sent <= 0.0 && rounds <= 0.0 {
         return None;
     }
-    let lost = if sent > 0.0 {
-        (p.lost.max(0.0) / sent).min(1.0)
-    } else {
-        0.0
-    };
-    let unanswered = if rounds > 0.0 {
-        (p.failed_dials.max(0.0) / rounds).min(1.0)
-    } else {
-        0.0
-    };
+    let (lost, unanswered) = (share(lost, sent), share(failed, rounds));
     Some(lost + unanswered - lost * unanswered)
+}
+
+/// A pair's [`combined_loss`].
+fn pair_loss(p: &PairStats) -> Option<f64> {
+    combined_loss(p.lost, p.sent, p.failed_dials, p.rounds)
 }
 
 /// Running sums of one area.
@@ -169,25 +172,22 @@ fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
     Some(*x)
 }
 
-/// The areas a pair counts for, besides the fabric.
-fn areas_of(p: &PairStats) -> impl Iterator<Item = (Scope, &str)> {
+/// The areas a pair counts for, besides the fabric: each ToR of its ends
+/// (once when they share it), each spine of its ends when the ToRs differ
+/// (once when they share it), and the tenant both ends are in.
+fn areas_of(p: &PairStats) -> [Option<(Scope, &str)>; 5] {
     let (s, d) = (&p.src, &p.dst);
-    let tors = [s.tor.as_str(), d.tor.as_str()];
     let cross = !s.tor.is_empty() && !d.tor.is_empty() && s.tor != d.tor;
-    let spines = [s.spine.as_str(), d.spine.as_str()];
-    let tenant = tenant_of(p);
-    let tor = tors
-        .into_iter()
-        .enumerate()
-        .filter(move |&(i, t)| !t.is_empty() && (i == 0 || t != tors[0]))
-        .map(|(_, t)| (Scope::Tor, t));
-    let spine = spines
-        .into_iter()
-        .enumerate()
-        .filter(move |&(i, t)| cross && !t.is_empty() && (i == 0 || t != spines[0]))
-        .map(|(_, t)| (Scope::Spine, t));
-    let tenant = (!tenant.is_empty()).then_some((Scope::Tenant, tenant));
-    tor.chain(spine).chain(tenant)
+    fn area(scope: Scope, id: &str, counts: bool) -> Option<(Scope, &str)> {
+        (counts && !id.is_empty()).then_some((scope, id))
+    }
+    [
+        area(Scope::Tor, &s.tor, true),
+        area(Scope::Tor, &d.tor, d.tor != s.tor),
+        area(Scope::Spine, &s.spine, cross),
+        area(Scope::Spine, &d.spine, cross && d.spine != s.spine),
+        area(Scope::Tenant, tenant_of(p), true),
+    ]
 }
 
 /// The overview of `pairs`.
@@ -198,7 +198,7 @@ pub fn overview(pairs: &[PairStats]) -> Overview {
     let losses: Vec<Option<f64>> = pairs.iter().map(pair_loss).collect();
     for (p, &loss) in pairs.iter().zip(&losses) {
         fabric.add(p, loss);
-        for key in areas_of(p) {
+        for key in areas_of(p).into_iter().flatten() {
             areas.entry(key).or_default().add(p, loss);
         }
         if let Some(r) = p.rtt_seconds.filter(|r| r.is_finite()) {

@@ -6,6 +6,7 @@ use crate::engine::model::{PairStats, Report, Symptom};
 use crate::engine::stats;
 use crate::jobs::impact::summary;
 use crate::online::alerts::{severity, AlertKey, Finding};
+use crate::online::overview::combined_loss;
 use skeletonhunter_common::topology::{path_class, Component, PathClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -153,10 +154,8 @@ struct Sums {
 impl Sums {
     /// A round without any answer counts as all its probes lost.
     fn cell(self) -> Cell {
-        let loss = ratio(std::iter::once((self.lost, self.sent))).unwrap_or(0.0);
-        let unanswered = ratio(std::iter::once((self.failed, self.rounds))).unwrap_or(0.0);
         Cell {
-            loss: 1.0 - (1.0 - loss) * (1.0 - unanswered),
+            loss: combined_loss(self.lost, self.sent, self.failed, self.rounds).unwrap_or(0.0),
             pairs: self.pairs,
         }
     }
