@@ -11,11 +11,12 @@ const HEADER: &str =
 fn probes_per_row_come_from_the_rates_or_a_count_column() {
     let body = "a,b,success,10,0.1,1,t,t,x\na,b,success,10,0.2,2,t,t,x\n\
                 b,a,success,10,0.1,3,t,t,x\nb,a,success,10,0,4,t,t,x\n";
-    let (pairs, probes) = read_pings_counted(
+    let (pairs, summary) = read_pings_counted(
         format!("{HEADER}\n{body}").as_bytes(),
         &CsvOptions::default(),
     )
     .unwrap();
+    let probes = summary.probes;
     assert_eq!(probes.value, 10.0);
     assert_eq!(probes.source, ProbeSource::Inferred);
     assert!(probes.confident);
@@ -25,16 +26,18 @@ fn probes_per_row_come_from_the_rates_or_a_count_column() {
 
     let counted = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,probe_count\n\
                    a,b,success,10,0.25,1,4\na,b,success,10,0,2,8\n";
-    let (pairs, probes) = read_pings_counted(counted.as_bytes(), &CsvOptions::default()).unwrap();
+    let (pairs, summary) = read_pings_counted(counted.as_bytes(), &CsvOptions::default()).unwrap();
+    let probes = summary.probes;
     assert_eq!(probes.source, ProbeSource::Column);
     assert_eq!((pairs[0].sent, pairs[0].lost), (12.0, 1.0));
 
     // Nothing lost anywhere: nothing to infer from, and nothing to warn.
-    let (_, probes) = read_pings_counted(
+    let (_, summary) = read_pings_counted(
         format!("{HEADER}\na,b,success,10,0,1,t,t,x\n").as_bytes(),
         &CsvOptions::default(),
     )
     .unwrap();
+    let probes = summary.probes;
     assert_eq!(probes.source, ProbeSource::Default);
     assert!(!probes.confident && !probes.matters);
 }

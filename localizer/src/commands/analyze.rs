@@ -60,11 +60,12 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         max_line_length: args.max_line_length,
         max_pairs: args.max_pairs,
     };
-    let (pairs, probes) = if args.pings.as_os_str() == "-" {
+    let (pairs, summary) = if args.pings.as_os_str() == "-" {
         csv::read_pings_stdin_counted(&opts).map_err(AnalyzeError::from)?
     } else {
         csv::read_pings_file_counted(&args.pings, &opts).map_err(AnalyzeError::from)?
     };
+    let probes = &summary.probes;
     if !probes.confident && probes.matters {
         eprintln!(
             "skeletonhunter-localizer: warning: cannot tell the probes per CSV row from {} distinct \
@@ -75,7 +76,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let report = analyze(&pairs, &args.engine.config());
     let mut json = serde_json::to_value(&report)?;
     if let serde_json::Value::Object(map) = &mut json {
-        map.insert("probes_per_row".into(), serde_json::to_value(&probes)?);
+        map.insert("probes_per_row".into(), serde_json::to_value(probes)?);
+        map.insert("task_rows".into(), serde_json::to_value(&summary.tasks)?);
         // Which jobs (tenants) each verdict hurts, where the log says.
         if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
             for (f, out) in report.faults.iter().zip(faults.iter_mut()) {

@@ -21,10 +21,12 @@
 //! A line longer than [`CsvOptions::max_line_length`] is an error at that
 //! line, found without reading the line into memory ([`super::lines`]).
 
-use super::lines::{line_too_long, LineCapped, DEFAULT_MAX_LINE_LENGTH};
+use super::lines::{LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
 use departures::Timeline;
+use fields::{csv_err, median_rtts, parse_f64, utf8};
+pub use fields::{CsvError, FieldError};
 use header::{columns, Columns};
 pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
 use skeletonhunter_common::topology::Identity;
@@ -32,6 +34,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use task::{Class, Task, TaskRows};
 
 /// Packets per probe round assumed when nothing else tells (no count
 /// column, no flag, no fractional `loss_rate` to infer from).
@@ -74,30 +77,6 @@ impl Default for CsvOptions {
     }
 }
 
-/// A field that is not what its column needs.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FieldError {
-    /// Bytes that are not UTF-8.
-    #[error("not valid UTF-8")]
-    NotUtf8,
-    /// Text that is not a finite number.
-    #[error("{0:?} is not a number")]
-    NotANumber(String),
-}
-
-/// A malformed input, located by line (1-based, the header is line 1) and
-/// column name when there is one.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("line {line}{}: {message}", .column.as_ref().map(|c| format!(", column `{c}`")).unwrap_or_default())]
-pub struct CsvError {
-    /// 1-based line of the problem (the header is line 1).
-    pub line: u64,
-    /// Header name of the offending column, when one is to blame.
-    pub column: Option<String>,
-    /// What is wrong.
-    pub message: String,
-}
-
 /// Why a ping log could not be read; names the file (or standard input).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -128,8 +107,14 @@ pub enum ReadError {
     },
 }
 
+/// One pair's rounds of one probe class (protocol).
 #[derive(Default)]
 struct Acc {
+    /// The pair (index into the distinct pairs) and the class.
+    pair: u32,
+    class: Class,
+    /// The pair's next class's rounds, if any.
+    next: Option<u32>,
     rounds: f64,
     failed: f64,
     /// Connected rows without a count of their own, and their rates' sum.
@@ -142,16 +127,36 @@ struct Acc {
     timeline: Timeline,
 }
 
+/// What the reader made of a log beside its pairs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogSummary {
+    /// What was used as the probes per row.
+    pub probes: ProbesPerRow,
+    /// Rows per task (`task_type`): probes per protocol, traces skipped.
+    pub tasks: TaskRows,
+}
+
+impl Acc {
+    fn new(pair: u32, class: Class) -> Acc {
+        Acc {
+            pair,
+            class,
+            ..Acc::default()
+        }
+    }
+}
+
 /// Read and aggregate a ping log from a file.
 pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> Result<Vec<PairStats>, ReadError> {
     read_pings_file_counted(path, opts).map(|(p, _)| p)
 }
 
-/// [`read_pings_file`], also saying what was used as the probes per row.
+/// [`read_pings_file`], also saying what was used as the probes per row
+/// and which tasks the rows were.
 pub fn read_pings_file_counted(
     path: &Path,
     opts: &CsvOptions,
-) -> Result<(Vec<PairStats>, ProbesPerRow), ReadError> {
+) -> Result<(Vec<PairStats>, LogSummary), ReadError> {
     let file = std::fs::File::open(path).map_err(|source| ReadError::Open {
         path: path.to_path_buf(),
         source,
@@ -167,7 +172,7 @@ pub fn read_pings_file_counted(
 /// [`read_pings_counted`] on standard input.
 pub fn read_pings_stdin_counted(
     opts: &CsvOptions,
-) -> Result<(Vec<PairStats>, ProbesPerRow), ReadError> {
+) -> Result<(Vec<PairStats>, LogSummary), ReadError> {
     read_pings_counted(std::io::stdin().lock(), opts).map_err(|source| ReadError::Stdin { source })
 }
 
@@ -176,11 +181,12 @@ pub fn read_pings<R: Read>(reader: R, opts: &CsvOptions) -> Result<Vec<PairStats
     read_pings_counted(reader, opts).map(|(p, _)| p)
 }
 
-/// [`read_pings`], also saying what was used as the probes per row.
+/// [`read_pings`], also saying what was used as the probes per row and
+/// which tasks the rows were.
 pub fn read_pings_counted<R: Read>(
     reader: R,
     opts: &CsvOptions,
-) -> Result<(Vec<PairStats>, ProbesPerRow), CsvError> {
+) -> Result<(Vec<PairStats>, LogSummary), CsvError> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
@@ -203,7 +209,8 @@ pub fn read_pings_counted<R: Read>(
         agg.row(&rec)?;
     }
     let probes = agg.probes_per_row(opts.packets_per_round);
-    Ok((agg.finish(probes.value), probes))
+    let tasks = std::mem::take(&mut agg.tasks);
+    Ok((agg.finish(probes.value), LogSummary { probes, tasks }))
 }
 
 /// One validated row.
@@ -228,10 +235,17 @@ struct Aggregator<'h> {
     counted_sum: f64,
     node_ids: HashMap<Box<[u8]>, u32>,
     identities: Vec<Identity>,
+    /// Distinct (source, destination) pairs, which `max_pairs` bounds.
     pair_ids: HashMap<(u32, u32), u32>,
     pairs: Vec<(u32, u32)>,
+    /// Each pair's first class's rounds in `acc`; a pair's further
+    /// classes chain on from there ([`Acc::next`]): one hash lookup per
+    /// row, as without classes, and a log has one to three of them.
+    first: Vec<u32>,
     acc: Vec<Acc>,
+    /// (index into `acc`, µs) of every answered round.
     rtts: Vec<(u32, f32)>,
+    tasks: TaskRows,
     /// The latest `ping_time`: where the log ends.
     end: u64,
 }
@@ -249,8 +263,10 @@ impl<'h> Aggregator<'h> {
             identities: Vec::new(),
             pair_ids: HashMap::new(),
             pairs: Vec::new(),
+            first: Vec::new(),
             acc: Vec::new(),
             rtts: Vec::new(),
+            tasks: TaskRows::default(),
             end: 0,
         }
     }
@@ -272,21 +288,20 @@ impl<'h> Aggregator<'h> {
     #[inline(always)]
     fn row(&mut self, rec: &csv::ByteRecord) -> Result<(), CsvError> {
         let line = rec.position().map(csv::Position::line).unwrap_or(0);
+        let task = match self.cols.task {
+            Some(i) => Task::parse(rec.get(i).unwrap_or(b""))
+                .map_err(|e| self.err(line, i, e.to_string()))?,
+            None => Task::Probe(None),
+        };
+        self.tasks.add(task);
+        let Task::Probe(protocol) = task else {
+            return Ok(());
+        };
         let s = self.node(rec, line, true)?;
         let d = self.node(rec, line, false)?;
         let round = self.round(rec, line)?;
-        let next = self.pairs.len() as u32;
-        let p = match self.pair_ids.entry((s, d)) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(_) if self.pairs.len() >= self.max_pairs => {
-                return Err(self.too_many_pairs(line));
-            }
-            Entry::Vacant(e) => {
-                self.pairs.push((s, d));
-                self.acc.push(Acc::default());
-                *e.insert(next)
-            }
-        };
+        let class = task::class(protocol);
+        let p = self.key(s, d, class, line)?;
         self.end = self.end.max(round.at);
         let a = &mut self.acc[p as usize];
         a.timeline.add(round.at, round.connected);
@@ -313,6 +328,41 @@ impl<'h> Aggregator<'h> {
             a.failed += 1.0;
         }
         Ok(())
+    }
+
+    /// Where the rounds of (source, destination, class) add up, made
+    /// room for when first seen at `line`; a new pair counts against
+    /// `max_pairs`.
+    #[inline(always)]
+    fn key(&mut self, s: u32, d: u32, class: Class, line: u64) -> Result<u32, CsvError> {
+        let next = self.pairs.len() as u32;
+        let pair = match self.pair_ids.entry((s, d)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(_) if self.pairs.len() >= self.max_pairs => {
+                return Err(self.too_many_pairs(line));
+            }
+            Entry::Vacant(e) => {
+                e.insert(next);
+                let k = self.acc.len() as u32;
+                self.pairs.push((s, d));
+                self.first.push(k);
+                self.acc.push(Acc::new(next, class));
+                return Ok(k);
+            }
+        };
+        let mut k = self.first[pair as usize];
+        while self.acc[k as usize].class != class {
+            match self.acc[k as usize].next {
+                Some(n) => k = n,
+                None => {
+                    let n = self.acc.len() as u32;
+                    self.acc[k as usize].next = Some(n);
+                    self.acc.push(Acc::new(pair, class));
+                    return Ok(n);
+                }
+            }
+        }
+        Ok(k)
     }
 
     fn too_many_pairs(&self, line: u64) -> CsvError {
@@ -453,108 +503,54 @@ impl<'h> Aggregator<'h> {
         }
     }
 
-    /// Median RTT per pair, then the pairs; `ppr` probes per row for rows
-    /// without a count of their own.
+    /// The pairs, each protocol's rounds summed and the RTT (median) of
+    /// the protocol it prefers; `ppr` probes per row for rows without a
+    /// count of their own.
     fn finish(mut self, ppr: f64) -> Vec<PairStats> {
-        let median = median_rtts(&mut self.rtts, self.pairs.len());
+        let median = median_rtts(&mut self.rtts, self.acc.len());
         let identities = &self.identities;
-        let end = self.end;
-        self.pairs
+        let mut out: Vec<PairStats> = self
+            .pairs
             .iter()
-            .zip(self.acc)
-            .zip(median)
-            .map(|((&(s, d), a), (rtt, samples))| {
-                // A container that left mid-window: its last failed
-                // rounds are its departure (`departures.rs`).
-                let departed = a.timeline.departure_rounds(end) as f64;
-                PairStats {
-                    src: identities[s as usize].clone(),
-                    dst: identities[d as usize].clone(),
-                    rounds: a.rounds - departed,
-                    failed_dials: a.failed - departed,
-                    sent: a.sent + a.connected * ppr,
-                    lost: a.lost + (a.rate_sum * ppr).round(),
-                    rtt_seconds: rtt,
-                    rtt_samples: samples,
-                    hops: Vec::new(),
-                    paths: Vec::new(),
-                }
+            .map(|&(s, d)| PairStats {
+                src: identities[s as usize].clone(),
+                dst: identities[d as usize].clone(),
+                rounds: 0.0,
+                failed_dials: 0.0,
+                sent: 0.0,
+                lost: 0.0,
+                rtt_seconds: None,
+                rtt_samples: 0.0,
+                hops: Vec::new(),
+                paths: Vec::new(),
             })
-            .collect()
-    }
-}
-
-/// (median RTT in seconds, samples) per pair from (pair, µs) samples.
-fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<(Option<f64>, f64)> {
-    rtts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    let mut median: Vec<(Option<f64>, f64)> = vec![(None, 0.0); npairs];
-    let mut start = 0;
-    while start < rtts.len() {
-        let p = rtts[start].0;
-        let mut end = start;
-        while end < rtts.len() && rtts[end].0 == p {
-            end += 1;
+            .collect();
+        // The class whose median each pair's RTT is, by preference.
+        let mut rtt_class = vec![None::<u8>; out.len()];
+        for (a, (rtt, samples)) in self.acc.iter().zip(median) {
+            let p = &mut out[a.pair as usize];
+            // A container that left mid-window: its last failed rounds
+            // are its departure (`departures.rs`), protocol by protocol.
+            let departed = a.timeline.departure_rounds(self.end) as f64;
+            p.rounds += a.rounds - departed;
+            p.failed_dials += a.failed - departed;
+            p.sent += a.sent + a.connected * ppr;
+            p.lost += a.lost + (a.rate_sum * ppr).round();
+            let pref = task::rtt_preference(a.class);
+            let best = &mut rtt_class[a.pair as usize];
+            if rtt.is_some() && best.is_none_or(|b| pref < b) {
+                *best = Some(pref);
+                p.rtt_seconds = rtt;
+                p.rtt_samples = samples;
+            }
         }
-        let v = &rtts[start..end];
-        let n = v.len();
-        let med = if n % 2 == 1 {
-            v[n / 2].1 as f64
-        } else {
-            (v[n / 2 - 1].1 as f64 + v[n / 2].1 as f64) / 2.0
-        };
-        median[p as usize] = (Some(med * 1e-6), n as f64);
-        start = end;
-    }
-    median
-}
-
-fn utf8(b: &[u8]) -> Result<&str, FieldError> {
-    std::str::from_utf8(b).map_err(|_| FieldError::NotUtf8)
-}
-
-/// A number field: `None` when empty, an error unless finite.
-fn parse_f64(b: &[u8]) -> Result<Option<f64>, FieldError> {
-    let s = utf8(b)?.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(Some(v)),
-        _ => Err(FieldError::NotANumber(s.to_string())),
-    }
-}
-
-fn csv_err(e: &csv::Error, default_line: u64) -> CsvError {
-    if let Some(long) = match e.kind() {
-        csv::ErrorKind::Io(io) => line_too_long(io),
-        _ => None,
-    } {
-        return CsvError {
-            line: long.line,
-            column: None,
-            message: long.to_string(),
-        };
-    }
-    let line = e
-        .position()
-        .map(csv::Position::line)
-        .unwrap_or(default_line);
-    let message = match e.kind() {
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => format!("{len} fields where the header has {expected_len}"),
-        csv::ErrorKind::Utf8 { .. } => "not valid UTF-8".to_string(),
-        csv::ErrorKind::Io(io) => format!("read error: {io}"),
-        _ => e.to_string(),
-    };
-    CsvError {
-        line,
-        column: None,
-        message,
+        out
     }
 }
 
 mod departures;
+mod fields;
 mod header;
+pub mod task;
 #[cfg(test)]
 mod tests;

@@ -79,8 +79,9 @@ pub fn pair_stats(fabric: &Fabric, scenario: &Scenario) -> Vec<PairStats> {
 pub fn pair_stats_counted(fabric: &Fabric, scenario: &Scenario) -> (Vec<PairStats>, ProbesPerRow) {
     let mut csv = Vec::new();
     write_csv(fabric, scenario, &mut csv).expect("writing to memory");
-    read_pings_counted(csv.as_slice(), &CsvOptions::default())
-        .expect("the simulator writes valid CSV")
+    let (pairs, summary) = read_pings_counted(csv.as_slice(), &CsvOptions::default())
+        .expect("the simulator writes valid CSV");
+    (pairs, summary.probes)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ const OPTIONAL: &[&str] = &[
     "dst_tenant_id",
     "probe_count",
     "sent",
+    "task_type",
     "extra",
     "",
 ];
@@ -52,6 +53,7 @@ fn field(r: &mut Rng, name: &str) -> String {
             "latency" => r.pick(&["10", "12.5", "3000", ""]),
             "loss_rate" => r.pick(&["0", "0", "0.01", "0.3", "1"]),
             "probe_count" | "sent" => r.pick(&["100", "10", ""]),
+            "task_type" => r.pick(&["RDMA_PING", "TCP_PING", "TRACEROUTE", ""]),
             _ => r.pick(&["t1", "t2", "s1", "10.0.0.1"]),
         };
         return valid.to_string();
@@ -61,6 +63,7 @@ fn field(r: &mut Rng, name: &str) -> String {
         "dial" => r.pick(DIALS),
         "ping_time" => r.pick(TIMES),
         "latency" | "loss_rate" | "probe_count" | "sent" => r.pick(NUMBERS),
+        "task_type" => r.pick(&["rdma", "HTTP", "trace", "\"TCP\"", "\u{0}"]),
         _ => r.pick(&["t1", "t2", "10.0.0.1", "", "\"x\ny\""]),
     };
     f.to_string()
@@ -125,7 +128,8 @@ pub fn check_csv(r: &mut Rng, body: &[u8]) -> Verdict {
             assert!(msg.len() <= body.len() + 1024, "{} bytes: {msg}", msg.len());
             Verdict::Refused
         }
-        Ok((pairs, probes)) => {
+        Ok((pairs, summary)) => {
+            let probes = &summary.probes;
             assert!(
                 probes.value.is_finite() && probes.value >= 1.0,
                 "{probes:?}"

@@ -63,6 +63,8 @@ pub struct Columns {
     pub ping_time: usize,
     /// A per-row probe count column, when the header has one.
     pub count: Option<usize>,
+    /// `task_type` (which probe a row is), when the header has it.
+    pub task: Option<usize>,
     /// (kind, column index) per side for the identity columns present.
     pub src_topo: Vec<(Kind, usize, String)>,
     pub dst_topo: Vec<(Kind, usize, String)>,
@@ -118,6 +120,7 @@ pub fn columns(header: &csv::StringRecord) -> Result<Columns, HeaderError> {
         loss_rate: find("loss_rate").unwrap_or_default(),
         ping_time: find("ping_time").unwrap_or_default(),
         count: COUNT_COLUMNS.iter().find_map(|n| find(n)),
+        task: find("task_type"),
         src_topo: topo("src"),
         dst_topo: topo("dst"),
     })

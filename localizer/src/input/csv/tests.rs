@@ -1,6 +1,7 @@
 //! Unit tests of the ping-log reader.
 
 use super::*;
+use skeletonhunter_common::Protocol;
 
 const HEADER: &str =
     "\u{feff}src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,src_asw,dst_asw,extra";
@@ -170,4 +171,58 @@ fn a_container_that_left_costs_its_pairs_their_last_failed_round() {
     assert_eq!(ab.dst.node, "b");
     assert_eq!((ab.rounds, ab.failed_dials), (5.0, 0.0), "b departed");
     assert_eq!((ae.rounds, ae.failed_dials), (10.0, 2.0), "e is down");
+}
+
+/// RDMA pings, TCP pings and traceroutes between the same containers: the
+/// pair's RTT is the RDMA median (not a median of both), its rounds are
+/// both protocols', and the traces are counted, not read as rounds.
+#[test]
+fn task_types_are_kept_apart() {
+    let header = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,task_type";
+    let mut body = format!("{header}\n");
+    for t in 0..5 {
+        body.push_str(&format!("a,b,success,10,0,{t},RDMA_PING\n"));
+        body.push_str(&format!("a,b,success,60,0,{t},TCP_PING\n"));
+        body.push_str(&format!("a,b,success,900,0,{t},TRACEROUTE\n"));
+    }
+    // One more TCP row: pooled, the median would be a TCP one.
+    body.push_str("a,b,success,60,0,6,TCP_PING\n");
+    // A pair only TCP measures takes its RTT from TCP.
+    body.push_str("a,c,success,70,0,1,tcp_ping\n");
+    let (pairs, summary) = read_pings_counted(body.as_bytes(), &CsvOptions::default()).unwrap();
+    assert_eq!(pairs.len(), 2);
+    let ab = &pairs[0];
+    assert_eq!(ab.rounds, 11.0);
+    let us = |p: &PairStats| p.rtt_seconds.map(|s| (s * 1e6).round());
+    assert_eq!(us(ab), Some(10.0));
+    assert_eq!(ab.rtt_samples, 5.0);
+    assert_eq!(us(&pairs[1]), Some(70.0));
+    assert_eq!(summary.tasks.probes(Protocol::Rdma), 5);
+    assert_eq!(summary.tasks.probes(Protocol::Tcp), 7);
+    assert_eq!(summary.tasks.traceroute, 5);
+
+    let bad = format!("{header}\na,b,success,10,0,1,RDMA_PING\na,b,success,10,0,2,HTTP\n");
+    let e = read_log(&bad).unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (3, Some("task_type")), "{e}");
+    assert!(e.to_string().contains("\"HTTP\""), "{e}");
+}
+
+/// Each protocol's rounds are their own series: a container that left
+/// costs each protocol its last failed round, and a TCP series still
+/// running to the end of the log keeps its failures.
+#[test]
+fn departures_are_read_protocol_by_protocol() {
+    let header = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,task_type";
+    let mut body = format!("{header}\n");
+    for t in (0..=50).step_by(10) {
+        let dial = if t == 50 { "timeout,," } else { "success,10,0" };
+        body.push_str(&format!("a,b,{dial},{t},RDMA_PING\n"));
+    }
+    for t in (0..=100).step_by(10) {
+        let dial = if t >= 90 { "timeout,," } else { "success,50,0" };
+        body.push_str(&format!("a,b,{dial},{t},TCP_PING\n"));
+    }
+    let pairs = read_log(&body).unwrap();
+    assert_eq!(pairs[0].rounds, 5.0 + 11.0, "RDMA's departure dropped");
+    assert_eq!(pairs[0].failed_dials, 2.0, "TCP's failures to the end stay");
 }
