@@ -151,12 +151,8 @@ pub fn pair_stats(fabric: &Fabric, mp: Multipath, sc: &MultipathScenario) -> Vec
     let mut rng = Rng::new(sc.base.seed ^ 0x6d75_6c74);
     let mut out = Vec::with_capacity(fabric.pairs.len());
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
-        if sc.base.missing_pairs > 0.0 {
-            let h =
-                mix(sc.base.seed ^ 0x6d15_5146 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            if ((h >> 11) as f64 / (1u64 << 53) as f64) < sc.base.missing_pairs {
-                continue;
-            }
+        if sc.base.pair_missing(i) {
+            continue;
         }
         let (na, nb) = (&fabric.nodes[a as usize], &fabric.nodes[b as usize]);
         let flows = flows(sc, mp, i, na, nb);

@@ -4,7 +4,7 @@
 //! round that results.
 
 use super::fabric::Fabric;
-use super::rng::{hash_str, mix, Rng};
+use super::rng::{hash_str, mix, unit, Rng};
 use crate::engine::model::Symptom;
 use serde::Serialize;
 use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass, UnknownKind};
@@ -59,6 +59,16 @@ impl Scenario {
             missing_pairs: 0.0,
             gray_noisy_pairs: 0,
         }
+    }
+
+    /// Whether pair `i` of the fabric has no row ([`Scenario::missing_pairs`]);
+    /// the same pairs in every simulator of this scenario.
+    pub(crate) fn pair_missing(&self, i: usize) -> bool {
+        self.missing_pairs > 0.0
+            && unit(mix(self.seed
+                ^ 0x6d15_5146
+                ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                < self.missing_pairs
     }
 }
 
@@ -253,7 +263,7 @@ pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffe
                 let h = mix(scenario.seed
                     ^ hash_str(&f.component.id)
                     ^ (i as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
-                if (h >> 11) as f64 / (1u64 << 53) as f64 >= frac {
+                if unit(h) >= frac {
                     continue;
                 }
             }
@@ -300,12 +310,8 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
     let t0: u64 = 1_733_989_087_000_000_000;
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
         let (na, nb) = (&fabric.nodes[a as usize], &fabric.nodes[b as usize]);
-        if scenario.missing_pairs > 0.0 {
-            let h =
-                mix(scenario.seed ^ 0x6d15_5146 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            if ((h >> 11) as f64 / (1u64 << 53) as f64) < scenario.missing_pairs {
-                continue;
-            }
+        if scenario.pair_missing(i) {
+            continue;
         }
         let base_us = match path_class(na, nb) {
             PathClass::SameHost => 4.0,
