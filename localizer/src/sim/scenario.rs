@@ -246,6 +246,24 @@ pub(crate) struct PairEffect {
     pub(crate) blip: Option<(usize, Symptom)>,
 }
 
+impl PairEffect {
+    /// Loss, unreachability and added delay (µs) of `round`: the lasting
+    /// effect, worse in the round of a blip.
+    pub(crate) fn in_round(&self, round: usize) -> (f64, f64, f64) {
+        let (mut loss, mut unreach, mut delay_us) =
+            (self.loss, self.unreachable, self.delay_s * 1e6);
+        if let Some((_, s)) = self.blip.filter(|(r, _)| *r == round) {
+            match s {
+                Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
+                Symptom::Unreachable => unreach = 1.0,
+                Symptom::Latency => delay_us += 200.0,
+                Symptom::Flapping | Symptom::HostStack => {}
+            }
+        }
+        (loss, unreach, delay_us)
+    }
+}
+
 /// Per-pair effects of the faults, noisy pairs and blips.
 pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
     let np = fabric.pairs.len();
@@ -320,17 +338,7 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
         } + 0.4 * rng.normal();
         let e = effects[i];
         for round in 0..fabric.spec.rounds {
-            let (mut loss, mut unreach, mut delay_us) = (e.loss, e.unreachable, e.delay_s * 1e6);
-            if let Some((r, s)) = e.blip {
-                if r == round {
-                    match s {
-                        Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
-                        Symptom::Unreachable => unreach = 1.0,
-                        Symptom::Latency => delay_us += 200.0,
-                        Symptom::Flapping | Symptom::HostStack => {}
-                    }
-                }
-            }
+            let (loss, unreach, delay_us) = e.in_round(round);
             // A TCP-style dial survives loss unless its retries are lost too.
             let dial_fail = 1.0
                 - (1.0 - scenario.background_dial_failure) * (1.0 - unreach) * (1.0 - loss.powi(3));
