@@ -92,57 +92,42 @@ mod tests {
 
     #[test]
     fn accept_q_values_choose_the_format() {
-        assert_eq!(format(None), Format::Classic);
-        assert_eq!(format(Some("*/*")), Format::Classic);
-        assert_eq!(
-            format(Some("application/openmetrics-text;version=1.0.0")),
-            Format::OpenMetrics
-        );
-        // The brief's case: OpenMetrics offered at 0.5, text at 0.9.
-        assert_eq!(
-            format(Some(
-                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;q=0.9"
-            )),
-            Format::Classic
-        );
-        // Prometheus' own scrape header prefers OpenMetrics.
-        let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert_eq!(format(Some(prom)), Format::OpenMetrics);
-        assert_eq!(
-            format(Some(
-                "text/plain;q=0.2, application/openmetrics-text; q=0.3"
-            )),
-            Format::OpenMetrics
-        );
-        // q=0 means "not acceptable"; unknown versions are not ours.
-        assert_eq!(
-            format(Some("application/openmetrics-text;q=0")),
-            Format::Classic
-        );
-        assert_eq!(
-            format(Some("application/openmetrics-text;version=2.0.0")),
-            Format::Classic
-        );
-        // A malformed q-value drops that range only.
-        assert_eq!(
-            format(Some("application/openmetrics-text;q=abc, text/plain")),
-            Format::Classic
-        );
-        // Prometheus with --enable-feature=native-histograms asks for
-        // protobuf first; other encodings of it are not ours.
-        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
-        assert_eq!(format(Some(native)), Format::Protobuf);
-        assert_eq!(
-            format(Some(
-                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
-            )),
-            Format::Classic
-        );
-        // A tie keeps the first.
-        assert_eq!(
-            format(Some("application/openmetrics-text, text/plain")),
-            Format::OpenMetrics
-        );
+        use Format::{Classic, OpenMetrics, Protobuf};
+        assert_eq!(format(None), Classic);
+        for (accept, want) in [
+            ("*/*", Classic),
+            ("application/openmetrics-text;version=1.0.0", OpenMetrics),
+            // The brief's case: OpenMetrics offered at 0.5, text at 0.9.
+            (
+                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;q=0.9",
+                Classic,
+            ),
+            // Prometheus' own scrape header prefers OpenMetrics.
+            (
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                OpenMetrics,
+            ),
+            ("text/plain;q=0.2, application/openmetrics-text; q=0.3", OpenMetrics),
+            // q=0 means "not acceptable"; unknown versions are not ours.
+            ("application/openmetrics-text;q=0", Classic),
+            ("application/openmetrics-text;version=2.0.0", Classic),
+            // A malformed q-value drops that range only.
+            ("application/openmetrics-text;q=abc, text/plain", Classic),
+            // Prometheus with --enable-feature=native-histograms asks for
+            // protobuf first; other encodings of it are not ours.
+            (
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                Protobuf,
+            ),
+            (
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+                Classic,
+            ),
+            // A tie keeps the first.
+            ("application/openmetrics-text, text/plain", OpenMetrics),
+        ] {
+            assert_eq!(format(Some(accept)), want, "{accept}");
+        }
     }
 
     #[test]

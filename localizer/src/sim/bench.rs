@@ -197,30 +197,27 @@ pub struct Score {
     pub misses: Vec<usize>,
 }
 
+/// `hits / of`, 1 when there was nothing to get wrong (`of` is 0).
+fn share(hits: usize, of: usize) -> f64 {
+    if of == 0 {
+        1.0
+    } else {
+        hits as f64 / of as f64
+    }
+}
+
 impl Score {
     /// Correct reports / all reports.
     pub fn precision(&self) -> f64 {
-        if self.reported == 0 {
-            1.0
-        } else {
-            self.correct_reports as f64 / self.reported as f64
-        }
+        share(self.correct_reports, self.reported)
     }
     /// True faults found / true faults.
     pub fn recall(&self) -> f64 {
-        if self.truths == 0 {
-            1.0
-        } else {
-            self.found as f64 / self.truths as f64
-        }
+        share(self.found, self.truths)
     }
     /// Share of faulty scenarios localized exactly.
     pub fn top1(&self) -> f64 {
-        if self.faulty_scenarios == 0 {
-            1.0
-        } else {
-            self.top1 as f64 / self.faulty_scenarios as f64
-        }
+        share(self.top1, self.faulty_scenarios)
     }
 
     fn bump(&mut self, label: String, found: bool) {

@@ -15,7 +15,7 @@
 use super::fabric::Fabric;
 use super::rng::{hash_str, hashed, mix, Rng};
 use super::scenario::{pair_effects, PairEffect, Scenario};
-use crate::engine::model::{PairStats, PathObs, Symptom};
+use crate::engine::model::{PairStats, PathObs};
 use skeletonhunter_common::topology::{path_class, Identity, PathClass};
 
 /// The multipath shape over a [`Fabric`].
@@ -151,12 +151,8 @@ pub fn pair_stats(fabric: &Fabric, mp: Multipath, sc: &MultipathScenario) -> Vec
     let mut rng = Rng::new(sc.base.seed ^ 0x6d75_6c74);
     let mut out = Vec::with_capacity(fabric.pairs.len());
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
-        if sc.base.missing_pairs > 0.0 {
-            let h =
-                mix(sc.base.seed ^ 0x6d15_5146 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            if ((h >> 11) as f64 / (1u64 << 53) as f64) < sc.base.missing_pairs {
-                continue;
-            }
+        if sc.base.pair_missing(i) {
+            continue;
         }
         let (na, nb) = (&fabric.nodes[a as usize], &fabric.nodes[b as usize]);
         let flows = flows(sc, mp, i, na, nb);
@@ -189,15 +185,7 @@ fn probe_pair(
     let mut paths: Vec<PathObs> = Vec::new();
     let (mut failed, mut delays) = (0.0, Vec::new());
     for round in 0..fabric.spec.rounds {
-        let (mut loss, mut unreach, mut delay_us) = (e.loss, e.unreachable, e.delay_s * 1e6);
-        if let Some((_, s)) = e.blip.filter(|(r, _)| *r == round) {
-            match s {
-                Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
-                Symptom::Unreachable => unreach = 1.0,
-                Symptom::Latency => delay_us += 200.0,
-                Symptom::Flapping | Symptom::HostStack => {}
-            }
-        }
+        let (loss, unreach, delay_us) = e.in_round(round);
         let dial_flow = flows[round % k].1;
         let dial_fail = 1.0
             - (1.0 - sc.base.background_dial_failure)

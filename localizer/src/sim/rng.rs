@@ -19,7 +19,7 @@ impl Rng {
     }
     /// Uniform in [0, 1).
     pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        unit(self.next_u64())
     }
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: usize) -> usize {
@@ -63,6 +63,12 @@ pub(super) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// `h`'s top 53 bits as a number in [0, 1): a draw decided by a hash
+/// instead of the generator, so it takes nothing from the draw order.
+pub(super) fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 pub(super) fn hash_str(s: &str) -> u64 {

@@ -4,7 +4,7 @@
 //! round that results.
 
 use super::fabric::Fabric;
-use super::rng::{hash_str, mix, Rng};
+use super::rng::{hash_str, mix, unit, Rng};
 use crate::engine::model::Symptom;
 use serde::Serialize;
 use skeletonhunter_common::topology::{path, path_class, Component, Kind, PathClass, UnknownKind};
@@ -59,6 +59,16 @@ impl Scenario {
             missing_pairs: 0.0,
             gray_noisy_pairs: 0,
         }
+    }
+
+    /// Whether pair `i` of the fabric has no row ([`Scenario::missing_pairs`]);
+    /// the same pairs in every simulator of this scenario.
+    pub(crate) fn pair_missing(&self, i: usize) -> bool {
+        self.missing_pairs > 0.0
+            && unit(mix(self.seed
+                ^ 0x6d15_5146
+                ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                < self.missing_pairs
     }
 }
 
@@ -236,6 +246,24 @@ pub(crate) struct PairEffect {
     pub(crate) blip: Option<(usize, Symptom)>,
 }
 
+impl PairEffect {
+    /// Loss, unreachability and added delay (µs) of `round`: the lasting
+    /// effect, worse in the round of a blip.
+    pub(crate) fn in_round(&self, round: usize) -> (f64, f64, f64) {
+        let (mut loss, mut unreach, mut delay_us) =
+            (self.loss, self.unreachable, self.delay_s * 1e6);
+        if let Some((_, s)) = self.blip.filter(|(r, _)| *r == round) {
+            match s {
+                Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
+                Symptom::Unreachable => unreach = 1.0,
+                Symptom::Latency => delay_us += 200.0,
+                Symptom::Flapping | Symptom::HostStack => {}
+            }
+        }
+        (loss, unreach, delay_us)
+    }
+}
+
 /// Per-pair effects of the faults, noisy pairs and blips.
 pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffect> {
     let np = fabric.pairs.len();
@@ -253,7 +281,7 @@ pub(crate) fn pair_effects(fabric: &Fabric, scenario: &Scenario) -> Vec<PairEffe
                 let h = mix(scenario.seed
                     ^ hash_str(&f.component.id)
                     ^ (i as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
-                if (h >> 11) as f64 / (1u64 << 53) as f64 >= frac {
+                if unit(h) >= frac {
                     continue;
                 }
             }
@@ -300,12 +328,8 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
     let t0: u64 = 1_733_989_087_000_000_000;
     for (i, &(a, b)) in fabric.pairs.iter().enumerate() {
         let (na, nb) = (&fabric.nodes[a as usize], &fabric.nodes[b as usize]);
-        if scenario.missing_pairs > 0.0 {
-            let h =
-                mix(scenario.seed ^ 0x6d15_5146 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            if ((h >> 11) as f64 / (1u64 << 53) as f64) < scenario.missing_pairs {
-                continue;
-            }
+        if scenario.pair_missing(i) {
+            continue;
         }
         let base_us = match path_class(na, nb) {
             PathClass::SameHost => 4.0,
@@ -314,17 +338,7 @@ pub fn rows(fabric: &Fabric, scenario: &Scenario, mut emit: impl FnMut(&Row)) {
         } + 0.4 * rng.normal();
         let e = effects[i];
         for round in 0..fabric.spec.rounds {
-            let (mut loss, mut unreach, mut delay_us) = (e.loss, e.unreachable, e.delay_s * 1e6);
-            if let Some((r, s)) = e.blip {
-                if r == round {
-                    match s {
-                        Symptom::Loss => loss = 1.0 - (1.0 - loss) * 0.5,
-                        Symptom::Unreachable => unreach = 1.0,
-                        Symptom::Latency => delay_us += 200.0,
-                        Symptom::Flapping | Symptom::HostStack => {}
-                    }
-                }
-            }
+            let (loss, unreach, delay_us) = e.in_round(round);
             // A TCP-style dial survives loss unless its retries are lost too.
             let dial_fail = 1.0
                 - (1.0 - scenario.background_dial_failure) * (1.0 - unreach) * (1.0 - loss.powi(3));
