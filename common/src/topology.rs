@@ -23,7 +23,8 @@ crate::labelled_enum! {
         Node,
         /// The host port / RNIC the container uses.
         Nic,
-        /// The physical host (its virtual switch included).
+        /// The physical host (its underlay side: the machine and its
+        /// uplinks; the overlay side is [`Kind::Vswitch`]).
         Host,
         /// Top-of-rack / access switch.
         Tor,
@@ -44,6 +45,45 @@ crate::labelled_enum! {
         /// flows of the same pairs through it fail and flows avoiding it do
         /// not (an ECMP member link). Like [`Kind::Hop`], not an identity field.
         Link,
+        /// A container's virtual port (veth or SR-IOV VF) on the overlay,
+        /// named by the container's node id: blamed when the container's
+        /// overlay probes fail and its host's underlay probes do not.
+        Vport,
+        /// A host's virtual switch and tunnel endpoint on the overlay,
+        /// named by the host's id: blamed when a host's containers fail
+        /// on the overlay and the host is clean on the underlay.
+        Vswitch,
+    }
+}
+
+crate::labelled_enum! {
+    parse "plane";
+    /// Which network a probe measured: the containers' virtual network
+    /// (container to container, through virtual ports, the hosts' virtual
+    /// switches and tunnels) or the physical one under it (host or RNIC to
+    /// host or RNIC, through NICs, ToRs and spines). The same fault reads
+    /// differently on each, and which one shows it says which team owns it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Plane {
+        /// Container to container.
+        Overlay,
+        /// Host (or RNIC) to host.
+        Underlay,
+    }
+}
+
+impl Plane {
+    /// The overlay component that stands for `kind`'s overlay side:
+    /// a container's virtual port for the container, its host's virtual
+    /// switch for the NIC or host. `None` for the fabric (ToR, spine,
+    /// links), which only the underlay has.
+    pub fn overlay_side(kind: Kind) -> Option<Kind> {
+        match kind {
+            Kind::Node | Kind::Vport => Some(Kind::Vport),
+            Kind::Nic | Kind::Host | Kind::Vswitch => Some(Kind::Vswitch),
+            _ => None,
+        }
     }
 }
 
@@ -62,10 +102,22 @@ impl Kind {
 
     /// Every kind a verdict (and so a component alert) can name: the
     /// identity kinds but the tenant (a grouping of pairs, never blamed),
-    /// plus traced hops and ECMP links. Runbook sections exist per kind.
-    pub const BLAMABLE: [Kind; 8] = {
+    /// plus traced hops, ECMP links and the overlay components. Runbook
+    /// sections exist per kind.
+    pub const BLAMABLE: [Kind; 10] = {
         let [node, nic, host, tor, spine, pod, _tenant] = Kind::ALL;
-        [node, nic, host, tor, spine, pod, Kind::Hop, Kind::Link]
+        [
+            node,
+            nic,
+            host,
+            tor,
+            spine,
+            pod,
+            Kind::Hop,
+            Kind::Link,
+            Kind::Vport,
+            Kind::Vswitch,
+        ]
     };
 
     /// The name of the label that carries this kind's id on a single-place
@@ -99,6 +151,8 @@ impl Kind {
             Kind::Tenant => "tenant_id",
             Kind::Hop => "hop",
             Kind::Link => "link",
+            Kind::Vport => "vport",
+            Kind::Vswitch => "vswitch",
         }
     }
 
@@ -107,7 +161,15 @@ impl Kind {
     pub fn is_path_component(self) -> bool {
         matches!(
             self,
-            Kind::Node | Kind::Nic | Kind::Host | Kind::Tor | Kind::Spine | Kind::Hop | Kind::Link
+            Kind::Node
+                | Kind::Nic
+                | Kind::Host
+                | Kind::Tor
+                | Kind::Spine
+                | Kind::Hop
+                | Kind::Link
+                | Kind::Vport
+                | Kind::Vswitch
         )
     }
 }
@@ -203,7 +265,9 @@ pub struct Identity {
 
 impl Identity {
     /// The id for `kind` ("" when unknown, and always for `Kind::Hop` and
-    /// `Kind::Link`, which are not part of an identity).
+    /// `Kind::Link`, which are not part of an identity). An overlay
+    /// component is named by what it serves: a virtual port by its
+    /// container's node id, a virtual switch by its host's id.
     pub fn get(&self, kind: Kind) -> &str {
         match kind {
             Kind::Node => &self.node,
@@ -213,13 +277,16 @@ impl Identity {
             Kind::Spine => &self.spine,
             Kind::Pod => &self.pod,
             Kind::Tenant => &self.tenant,
+            // The overlay side of the container and of its host.
+            Kind::Vport => &self.node,
+            Kind::Vswitch => &self.host,
             Kind::Hop | Kind::Link => "",
         }
     }
 
     /// Set the field for `kind`, for parsers that fill an identity by kind.
-    /// `Kind::Hop` and `Kind::Link` have no field in an identity and are
-    /// ignored (parsers iterate [`Kind::ALL`], which never yields them).
+    /// `Kind::Hop`, `Kind::Link` and the overlay kinds have no field of
+    /// their own in an identity and are ignored (parsers iterate [`Kind::ALL`], which never yields them).
     pub fn set(&mut self, kind: Kind, value: impl Into<String>) {
         let slot = match kind {
             Kind::Node => &mut self.node,
@@ -229,7 +296,7 @@ impl Identity {
             Kind::Spine => &mut self.spine,
             Kind::Pod => &mut self.pod,
             Kind::Tenant => &mut self.tenant,
-            Kind::Hop | Kind::Link => return,
+            Kind::Hop | Kind::Link | Kind::Vport | Kind::Vswitch => return,
         };
         *slot = value.into();
     }
@@ -327,9 +394,11 @@ pub fn crosses(a: &Identity, b: &Identity, kind: Kind, id: &str) -> bool {
     }
     let either = |f: fn(&Identity) -> &str| f(a) == id || f(b) == id;
     match kind {
-        Kind::Node => either(|i| &i.node),
+        Kind::Node | Kind::Vport => either(|i| &i.node),
         Kind::Nic => either(|i| &i.nic),
-        Kind::Host => either(|i| &i.host),
+        // A host's virtual switch carries its containers' overlay probes,
+        // between themselves too.
+        Kind::Host | Kind::Vswitch => either(|i| &i.host),
         Kind::Tor => match path_class(a, b) {
             PathClass::SameHost => false,
             PathClass::SameTor => a.tor == id,

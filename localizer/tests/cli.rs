@@ -421,3 +421,135 @@ fn jobs_refuses_broken_skeletons_naming_the_place() {
         assert!(err.contains(says), "{doc}: {err}");
     }
 }
+
+/// A log of both planes (`agent_type`), with RDMA pings and traceroutes
+/// (`task_type`): six hosts under three ToRs, two containers on each,
+/// overlay rows between containers and underlay rows between the hosts'
+/// RNICs. `lossy(plane, src_host, dst_host, src_node, dst_node)` gives a
+/// row's loss rate.
+fn two_plane_log(lossy: impl Fn(&str, usize, usize, &str, &str) -> f64) -> String {
+    let mut s = String::from(
+        "agent_type,task_type,src_node_id,dst_node_id,dial,latency,loss_rate,ping_time,\
+         src_real_ip,dst_real_ip,src_node_sn,dst_node_sn,src_asw,dst_asw,src_dsw,dst_dsw,\
+         src_tenant_id,dst_tenant_id\n",
+    );
+    let hosts = 6;
+    let mut row = |plane: &str, task: &str, a: (usize, String), b: (usize, String), t: u64| {
+        let loss = if task == "TRACEROUTE" {
+            0.0
+        } else {
+            lossy(plane, a.0, b.0, &a.1, &b.1)
+        };
+        let tenant = if plane == "overlay" { "job-a" } else { "" };
+        s.push_str(&format!(
+            "{plane},{task},{},{},success,12.5,{loss},{t},10.0.0.{},10.0.0.{},h{},h{},t{},t{},s0,s0,{tenant},{tenant}\n",
+            a.1, b.1, a.0, b.0, a.0, b.0, a.0 / 2, b.0 / 2
+        ));
+    };
+    for round in 0..10u64 {
+        let t = 1_700_000_000_000_000_000 + round * 10_000_000_000;
+        for ha in 0..hosts {
+            for hb in (0..hosts).filter(|&hb| hb != ha) {
+                for c in 0..2 {
+                    let (a, b) = (format!("h{ha}-c{c}"), format!("h{hb}-c{c}"));
+                    row("overlay", "RDMA_PING", (ha, a.clone()), (hb, b.clone()), t);
+                    if round == 0 {
+                        row("overlay", "TRACEROUTE", (ha, a), (hb, b), t);
+                    }
+                }
+                let (a, b) = (format!("h{ha}-rnic"), format!("h{hb}-rnic"));
+                row("underlay", "RDMA_PING", (ha, a), (hb, b), t);
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn a_log_of_both_planes_tells_an_overlay_fault_from_an_underlay_fault() {
+    let run = |name: &str, log: String| {
+        let p = tmp(name);
+        std::fs::write(&p, log).unwrap();
+        let out = bin()
+            .args(["analyze", "--packets-per-round", "100", "--pings"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&p);
+        json(&out)
+    };
+    // Host 3's virtual switch: its containers lose on the overlay, the
+    // host is clean on the underlay.
+    let v = run(
+        "planes-overlay.csv",
+        two_plane_log(|plane, a, b, _, _| {
+            if plane == "overlay" && (a == 3 || b == 3) {
+                0.2
+            } else {
+                0.0
+            }
+        }),
+    );
+    let faults = v["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "{v}");
+    assert_eq!(
+        (&faults[0]["kind"], &faults[0]["id"], &faults[0]["layer"]),
+        (&"vswitch".into(), &"h3".into(), &"overlay".into()),
+        "{v}"
+    );
+    assert_eq!(faults[0]["basis"], "underlay_clean");
+    assert_eq!(faults[0]["jobs"][0]["job"], "job-a", "{v}");
+    assert_eq!(v["plane_pairs"]["overlay"], 60);
+    assert_eq!(v["plane_pairs"]["underlay"], 30);
+    assert_eq!(v["task_rows"]["traceroute"], 60);
+    assert_eq!(v["task_rows"]["probes"]["rdma"], 900);
+
+    // The same host failing on both planes: the underlay's, once.
+    let v = run(
+        "planes-underlay.csv",
+        two_plane_log(|_, a, b, _, _| if a == 3 || b == 3 { 0.2 } else { 0.0 }),
+    );
+    let faults = v["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "{v}");
+    assert_eq!(faults[0]["layer"], "underlay", "{v}");
+    assert_eq!(faults[0]["basis"], "both_planes", "{v}");
+    assert!(
+        ["h3", "10.0.0.3"].contains(&faults[0]["id"].as_str().unwrap()),
+        "{v}"
+    );
+    assert_eq!(
+        faults[0]["planes"],
+        serde_json::json!(["underlay", "overlay"])
+    );
+
+    // One container's virtual port.
+    let v = run(
+        "planes-vport.csv",
+        two_plane_log(|plane, _, _, a, b| {
+            if plane == "overlay" && (a == "h4-c1" || b == "h4-c1") {
+                0.2
+            } else {
+                0.0
+            }
+        }),
+    );
+    let faults = v["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "{v}");
+    assert_eq!(
+        (&faults[0]["kind"], &faults[0]["id"]),
+        (&"vport".into(), &"h4-c1".into()),
+        "{v}"
+    );
+
+    // A plane that is neither is refused at its line.
+    let p = tmp("planes-bad.csv");
+    std::fs::write(&p, "agent_type,src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\nvpc,a,b,success,1,0,1\n").unwrap();
+    let out = bin().args(["analyze", "--pings"]).arg(&p).output().unwrap();
+    let _ = std::fs::remove_file(&p);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2") && err.contains("agent_type") && err.contains("\"vpc\""),
+        "{err}"
+    );
+}

@@ -105,7 +105,7 @@ fn flag_value(args: &Args, kind: Kind) -> Option<&str> {
         Kind::Spine => args.spine.as_deref(),
         Kind::Pod => args.pod.as_deref(),
         Kind::Tenant => args.tenant.as_deref(),
-        Kind::Hop | Kind::Link => None,
+        Kind::Hop | Kind::Link | Kind::Vport | Kind::Vswitch => None,
     }
 }
 

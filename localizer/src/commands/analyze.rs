@@ -3,10 +3,13 @@
 //! flag value) is an [`AnalyzeError`], which the binary exits with 2 for.
 
 use super::flags::{parse_size, EngineArgs};
+use crate::engine::model::PairStats;
 use crate::engine::pipeline::analyze;
+use crate::engine::planes::analyze_planes;
 use crate::input::csv::{self, CsvOptions, ReadError, DEFAULT_MAX_PAIRS};
 use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
 use crate::jobs::impact::impact;
+use skeletonhunter_common::topology::Plane;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -73,20 +76,37 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             probes.distinct_rates, probes.value
         );
     }
-    let report = analyze(&pairs, &args.engine.config());
-    let mut json = serde_json::to_value(&report)?;
+    let config = args.engine.config();
+    let mut json = match split_planes(&pairs, &summary.planes) {
+        Some((overlay, underlay)) => {
+            let report = analyze_planes(&overlay, &underlay, &config);
+            let mut json = serde_json::to_value(&report)?;
+            if let serde_json::Value::Object(map) = &mut json {
+                let n = serde_json::json!({"overlay": overlay.len(), "underlay": underlay.len()});
+                map.insert("plane_pairs".into(), n);
+            }
+            json
+        }
+        None => serde_json::to_value(analyze(&pairs, &config))?,
+    };
     if let serde_json::Value::Object(map) = &mut json {
         map.insert("probes_per_row".into(), serde_json::to_value(probes)?);
         map.insert("task_rows".into(), serde_json::to_value(&summary.tasks)?);
         // Which jobs (tenants) each verdict hurts, where the log says.
         if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
-            for (f, out) in report.faults.iter().zip(faults.iter_mut()) {
-                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), f.kind, &f.id);
-                match out {
-                    serde_json::Value::Object(o) if !jobs.is_empty() => {
-                        o.insert("jobs".into(), serde_json::to_value(&jobs)?);
-                    }
-                    _ => {}
+            for out in faults.iter_mut() {
+                let serde_json::Value::Object(o) = out else {
+                    continue;
+                };
+                let (Some(kind), Some(id)) = (
+                    o.get("kind").and_then(|k| k.as_str()?.parse().ok()),
+                    o.get("id").and_then(|i| i.as_str()),
+                ) else {
+                    continue;
+                };
+                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), kind, id);
+                if !jobs.is_empty() {
+                    o.insert("jobs".into(), serde_json::to_value(&jobs)?);
                 }
             }
         }
@@ -99,4 +119,27 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{out}")?;
     Ok(())
+}
+
+/// The overlay and the underlay pairs, when the log measured both planes
+/// (then each is analyzed apart and the verdicts set against each other);
+/// `None` for a log of one plane, or that does not say: pairs whose plane
+/// is not given go with the overlay, as rows of a container's agent.
+fn split_planes(
+    pairs: &[PairStats],
+    planes: &[Option<Plane>],
+) -> Option<(Vec<PairStats>, Vec<PairStats>)> {
+    if !planes.contains(&Some(Plane::Underlay))
+        || planes.iter().all(|p| *p == Some(Plane::Underlay))
+    {
+        return None;
+    }
+    let (mut overlay, mut underlay) = (Vec::new(), Vec::new());
+    for (p, plane) in pairs.iter().zip(planes) {
+        match plane {
+            Some(Plane::Underlay) => underlay.push(p.clone()),
+            _ => overlay.push(p.clone()),
+        }
+    }
+    Some((overlay, underlay))
 }

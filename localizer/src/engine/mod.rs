@@ -38,6 +38,7 @@ pub mod links;
 pub mod model;
 pub mod paths;
 pub mod pipeline;
+pub mod planes;
 pub mod stats;
 pub mod tomography;
 pub mod topology;

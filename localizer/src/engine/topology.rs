@@ -38,9 +38,9 @@ pub struct PathMatrix {
 /// and the inventory name is what the operator acts on.
 fn report_rank(kind: Kind) -> u8 {
     match kind {
-        Kind::Node => 0,
+        Kind::Node | Kind::Vport => 0,
         Kind::Nic => 1,
-        Kind::Host => 2,
+        Kind::Host | Kind::Vswitch => 2,
         Kind::Tor => 3,
         Kind::Spine => 4,
         Kind::Hop => 5,

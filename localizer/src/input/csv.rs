@@ -29,12 +29,15 @@ use fields::{csv_err, median_rtts, parse_f64, utf8};
 pub use fields::{CsvError, FieldError};
 use header::{columns, Columns};
 pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
-use skeletonhunter_common::topology::Identity;
+use skeletonhunter_common::topology::{Identity, Plane};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use task::{Class, Task, TaskRows};
+
+/// The plane key of rows whose plane is not given.
+const PLANE_NONE: u8 = u8::MAX;
 
 /// Packets per probe round assumed when nothing else tells (no count
 /// column, no flag, no fractional `loss_rate` to infer from).
@@ -134,6 +137,9 @@ pub struct LogSummary {
     pub probes: ProbesPerRow,
     /// Rows per task (`task_type`): probes per protocol, traces skipped.
     pub tasks: TaskRows,
+    /// The plane (`agent_type`) of each pair, in the order of the pairs;
+    /// empty when the log has no `agent_type` column.
+    pub planes: Vec<Option<Plane>>,
 }
 
 impl Acc {
@@ -210,7 +216,15 @@ pub fn read_pings_counted<R: Read>(
     }
     let probes = agg.probes_per_row(opts.packets_per_round);
     let tasks = std::mem::take(&mut agg.tasks);
-    Ok((agg.finish(probes.value), LogSummary { probes, tasks }))
+    let planes = agg.planes();
+    Ok((
+        agg.finish(probes.value),
+        LogSummary {
+            probes,
+            tasks,
+            planes,
+        },
+    ))
 }
 
 /// One validated row.
@@ -235,9 +249,10 @@ struct Aggregator<'h> {
     counted_sum: f64,
     node_ids: HashMap<Box<[u8]>, u32>,
     identities: Vec<Identity>,
-    /// Distinct (source, destination) pairs, which `max_pairs` bounds.
-    pair_ids: HashMap<(u32, u32), u32>,
-    pairs: Vec<(u32, u32)>,
+    /// Distinct (source, destination, plane) pairs, which `max_pairs`
+    /// bounds; the plane is [`PLANE_NONE`] or a [`Plane`] as a `u8`.
+    pair_ids: HashMap<(u32, u32, u8), u32>,
+    pairs: Vec<(u32, u32, u8)>,
     /// Each pair's first class's rounds in `acc`; a pair's further
     /// classes chain on from there ([`Acc::next`]): one hash lookup per
     /// row, as without classes, and a log has one to three of them.
@@ -297,11 +312,17 @@ impl<'h> Aggregator<'h> {
         let Task::Probe(protocol) = task else {
             return Ok(());
         };
+        let plane = match self.cols.plane {
+            Some(i) => task::plane(rec.get(i).unwrap_or(b""))
+                .map_err(|e| self.err(line, i, e.to_string()))?
+                .map_or(PLANE_NONE, |p| p as u8),
+            None => PLANE_NONE,
+        };
         let s = self.node(rec, line, true)?;
         let d = self.node(rec, line, false)?;
         let round = self.round(rec, line)?;
         let class = task::class(protocol);
-        let p = self.key(s, d, class, line)?;
+        let p = self.key((s, d, plane), class, line)?;
         self.end = self.end.max(round.at);
         let a = &mut self.acc[p as usize];
         a.timeline.add(round.at, round.connected);
@@ -334,9 +355,9 @@ impl<'h> Aggregator<'h> {
     /// room for when first seen at `line`; a new pair counts against
     /// `max_pairs`.
     #[inline(always)]
-    fn key(&mut self, s: u32, d: u32, class: Class, line: u64) -> Result<u32, CsvError> {
+    fn key(&mut self, sdp: (u32, u32, u8), class: Class, line: u64) -> Result<u32, CsvError> {
         let next = self.pairs.len() as u32;
-        let pair = match self.pair_ids.entry((s, d)) {
+        let pair = match self.pair_ids.entry(sdp) {
             Entry::Occupied(e) => *e.get(),
             Entry::Vacant(_) if self.pairs.len() >= self.max_pairs => {
                 return Err(self.too_many_pairs(line));
@@ -344,7 +365,7 @@ impl<'h> Aggregator<'h> {
             Entry::Vacant(e) => {
                 e.insert(next);
                 let k = self.acc.len() as u32;
-                self.pairs.push((s, d));
+                self.pairs.push(sdp);
                 self.first.push(k);
                 self.acc.push(Acc::new(next, class));
                 return Ok(k);
@@ -480,6 +501,18 @@ impl<'h> Aggregator<'h> {
         })
     }
 
+    /// Each pair's plane, when the log has an `agent_type` column.
+    fn planes(&self) -> Vec<Option<Plane>> {
+        if self.cols.plane.is_none() {
+            return Vec::new();
+        }
+        let all = [Plane::Overlay, Plane::Underlay];
+        self.pairs
+            .iter()
+            .map(|&(_, _, p)| all.into_iter().find(|x| *x as u8 == p))
+            .collect()
+    }
+
     /// The probes per row for rows without a count of their own: the flag,
     /// else the lattice of their rates, else the default.
     fn probes_per_row(&self, flag: Option<f64>) -> ProbesPerRow {
@@ -512,7 +545,7 @@ impl<'h> Aggregator<'h> {
         let mut out: Vec<PairStats> = self
             .pairs
             .iter()
-            .map(|&(s, d)| PairStats {
+            .map(|&(s, d, _)| PairStats {
                 src: identities[s as usize].clone(),
                 dst: identities[d as usize].clone(),
                 rounds: 0.0,

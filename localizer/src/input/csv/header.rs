@@ -65,6 +65,8 @@ pub struct Columns {
     pub count: Option<usize>,
     /// `task_type` (which probe a row is), when the header has it.
     pub task: Option<usize>,
+    /// `agent_type` (which plane a row measured), when the header has it.
+    pub plane: Option<usize>,
     /// (kind, column index) per side for the identity columns present.
     pub src_topo: Vec<(Kind, usize, String)>,
     pub dst_topo: Vec<(Kind, usize, String)>,
@@ -121,6 +123,7 @@ pub fn columns(header: &csv::StringRecord) -> Result<Columns, HeaderError> {
         ping_time: find("ping_time").unwrap_or_default(),
         count: COUNT_COLUMNS.iter().find_map(|n| find(n)),
         task: find("task_type"),
+        plane: find("agent_type"),
         src_topo: topo("src"),
         dst_topo: topo("dst"),
     })

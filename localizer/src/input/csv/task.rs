@@ -5,8 +5,13 @@
 //! count as probe rounds; kept apart, each protocol's rounds are their own
 //! series (departures, medians) and the pair takes its RTT from the protocol
 //! closest to what training traffic sees ([`Protocol::rtt_preference`]).
+//!
+//! `agent_type` says which network a row measured ([`Plane`]): overlay rows
+//! (container to container) and underlay rows (host to host) are different
+//! pairs, analyzed apart and then set against each other.
 
 use serde::Serialize;
+use skeletonhunter_common::topology::Plane;
 use skeletonhunter_common::Protocol;
 
 /// What one row is, by its `task_type`.
@@ -53,6 +58,24 @@ impl Task {
         };
         Ok(Task::Probe(Some(protocol)))
     }
+}
+
+/// An `agent_type` value that is neither plane.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0:?} is not a plane (overlay or underlay, in any case; or empty)")]
+pub struct UnknownPlane(pub String);
+
+/// The plane of an `agent_type` field; `None` when empty.
+pub fn plane(field: &[u8]) -> Result<Option<Plane>, UnknownPlane> {
+    let f = field.trim_ascii();
+    if f.is_empty() {
+        return Ok(None);
+    }
+    [Plane::Overlay, Plane::Underlay]
+        .into_iter()
+        .find(|p| f.eq_ignore_ascii_case(p.as_str().as_bytes()))
+        .map(Some)
+        .ok_or_else(|| UnknownPlane(String::from_utf8_lossy(f).into_owned()))
 }
 
 /// A probe class as a small key: the protocol's index, or
@@ -143,6 +166,14 @@ mod tests {
         let e = Task::parse(b"HTTP_GET").unwrap_err();
         assert_eq!(e, UnknownTask("HTTP_GET".into()));
         assert!(e.to_string().contains("RDMA"), "{e}");
+    }
+
+    #[test]
+    fn planes_are_read_in_any_case() {
+        assert_eq!(plane(b"overlay"), Ok(Some(Plane::Overlay)));
+        assert_eq!(plane(b" UNDERLAY"), Ok(Some(Plane::Underlay)));
+        assert_eq!(plane(b""), Ok(None));
+        assert_eq!(plane(b"vpc"), Err(UnknownPlane("vpc".into())));
     }
 
     #[test]

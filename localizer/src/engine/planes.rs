@@ -1,0 +1,249 @@
+//! Disentangle, then localize: which network a verdict belongs to when the
+//! probes measured both the overlay (container to container, through the
+//! containers' virtual ports, the hosts' virtual switches and tunnels) and
+//! the underlay (host or RNIC to host, through NICs, ToRs and spines).
+//!
+//! Overlay traffic rides on the underlay, so an underlay fault shows on
+//! both planes, while an overlay fault shows on the overlay alone. Each
+//! plane is analyzed on its own by the one engine; then every overlay
+//! verdict is set against the underlay:
+//!
+//! - the underlay blames the same physical component (the verdict's NIC or
+//!   host, its ToR, its spine): the fault is the underlay's, reported once
+//!   with both planes as its evidence;
+//! - the underlay measured that component and found it clean: the fault is
+//!   the overlay's own, and a container or host verdict becomes its virtual
+//!   port or virtual switch (the team that owns them is paged, not the
+//!   network's). A ToR or spine that only the overlay sees failing is left
+//!   as it is, undetermined: neither layer explains it alone (an MTU too
+//!   small for the encapsulation does this), so the joint verdict stands;
+//! - the underlay did not measure it: undetermined, the verdict as it is.
+//!
+//! Underlay verdicts the overlay does not share are the underlay's.
+
+use super::model::{Config, Fault, PairStats};
+use super::pipeline::analyze;
+use serde::Serialize;
+use skeletonhunter_common::topology::{Identity, Kind, Plane};
+use std::collections::{HashMap, HashSet};
+
+/// Which network a verdict is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// The containers' virtual network.
+    Overlay,
+    /// The physical network.
+    Underlay,
+    /// Neither plane explains it alone; the verdict is the joint one.
+    Undetermined,
+}
+
+/// Why a verdict got its layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Both planes show it on the same physical component.
+    BothPlanes,
+    /// The overlay shows it; the underlay measured the component clean.
+    UnderlayClean,
+    /// The underlay shows it; the overlay does not.
+    UnderlayOnly,
+    /// The overlay shows it on a ToR or spine the underlay finds clean.
+    FabricOnOverlayOnly,
+    /// The overlay shows it; no underlay probe crosses the component.
+    NoUnderlayCoverage,
+}
+
+/// A verdict with its layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayeredFault {
+    /// The verdict (a container or host renamed to its virtual port or
+    /// virtual switch when the layer is the overlay). `hit_pairs` index
+    /// the pairs of the plane it was found on (`planes[0]`).
+    #[serde(flatten)]
+    pub fault: Fault,
+    /// The network it is on.
+    pub layer: Layer,
+    /// Why.
+    pub basis: Basis,
+    /// The planes whose probes show it.
+    pub planes: Vec<Plane>,
+}
+
+/// Both planes analyzed and set against each other.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanesReport {
+    /// Most-blamed first.
+    pub faults: Vec<LayeredFault>,
+    /// Pairs analyzed per plane.
+    pub pairs_observed: usize,
+    /// Pairs anomalous for at least one symptom, both planes.
+    pub pairs_anomalous: usize,
+}
+
+/// Analyze each plane, then disentangle (see the module docs).
+pub fn analyze_planes(
+    overlay: &[PairStats],
+    underlay: &[PairStats],
+    config: &Config,
+) -> PlanesReport {
+    let o = analyze(overlay, config);
+    let u = analyze(underlay, config);
+    let mut faults = disentangle(&o.faults, &u.faults, overlay, underlay);
+    faults.sort_by(|a, b| b.fault.score.total_cmp(&a.fault.score));
+    PlanesReport {
+        faults,
+        pairs_observed: o.pairs_observed + u.pairs_observed,
+        pairs_anomalous: o.pairs_anomalous + u.pairs_anomalous,
+    }
+}
+
+/// The physical components an identity's endpoint sits on, for setting
+/// the planes against each other: its NIC and host.
+fn physical(ident: &Identity) -> impl Iterator<Item = (Kind, &str)> {
+    [
+        (Kind::Nic, ident.nic.as_str()),
+        (Kind::Host, ident.host.as_str()),
+    ]
+    .into_iter()
+    .filter(|(_, id)| !id.is_empty())
+}
+
+/// Endpoint identities by node id, from a plane's pairs.
+fn endpoints(pairs: &[PairStats]) -> HashMap<&str, &Identity> {
+    pairs
+        .iter()
+        .flat_map(|p| [&p.src, &p.dst])
+        .map(|i| (i.node.as_str(), i))
+        .collect()
+}
+
+/// The physical components a verdict of one plane names: a NIC, host, ToR
+/// or spine as itself; an endpoint (node) as its NIC and host.
+fn named<'a>(f: &'a Fault, ends: &HashMap<&str, &'a Identity>) -> Vec<(Kind, &'a str)> {
+    match f.kind {
+        Kind::Node => ends
+            .get(f.id.as_str())
+            .map(|i| physical(i).collect())
+            .unwrap_or_default(),
+        Kind::Nic => {
+            // A NIC's host, where the pairs say it.
+            let host = ends
+                .values()
+                .find(|i| i.nic == f.id && !i.host.is_empty())
+                .map(|i| (Kind::Host, i.host.as_str()));
+            std::iter::once((Kind::Nic, f.id.as_str()))
+                .chain(host)
+                .collect()
+        }
+        _ => vec![(f.kind, f.id.as_str())],
+    }
+}
+
+/// An underlay verdict as the physical component it names: an underlay
+/// endpoint (a host's RNIC probing) is its NIC, or its host when the
+/// pairs name no NIC.
+fn physical_fault(f: &Fault, ends: &HashMap<&str, &Identity>) -> Fault {
+    let mut f = f.clone();
+    if f.kind == Kind::Node {
+        if let Some(&(kind, id)) = ends
+            .get(f.id.as_str())
+            .and_then(|i| physical(i).collect::<Vec<_>>().first().copied())
+            .as_ref()
+        {
+            f.kind = kind;
+            f.id = id.to_string();
+        }
+    }
+    f
+}
+
+/// An overlay verdict no underlay verdict shares: the overlay's own when
+/// the underlay measured its physical components clean (a container or
+/// host becomes its virtual port or switch), else undetermined.
+fn overlay_only(f: &Fault, mine: &[(Kind, &str)], covered: &HashSet<(Kind, &str)>) -> LayeredFault {
+    let layered = |fault, layer, basis| LayeredFault {
+        fault,
+        layer,
+        basis,
+        planes: vec![Plane::Overlay],
+    };
+    if mine.is_empty() || !mine.iter().all(|c| covered.contains(c)) {
+        return layered(f.clone(), Layer::Undetermined, Basis::NoUnderlayCoverage);
+    }
+    let Some(kind) = Plane::overlay_side(f.kind) else {
+        return layered(f.clone(), Layer::Undetermined, Basis::FabricOnOverlayOnly);
+    };
+    let mut v = f.clone();
+    // A virtual switch is named by its host; a NIC's by the host the NIC
+    // is on.
+    if kind == Kind::Vswitch {
+        if let Some((_, host)) = mine.iter().find(|(k, _)| *k == Kind::Host) {
+            v.id = host.to_string();
+        }
+    }
+    v.kind = kind;
+    layered(v, Layer::Overlay, Basis::UnderlayClean)
+}
+
+/// Set each plane's verdicts against the other's (see the module docs).
+pub fn disentangle(
+    overlay_faults: &[Fault],
+    underlay_faults: &[Fault],
+    overlay: &[PairStats],
+    underlay: &[PairStats],
+) -> Vec<LayeredFault> {
+    let (o_ends, u_ends) = (endpoints(overlay), endpoints(underlay));
+    // What the underlay measured: every physical component its probes cross.
+    let covered: HashSet<(Kind, &str)> = underlay
+        .iter()
+        .flat_map(|p| [&p.src, &p.dst])
+        .flat_map(|i| {
+            physical(i).chain(
+                [(Kind::Tor, i.tor.as_str()), (Kind::Spine, i.spine.as_str())]
+                    .into_iter()
+                    .filter(|(_, id)| !id.is_empty()),
+            )
+        })
+        .collect();
+    let u_named: Vec<Vec<(Kind, &str)>> =
+        underlay_faults.iter().map(|f| named(f, &u_ends)).collect();
+    let mut shared = vec![false; underlay_faults.len()];
+    let mut out = Vec::new();
+    for f in overlay_faults {
+        let mine = named(f, &o_ends);
+        let hit = u_named
+            .iter()
+            .position(|u| u.iter().any(|c| mine.contains(c)));
+        out.push(match hit {
+            Some(i) => {
+                shared[i] = true;
+                LayeredFault {
+                    fault: physical_fault(&underlay_faults[i], &u_ends),
+                    layer: Layer::Underlay,
+                    basis: Basis::BothPlanes,
+                    planes: vec![Plane::Underlay, Plane::Overlay],
+                }
+            }
+            None => overlay_only(f, &mine, &covered),
+        });
+    }
+    for (u, shown) in underlay_faults.iter().zip(shared) {
+        if !shown {
+            out.push(LayeredFault {
+                fault: physical_fault(u, &u_ends),
+                layer: Layer::Underlay,
+                basis: Basis::UnderlayOnly,
+                planes: vec![Plane::Underlay],
+            });
+        }
+    }
+    // One underlay fault several overlay verdicts point at is reported once.
+    let mut seen = HashSet::new();
+    out.retain(|l| seen.insert((l.fault.kind, l.fault.id.clone(), l.layer)));
+    out
+}
+
+#[cfg(test)]
+mod tests;
