@@ -155,16 +155,32 @@ impl Grid {
     /// cannot always tell a DP ring from a pipeline with its wrap-around
     /// link, or from a TP ring of the same ranks).
     pub fn partition_key(&self) -> [(u32, u32); 3] {
-        let mut key = [0, 1, 2].map(|k| {
+        let mut key = self.named_key();
+        key.sort_unstable();
+        key
+    }
+
+    /// The groups with their names: grids with the same key have the
+    /// same groups of each kind.
+    pub fn named_key(&self) -> [(u32, u32); 3] {
+        [0, 1, 2].map(|k| {
             let mut c = [0; 3];
             c[k] = 1;
             match self.degree(k) {
                 1 => (1, 0),
                 n => (n, self.rank(c)),
             }
-        });
-        key.sort_unstable();
-        key
+        })
+    }
+
+    /// Pairs of ranks on different hosts (every pair, a GPU per container).
+    pub fn visible_pairs(&self) -> u64 {
+        let n = u64::from(self.tp * self.dp * self.pp);
+        let pairs = |m: u64| m * m.saturating_sub(1) / 2;
+        match self.gpus_per_host.map(u64::from) {
+            None => pairs(n),
+            Some(g) => pairs(n) - (n / g) * pairs(g) - pairs(n % g),
+        }
     }
 
     /// Whether a connection between `a` and `b` leaves the host.

@@ -11,7 +11,9 @@
 //! connections and missed ones lower every candidate alike.
 //!
 //! The skeleton cannot tell every layout apart (a DP ring and a pipeline
-//! with its wrap-around link look alike): near-ties go to what real jobs
+//! with its wrap-around link look alike): of the near-ties, those far less
+//! likely than the most likely are out (a ring missing its wrap-around
+//! link in every group is a pipeline), and the rest go to what real jobs
 //! use most, and [`Inference::determined`] is false unless the choice beats
 //! every layout with other groups by a margin: the groups are then a guess,
 //! and said to be.
@@ -44,6 +46,13 @@ const MIN_F1: f64 = 0.6;
 /// most (see [`choose`]); the chosen one must beat every layout with other
 /// groups by as much to be trusted.
 const MARGIN: f64 = 0.02;
+/// Of the layouts within [`MARGIN`], those less likely than the most
+/// likely one by this much (log-likelihood, nats: a factor of about 20)
+/// are not candidates.
+const EVIDENCE: f64 = 3.0;
+/// Grids whose F1 cannot come within [`MARGIN`] of the best so far are
+/// not scored in full.
+const PRUNE: f64 = MARGIN;
 
 /// One job's skeleton: its size and which ranks talk.
 #[derive(Debug, Clone)]
@@ -122,24 +131,66 @@ fn f1(hits: u64, observed: usize, expected: u64) -> f64 {
     }
 }
 
-/// Every shape combination of `grid` with its F1 against `observed` edges.
-fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = (f64, Layout)> + '_ {
+/// Log-likelihood of `x` of `n` trials succeeding at the rate that fits
+/// best (smoothed by half a success, so that a rate is never 0 or 1).
+fn binomial(x: f64, n: f64) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    let p = (x + 0.5) / (n + 1.0);
+    x * p.ln() + (n - x) * (1.0 - p).ln()
+}
+
+/// How likely the skeleton is under a layout: each kind's predicted
+/// connections are seen at that kind's own rate (`hits` of `expected`),
+/// the other `pairs - expected` visible pairs at a noise rate (the
+/// `observed` connections not predicted), every rate the best fitting.
+/// Unlike F1 it weighs the connections that tell two layouts apart by how
+/// surprising they are: a ring's wrap-around link missing in every group
+/// (a pipeline, not a ring) counts although it is a small share of the
+/// connections, and an observed connection no layout predicts costs far
+/// more than a predicted one missed.
+fn log_likelihood(hits: [u64; 3], expected: [u64; 3], observed: usize, pairs: u64) -> f64 {
+    let kinds: f64 = (0..3)
+        .map(|k| binomial(hits[k] as f64, expected[k] as f64))
+        .sum();
+    let (h, e) = (hits.iter().sum::<u64>(), expected.iter().sum::<u64>());
+    let noise = observed as f64 - h as f64;
+    kinds + binomial(noise, pairs.saturating_sub(e) as f64)
+}
+
+/// A layout with its F1 and log-likelihood.
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    f1: f64,
+    ll: f64,
+    layout: Layout,
+}
+
+/// Every shape combination of `grid` scored against `observed` edges.
+fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = Scored> + '_ {
     let idx = |k: usize| 0..SHAPES[k].len();
+    let pairs = grid.visible_pairs();
     idx(0)
         .flat_map(move |a| idx(1).flat_map(move |b| idx(2).map(move |c| [a, b, c])))
         .map(move |s| {
-            let hits: u64 = (0..3).map(|k| t.hits[k][s[k]]).sum();
-            let expected: u64 = (0..3).map(|k| t.expected[k][s[k]]).sum();
+            let hits = [0, 1, 2].map(|k| t.hits[k][s[k]]);
+            let expected = [0, 1, 2].map(|k| t.expected[k][s[k]]);
             let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
-            (f1(hits, observed, expected), Layout { grid, shapes })
+            Scored {
+                f1: f1(hits.iter().sum(), observed, expected.iter().sum()),
+                ll: log_likelihood(hits, expected, observed, pairs),
+                layout: Layout { grid, shapes },
+            }
         })
 }
 
-/// Every layout of `n` ranks with its F1. A grid whose hits alone cannot
-/// bring it within [`MARGIN`] of the best so far is not counted out in
-/// full (the expensive part) but kept once, with its bound as its score
-/// (F1 ≤ 2h / (observed + h), since every hit is also predicted).
-fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<(f64, Layout)> {
+/// Every layout of `n` ranks scored. A grid whose hits alone cannot bring
+/// its F1 within [`PRUNE`] of the best so far is not counted out in full
+/// (the expensive part) but kept once, with its bound as its F1 and no
+/// likelihood (F1 ≤ 2h / (observed + h), since every hit is also
+/// predicted).
+fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<Scored> {
     let observed = edges.len();
     let mut best = 0.0f64;
     let mut all = Vec::new();
@@ -150,9 +201,14 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<(f64, Layout)> {
             .map(|k| k.iter().max().copied().unwrap_or(0))
             .sum();
         let bound = f1(h, observed, h);
-        if bound < best - MARGIN {
+        if bound < best - PRUNE {
             let shapes = [SHAPES[0][0], SHAPES[1][0], SHAPES[2][0]];
-            all.push((bound, Layout { grid: g, shapes }));
+            let layout = Layout { grid: g, shapes };
+            all.push(Scored {
+                f1: bound,
+                ll: f64::NEG_INFINITY,
+                layout,
+            });
             continue;
         }
         let t = Tally {
@@ -160,7 +216,7 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<(f64, Layout)> {
             expected: g.expected(),
         };
         for c in scored(g, &t, observed) {
-            best = best.max(c.0);
+            best = best.max(c.f1);
             all.push(c);
         }
     }
@@ -180,7 +236,7 @@ pub fn infer(job: &JobGraph) -> Inference {
         .collect();
     edges.sort_unstable();
     let all = score_all(n, &edges);
-    let Some(best) = all.iter().map(|(s, _)| *s).max_by(f64::total_cmp) else {
+    let Some(best) = all.iter().map(|c| c.f1).max_by(f64::total_cmp) else {
         return Inference {
             determined: false,
             grid: None,
@@ -189,19 +245,19 @@ pub fn infer(job: &JobGraph) -> Inference {
             groups: Groups::default(),
         };
     };
-    let &(score, l) = choose(&all, best);
-    let key = l.grid.partition_key();
+    let chosen = choose(&all, best);
+    let key = chosen.layout.grid.partition_key();
     let runner_up = all
         .iter()
-        .filter(|(_, o)| o.grid.partition_key() != key)
-        .map(|(s, _)| *s)
+        .filter(|c| c.layout.grid.partition_key() != key)
+        .map(|c| c.f1)
         .max_by(f64::total_cmp)
         .unwrap_or(0.0);
-    let g = l.grid;
+    let g = chosen.layout.grid;
     Inference {
-        determined: score >= MIN_F1 && score - runner_up >= MARGIN,
-        grid: Some(l),
-        score,
+        determined: chosen.f1 >= MIN_F1 && chosen.f1 - runner_up >= MARGIN,
+        grid: Some(chosen.layout),
+        score: chosen.f1,
         runner_up,
         groups: Groups {
             tp: groups(&g, n, GroupKind::Tp),
@@ -211,12 +267,16 @@ pub fn infer(job: &JobGraph) -> Inference {
     }
 }
 
-/// Within [`MARGIN`] of the best the skeleton cannot tell: what real jobs
-/// use most wins. DP before PP in the rank order (Megatron-LM's default),
-/// then the larger TP up to a host's GPUs (consecutive ranks that all talk
-/// are TP by convention, beyond a host they are DP), then fewer pipeline
-/// stages, then the commoner host size, then the better match.
-fn choose(all: &[(f64, Layout)], best: f64) -> &(f64, Layout) {
+/// Within [`MARGIN`] of the best match the skeleton may not tell: of
+/// those, when the best explains the skeleton ([`MIN_F1`]), the layouts
+/// far less likely than the most likely one ([`EVIDENCE`]) are out (a ring whose wrap-around link is missing in
+/// every group is a pipeline, although the links are a small share of
+/// the connections), and what real jobs use most wins among the rest. DP
+/// before PP in the rank order (Megatron-LM's default), then the larger
+/// TP up to a host's GPUs (consecutive ranks that all talk are TP by
+/// convention, beyond a host they are DP), then fewer pipeline stages,
+/// then the commoner host size, then the better match.
+fn choose(all: &[Scored], best: f64) -> &Scored {
     let rank = |l: &Layout| {
         let g = &l.grid;
         let host_tp = if g.tp <= HOST_GPUS { g.tp } else { 0 };
@@ -228,9 +288,22 @@ fn choose(all: &[(f64, Layout)], best: f64) -> &(f64, Layout) {
             host,
         )
     };
-    all.iter()
-        .filter(|(s, _)| *s >= best - MARGIN)
-        .min_by(|a, b| rank(&a.1).cmp(&rank(&b.1)).then(b.0.total_cmp(&a.0)))
+    let near = || all.iter().filter(|c| c.f1 >= best - MARGIN);
+    // A likelihood weighs evidence only where the model explains the
+    // skeleton: below MIN_F1 it is of a wrong model.
+    let likely = near().map(|c| c.ll).fold(f64::NEG_INFINITY, f64::max);
+    let evidence = if best >= MIN_F1 {
+        EVIDENCE
+    } else {
+        f64::INFINITY
+    };
+    near()
+        .filter(|c| c.ll >= likely - evidence)
+        .min_by(|a, b| {
+            rank(&a.layout)
+                .cmp(&rank(&b.layout))
+                .then(b.f1.total_cmp(&a.f1))
+        })
         .unwrap_or(&all[0])
 }
 

@@ -74,3 +74,19 @@ fn groups_partition_the_ranks_by_the_other_coordinates() {
         Grid::new(2, 4, 3, Order::TpDpPp, None).partition_key()
     );
 }
+
+#[test]
+fn visible_pairs_are_those_across_hosts() {
+    for (g, want) in [
+        (Grid::new(1, 10, 1, Order::TpDpPp, Some(4)), 45 - 2 * 6 - 1),
+        (Grid::new(2, 2, 2, Order::TpDpPp, None), 28),
+        (Grid::new(8, 2, 1, Order::TpDpPp, Some(8)), 64),
+    ] {
+        let n = g.tp * g.dp * g.pp;
+        let slow = (0..n)
+            .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| g.visible(a, b))
+            .count() as u64;
+        assert_eq!((g.visible_pairs(), slow), (want, want), "{g:?}");
+    }
+}
