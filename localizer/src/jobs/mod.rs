@@ -78,6 +78,11 @@ pub struct Layout {
 pub struct Inference {
     /// Whether the grid is trusted (see the module docs).
     pub determined: bool,
+    /// Whether the names of the groups are: false when a layout with the
+    /// same groups under other names (a DP ring and a pipeline with its
+    /// wrap-around link) fits as well and is as likely, so which kind each
+    /// group is was the convention's pick, although the groups are not.
+    pub names_determined: bool,
     /// The chosen layout (a guess when not determined; `None` for a job
     /// without ranks).
     pub grid: Option<Layout>,
@@ -239,14 +244,19 @@ pub fn infer(job: &JobGraph) -> Inference {
     let Some(best) = all.iter().map(|c| c.f1).max_by(f64::total_cmp) else {
         return Inference {
             determined: false,
+            names_determined: false,
             grid: None,
             score: 0.0,
             runner_up: 0.0,
             groups: Groups::default(),
         };
     };
-    let chosen = choose(&all, best);
+    let (chosen, contenders) = choose(&all, best);
     let key = chosen.layout.grid.partition_key();
+    let named = chosen.layout.grid.named_key();
+    let renamed = contenders
+        .iter()
+        .any(|c| c.layout.grid.partition_key() == key && c.layout.grid.named_key() != named);
     let runner_up = all
         .iter()
         .filter(|c| c.layout.grid.partition_key() != key)
@@ -256,6 +266,7 @@ pub fn infer(job: &JobGraph) -> Inference {
     let g = chosen.layout.grid;
     Inference {
         determined: chosen.f1 >= MIN_F1 && chosen.f1 - runner_up >= MARGIN,
+        names_determined: chosen.f1 >= MIN_F1 && !renamed,
         grid: Some(chosen.layout),
         score: chosen.f1,
         runner_up,
@@ -275,8 +286,9 @@ pub fn infer(job: &JobGraph) -> Inference {
 /// before PP in the rank order (Megatron-LM's default), then the larger
 /// TP up to a host's GPUs (consecutive ranks that all talk are TP by
 /// convention, beyond a host they are DP), then fewer pipeline stages,
-/// then the commoner host size, then the better match.
-fn choose(all: &[Scored], best: f64) -> &Scored {
+/// then the commoner host size, then the better match. Returns the choice
+/// and every contender it was chosen from.
+fn choose(all: &[Scored], best: f64) -> (&Scored, Vec<&Scored>) {
     let rank = |l: &Layout| {
         let g = &l.grid;
         let host_tp = if g.tp <= HOST_GPUS { g.tp } else { 0 };
@@ -297,14 +309,17 @@ fn choose(all: &[Scored], best: f64) -> &Scored {
     } else {
         f64::INFINITY
     };
-    near()
-        .filter(|c| c.ll >= likely - evidence)
+    let contenders: Vec<&Scored> = near().filter(|c| c.ll >= likely - evidence).collect();
+    let chosen = contenders
+        .iter()
+        .copied()
         .min_by(|a, b| {
             rank(&a.layout)
                 .cmp(&rank(&b.layout))
                 .then(b.f1.total_cmp(&a.f1))
         })
-        .unwrap_or(&all[0])
+        .unwrap_or(&all[0]);
+    (chosen, contenders)
 }
 
 /// `l`'s groups of `kind` with more than one rank.
