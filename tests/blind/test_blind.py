@@ -11,6 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blindgen  # noqa: E402
+import planesgen  # noqa: E402
 import score  # noqa: E402
 
 ORACLE = """#!%s
@@ -112,6 +113,81 @@ class GeneratorTest(unittest.TestCase):
         rates = [r["loss_rate"] for r in rows_of(text) if (f["kind"], f["id"]) in
                  blindgen.path_of(side(r, "src_"), side(r, "dst_"))]
         self.assertGreater(rates.count("0") / len(rates), 0.5)
+
+
+class PlanesGeneratorTest(unittest.TestCase):
+    """planesgen.py: both planes' rows are well formed and a fault touches
+    only the rows whose path crosses it (checked from the CSV columns)."""
+
+    @staticmethod
+    def footprint(f, row):
+        plane = row["agent_type"]
+        s = {k: row["src_" + k] for k in planesgen.SIDE_COLS}
+        d = {k: row["dst_" + k] for k in planesgen.SIDE_COLS}
+        cls, cid = f["class"], f["id"]
+        if cls == "fwd_entry":
+            return plane == "overlay" and d["node_id"] == cid
+        if cls == "vport":
+            return plane == "overlay" and cid in (s["node_id"], d["node_id"])
+        if cls == "vswitch":
+            return plane == "overlay" and cid in (s["node_sn"], d["node_sn"])
+        if cls == "nic":
+            return cid in (s["real_ip"], d["real_ip"])
+        if cls == "host":
+            return cid in (s["node_sn"], d["node_sn"])
+        if cls == "tor":
+            return s["node_sn"] != d["node_sn"] and cid in (s["asw"], d["asw"])
+        return s["asw"] != d["asw"] and cid in (s["dsw"], d["dsw"])   # spine
+
+    def test_rows_planes_and_fault_footprint(self):
+        for cls in planesgen.CLASSES:
+            text = truth = None
+            for i in range(40):               # a window whose fault fails every dial
+                text, truth = planesgen.generate("pt", i, only=cls)
+                if cls == "healthy" or truth["faults"][0].get("fail") == 1.0:
+                    break
+            self.assertEqual(truth["class"], cls)
+            f = truth["faults"][0] if truth["faults"] else None
+            self.assertEqual(text[1:].split("\n", 1)[0].split(","), blindgen.HEADER)
+            rows = rows_of(text)
+            self.assertTrue(rows)
+            conts, hit, planes = {}, 0, set()
+            for row in rows:
+                plane = row["agent_type"]
+                planes.add(plane)
+                self.assertIn(plane, ("overlay", "underlay"))
+                self.assertIn(row["task_type"], ("RDMA_PING", "TCP_PING", "TRACEROUTE"))
+                k = float(row["loss_rate"]) * blindgen.PROBES
+                self.assertAlmostEqual(k, round(k), places=9)
+                for p in ("src_", "dst_"):
+                    if plane == "underlay":   # an RNIC of a host, no tenant
+                        self.assertEqual(row[p + "tenant_id"], "")
+                        self.assertRegex(row[p + "node_id"], "^%s-rnic[0-9]$" % row[p + "node_sn"])
+                    else:                     # a container: one place, one job
+                        self.assertNotEqual(row[p + "tenant_id"], "")
+                        where = tuple(row[p + c] for c in planesgen.SIDE_COLS)
+                        self.assertEqual(conts.setdefault(row[p + "node_id"], where), where)
+                    if plane == "overlay" and p == "src_":
+                        self.assertEqual(row["src_tenant_id"], row["dst_tenant_id"])
+                inside = f is not None and self.footprint(f, row)
+                if row["dial"] != "success":  # noise never fails a dial
+                    self.assertTrue(inside, (cls, row["src_node_id"], row["dst_node_id"]))
+                    self.assertEqual((row["latency"], row["loss_rate"]), ("", "1"))
+                if inside and row["task_type"] != "TRACEROUTE" and f.get("fail") == 1.0 \
+                        and cls != "spine_ecmp":
+                    self.assertNotEqual(row["dial"], "success", (cls, row))
+                hit += inside
+            self.assertEqual(planes, {"overlay", "underlay"})
+            if f is not None:
+                self.assertGreater(hit, 0, cls)
+            if cls == "fwd_entry":            # the reverse direction works
+                back = [r for r in rows if r["src_node_id"] == f["id"]]
+                self.assertTrue(back)
+                self.assertTrue(all(r["dial"] == "success" for r in back))
+
+    def test_same_seed_same_bytes(self):
+        self.assertEqual(planesgen.generate("pd", 3), planesgen.generate("pd", 3))
+        self.assertNotEqual(planesgen.generate("pd", 3)[0], planesgen.generate("pe", 3)[0])
 
 
 class ScorerTest(unittest.TestCase):
