@@ -24,7 +24,7 @@
 use super::model::{Config, Fault, PairStats};
 use super::pipeline::analyze;
 use serde::Serialize;
-use skeletonhunter_common::topology::{Identity, Kind, Plane};
+use skeletonhunter_common::topology::{Component, Identity, Kind, Plane};
 use std::collections::{HashMap, HashSet};
 
 /// Which network a verdict is on.
@@ -145,17 +145,25 @@ fn named<'a>(f: &'a Fault, ends: &HashMap<&str, &'a Identity>) -> Vec<(Kind, &'a
 /// endpoint (a host's RNIC probing) is its NIC, or its host when the
 /// pairs name no NIC.
 fn physical_fault(f: &Fault, ends: &HashMap<&str, &Identity>) -> Fault {
-    let mut f = f.clone();
-    if f.kind == Kind::Node {
-        if let Some(&(kind, id)) = ends
-            .get(f.id.as_str())
-            .and_then(|i| physical(i).collect::<Vec<_>>().first().copied())
-            .as_ref()
-        {
-            f.kind = kind;
-            f.id = id.to_string();
+    let as_physical = |c: Component| -> Component {
+        let found = (c.kind == Kind::Node)
+            .then(|| ends.get(c.id.as_str()).and_then(|i| physical(i).next()))
+            .flatten();
+        match found {
+            Some((kind, id)) => Component::new(kind, id.to_string()),
+            None => c,
         }
-    }
+    };
+    let mut f = f.clone();
+    let me = as_physical(f.component());
+    (f.kind, f.id) = (me.kind, me.id.clone());
+    // An endpoint's equivalents renamed the same way; never itself.
+    let mut seen = HashSet::from([me]);
+    f.equivalent = std::mem::take(&mut f.equivalent)
+        .into_iter()
+        .map(as_physical)
+        .filter(|c| seen.insert(c.clone()))
+        .collect();
     f
 }
 
@@ -184,6 +192,9 @@ fn overlay_only(f: &Fault, mine: &[(Kind, &str)], covered: &HashSet<(Kind, &str)
         }
     }
     v.kind = kind;
+    // The clean underlay tells the physical components apart from it.
+    v.equivalent
+        .retain(|c| !covered.contains(&(c.kind, c.id.as_str())));
     layered(v, Layer::Overlay, Basis::UnderlayClean)
 }
 

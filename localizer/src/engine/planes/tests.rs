@@ -126,6 +126,16 @@ fn one_container_failing_over_a_clean_underlay_is_its_virtual_port() {
         verdicts(&r),
         [(Kind::Vport, "h1-c0", Layer::Overlay, Basis::UnderlayClean)]
     );
+    // Its NIC, which only it uses on the overlay, is clean on the underlay.
+    assert!(
+        r.faults[0]
+            .fault
+            .equivalent
+            .iter()
+            .all(|c| c.kind != Kind::Nic),
+        "{:?}",
+        r.faults[0].fault.equivalent
+    );
 }
 
 #[test]
@@ -184,4 +194,40 @@ fn healthy_planes_give_nothing() {
     let r = analyze_planes(&overlay(clean), &underlay(clean), &Config::default());
     assert!(r.faults.is_empty(), "{:?}", verdicts(&r));
     assert_eq!(r.pairs_observed, 48 + 12);
+}
+
+/// A verdict as the engine gives it, with its equivalents.
+fn fault(kind: Kind, id: &str, equivalent: &[(Kind, &str)]) -> Fault {
+    Fault {
+        kind,
+        id: id.into(),
+        score: 0.1,
+        p_value: 1e-9,
+        symptom: Symptom::Loss,
+        pairs: 3,
+        equivalent: equivalent
+            .iter()
+            .map(|(k, i)| Component::new(*k, i.to_string()))
+            .collect(),
+        hit_pairs: Vec::new(),
+    }
+}
+
+#[test]
+fn equivalents_the_other_plane_tells_apart_are_dropped() {
+    let (o, u) = (overlay(clean), underlay(clean));
+    // A container with its own NIC: the overlay cannot tell them apart,
+    // the clean underlay can.
+    let c = fault(Kind::Node, "h1-c0", &[(Kind::Nic, "h1-nic")]);
+    let out = disentangle(&[c], &[], &o, &u);
+    assert_eq!(out[0].fault.kind, Kind::Vport);
+    assert!(out[0].fault.equivalent.is_empty(), "{:?}", out[0].fault);
+    // An underlay endpoint named as its NIC does not list that NIC again.
+    let e = fault(Kind::Node, "h2-rnic", &[(Kind::Nic, "h2-nic")]);
+    let out = disentangle(&[], &[e], &o, &u);
+    assert_eq!(
+        (out[0].fault.kind, out[0].fault.id.as_str()),
+        (Kind::Nic, "h2-nic")
+    );
+    assert!(out[0].fault.equivalent.is_empty(), "{:?}", out[0].fault);
 }
