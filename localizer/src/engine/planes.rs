@@ -119,26 +119,41 @@ fn endpoints(pairs: &[PairStats]) -> HashMap<&str, &Identity> {
         .collect()
 }
 
-/// The physical components a verdict of one plane names: a NIC, host, ToR
-/// or spine as itself; an endpoint (node) as its NIC and host.
-fn named<'a>(f: &'a Fault, ends: &HashMap<&str, &'a Identity>) -> Vec<(Kind, &'a str)> {
-    match f.kind {
+/// The physical components one component of a verdict names: a NIC,
+/// host, ToR or spine as itself; an endpoint (node) as its NIC and host; a
+/// NIC with its host.
+fn physical_of<'a>(
+    kind: Kind,
+    id: &'a str,
+    ends: &HashMap<&str, &'a Identity>,
+) -> Vec<(Kind, &'a str)> {
+    match kind {
         Kind::Node => ends
-            .get(f.id.as_str())
+            .get(id)
             .map(|i| physical(i).collect())
             .unwrap_or_default(),
         Kind::Nic => {
             // A NIC's host, where the pairs say it.
             let host = ends
                 .values()
-                .find(|i| i.nic == f.id && !i.host.is_empty())
+                .find(|i| i.nic == id && !i.host.is_empty())
                 .map(|i| (Kind::Host, i.host.as_str()));
-            std::iter::once((Kind::Nic, f.id.as_str()))
-                .chain(host)
-                .collect()
+            std::iter::once((Kind::Nic, id)).chain(host).collect()
         }
-        _ => vec![(f.kind, f.id.as_str())],
+        _ => vec![(kind, id)],
     }
+}
+
+/// The physical components a verdict names, its equivalents' included:
+/// it stands for any of them.
+fn named<'a>(f: &'a Fault, ends: &HashMap<&str, &'a Identity>) -> Vec<(Kind, &'a str)> {
+    let mut out: Vec<(Kind, &str)> = std::iter::once((f.kind, f.id.as_str()))
+        .chain(f.equivalent.iter().map(|c| (c.kind, c.id.as_str())))
+        .flat_map(|(kind, id)| physical_of(kind, id, ends))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// An underlay verdict as the physical component it names: an underlay
@@ -170,6 +185,7 @@ fn physical_fault(f: &Fault, ends: &HashMap<&str, &Identity>) -> Fault {
 /// An overlay verdict no underlay verdict shares: the overlay's own when
 /// the underlay measured its physical components clean (a container or
 /// host becomes its virtual port or switch), else undetermined.
+/// `mine` are the physical components of the verdict's own component.
 fn overlay_only(f: &Fault, mine: &[(Kind, &str)], covered: &HashSet<(Kind, &str)>) -> LayeredFault {
     let layered = |fault, layer, basis| LayeredFault {
         fault,
@@ -237,7 +253,7 @@ pub fn disentangle(
                     planes: vec![Plane::Underlay, Plane::Overlay],
                 }
             }
-            None => overlay_only(f, &mine, &covered),
+            None => overlay_only(f, &physical_of(f.kind, &f.id, &o_ends), &covered),
         });
     }
     for (u, shown) in underlay_faults.iter().zip(shared) {

@@ -231,3 +231,19 @@ fn equivalents_the_other_plane_tells_apart_are_dropped() {
     );
     assert!(out[0].fault.equivalent.is_empty(), "{:?}", out[0].fault);
 }
+
+/// The overlay cannot tell two containers apart (one's verdict lists the
+/// other as equivalent); the underlay blames the NIC of the other: one
+/// underlay fault, seen on both planes.
+#[test]
+fn an_overlay_verdict_stands_for_its_equivalents() {
+    let (o, u) = (overlay(clean), underlay(clean));
+    let c = fault(Kind::Node, "h1-c0", &[(Kind::Node, "h2-c0")]);
+    let e = fault(Kind::Node, "h2-rnic", &[]);
+    let out = disentangle(&[c], &[e], &o, &u);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        (out[0].fault.kind, out[0].fault.id.as_str(), out[0].basis),
+        (Kind::Nic, "h2-nic", Basis::BothPlanes)
+    );
+}
