@@ -505,7 +505,7 @@ fn e2e_link_fault_is_blamed_on_the_link() {
 /// (its block, [`Fabric::spine_name`]: the only spine name the labels
 /// carry) must be paged, not its ToRs nor its links, and resolve.
 #[test]
-#[ignore = "under load, sometimes pages one of the spine's links while the fault starts or clears (docs/demo.md)"]
+#[ignore = "pages one of the spine's links, a ToR or a hop beside the spine while the fault starts or clears under load (docs/demo.md)"]
 fn e2e_spine_loss_pages_the_spine() {
     if !require_privileges("e2e_spine_loss_pages_the_spine") {
         return;

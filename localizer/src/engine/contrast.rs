@@ -18,9 +18,7 @@
 //! pairs at once (1-D, monotone score) and the likelihood ratio against
 //! `θ = 1` is one-sided (half a χ²₁, like the component tests).
 
-use crate::engine::stats::{
-    binomial_loglik, binomial_upper_tail, bisect_root, one_sided_lr_p_value,
-};
+use crate::engine::stats::{binomial_loglik, binomial_upper_tail, bisect_root};
 
 /// Probes and lost probes on one side of a contrast.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -138,34 +136,6 @@ pub fn extra_loss(rows: &[Contrast]) -> f64 {
     (1.0 - (1.0 - rv) / (1.0 - ro)).clamp(0.0, 1.0)
 }
 
-/// One-sided p-value that the flows crossing `mine`'s link lose more than
-/// those crossing the links of `others` (pooled, a two-sample binomial
-/// likelihood ratio; 1 when they lose less). Unconditional on purpose: the
-/// within-pair contrast says nothing about a link none of whose flows
-/// failed, and a clean sibling is exactly what this must see. A link only
-/// stands out from the other links of its router when this is small: a
-/// router (a spine) losing on all its links makes each look like a faulty
-/// link while its evidence builds up, and its links then lose alike.
-pub fn loses_more(mine: &[Contrast], others: &[Contrast]) -> f64 {
-    let pool = |rows: &[Contrast]| {
-        let mut c = Counts::default();
-        for r in rows {
-            c.add(r.via.n, r.via.k);
-        }
-        c
-    };
-    let (m, o) = (pool(mine), pool(others));
-    if m.n <= 0.0 || o.n <= 0.0 || m.k / m.n <= o.k / o.n {
-        return 1.0;
-    }
-    let all = (m.k + o.k) / (m.n + o.n);
-    let stat = 2.0
-        * (binomial_loglik(m.k, m.n, m.k / m.n) + binomial_loglik(o.k, o.n, o.k / o.n)
-            - binomial_loglik(m.k, m.n, all)
-            - binomial_loglik(o.k, o.n, all));
-    one_sided_lr_p_value(stat.max(0.0))
-}
-
 /// `rows` without the `drop` pairs of strongest individual evidence: the
 /// pooled test must survive them (one odd pair is not a link fault).
 pub fn without_strongest(rows: &[Contrast], drop: usize) -> Vec<Contrast> {
@@ -188,6 +158,7 @@ pub fn without_strongest(rows: &[Contrast], drop: usize) -> Vec<Contrast> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::stats::one_sided_lr_p_value;
 
     fn row(pair: usize, via: (f64, f64), other: (f64, f64)) -> Contrast {
         Contrast {
@@ -265,27 +236,6 @@ mod tests {
         assert_eq!(extra_loss(&rows), 0.0);
         // No data at all.
         assert_eq!(contrast_test(&[]), (1.0, 0.0));
-    }
-
-    #[test]
-    fn a_link_stands_out_from_clean_siblings_not_from_lossy_ones() {
-        // 20% lost via the link, none elsewhere, over 10 pairs.
-        let lossy = |n: usize| -> Vec<Contrast> {
-            (0..n)
-                .map(|i| row(i, (50.0, 10.0), (100.0, (i % 5 == 0) as u8 as f64)))
-                .collect()
-        };
-        let clean: Vec<Contrast> = (0..10)
-            .map(|i| row(i, (50.0, (i % 4 == 0) as u8 as f64), (100.0, 1.0)))
-            .collect();
-        assert!(loses_more(&lossy(10), &clean) < 1e-6);
-        // Siblings none of whose flows failed: as clean as can be.
-        let spotless: Vec<Contrast> = (0..4).map(|i| row(i, (50.0, 0.0), (50.0, 0.0))).collect();
-        assert!(loses_more(&lossy(10), &spotless) < 1e-6);
-        // Siblings as lossy as it (a router's fault): nothing to tell.
-        assert!(loses_more(&lossy(10), &lossy(12)) > 0.05);
-        // Losing less is no evidence.
-        assert_eq!(loses_more(&clean, &lossy(10)), 1.0);
     }
 
     #[test]

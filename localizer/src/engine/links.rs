@@ -47,7 +47,7 @@
 //! spine above it. Latency is not localized to links (the path series
 //! carry loss only).
 
-use super::contrast::{contrast_test, extra_loss, loses_more, without_strongest, Contrast};
+use super::contrast::{contrast_test, extra_loss, without_strongest, Contrast};
 use super::model::{Blame, Config, Fault, PairStats, Symptom};
 use super::paths::{explain_routers, mark_explained, Paths};
 use super::stats::one_sided_lr_p_value;
@@ -101,17 +101,19 @@ fn evaluate(
     })
 }
 
-/// The rows of the other links into (index 0) and out of (index 1) the
-/// router of `v`'s link, pooled per side, with the pairs `v`'s link
-/// explains set aside (they would lend its siblings its own evidence:
+/// The router rule: the other links into (or out of) the same router,
+/// pooled, show the symptom as well (significant at the uncorrected level,
+/// at least half the candidate's extra loss), once the pairs `v`'s link
+/// explains are set aside (they would lend its siblings its own evidence:
 /// their replies cross it).
-fn sibling_rows(
+fn router_fault(
     pairs: &[&PairStats],
     paths: &Paths,
     routers: &[u32],
     v: &Verdict,
     explained: &[bool],
-) -> [Vec<Contrast>; 2] {
+    config: &Config,
+) -> Option<u32> {
     let mut own = vec![false; pairs.len()];
     mark_explained(pairs, paths, v.link, &mut own);
     let aside: Vec<bool> = paths
@@ -120,43 +122,21 @@ fn sibling_rows(
         .enumerate()
         .map(|(r, row)| explained[r] || own[row.pair])
         .collect();
-    paths.siblings(routers, v.link).map(|side| {
-        side.iter()
-            .flat_map(|&m| paths.contrasts(m, &aside))
-            .collect()
-    })
-}
-
-/// The router rule: the other links into (or out of) the same router,
-/// pooled, show the symptom as well (significant at the uncorrected level,
-/// at least half the candidate's extra loss).
-fn router_fault(
-    routers: &[u32],
-    v: &Verdict,
-    siblings: &[Vec<Contrast>; 2],
-    config: &Config,
-) -> Option<u32> {
+    let sides = paths.siblings(routers, v.link);
     (0..2)
         .find(|&side| {
-            let pooled = &siblings[side];
-            let (_, stat) = contrast_test(pooled);
+            let side = &sides[side];
+            let pooled: Vec<Contrast> = side
+                .iter()
+                .flat_map(|&m| paths.contrasts(m, &aside))
+                .collect();
+            let (_, stat) = contrast_test(&pooled);
             let leaning = pooled.iter().filter(|r| r.leans()).count();
             one_sided_lr_p_value(stat) < config.alpha
                 && leaning >= config.min_pairs.max(1)
-                && extra_loss(pooled) >= 0.5 * v.score
+                && extra_loss(&pooled) >= 0.5 * v.score
         })
         .map(|side| routers[(2 * v.link + side as u32) as usize])
-}
-
-/// Whether `v`'s link loses more than the other links of its router on
-/// each side that has any ([`loses_more`] at the uncorrected level): while
-/// a router's fault builds up in the window, one of its links passes
-/// before its siblings do, but it does not lose more than they do.
-fn stands_out(mine: &[Contrast], siblings: &[Vec<Contrast>; 2], config: &Config) -> bool {
-    siblings
-        .iter()
-        .filter(|side| !side.is_empty())
-        .all(|side| loses_more(mine, side) < config.alpha)
 }
 
 /// What the link stage concluded.
@@ -191,8 +171,6 @@ struct Greedy<'a> {
 enum Step {
     Accepted(Verdict),
     RouterFound,
-    /// A passing link that does not stand out from its router's others.
-    Held,
     Done,
 }
 
@@ -228,24 +206,18 @@ impl Greedy<'_> {
             if self.shadowed(v, &passing) {
                 continue;
             }
-            let siblings = sibling_rows(self.pairs, &self.paths, &self.routers, v, &self.explained);
-            if let Some(group) = router_fault(&self.routers, v, &siblings, self.config) {
+            let router = router_fault(
+                self.pairs,
+                &self.paths,
+                &self.routers,
+                v,
+                &self.explained,
+                self.config,
+            );
+            if let Some(group) = router {
                 self.faulty_routers.insert(group);
                 self.cleared.insert(v.link, v.clone());
                 return Step::RouterFound;
-            }
-            let mine = self.paths.contrasts(v.link, &self.explained);
-            if !stands_out(&mine, &siblings, self.config) {
-                // Held: no link, and no router yet either; the pairs it
-                // touches lend no other link evidence this time (their
-                // loss is its router's, or this link's, not a third's).
-                self.cleared.insert(v.link, v.clone());
-                let mut own = vec![false; self.pairs.len()];
-                mark_explained(self.pairs, &self.paths, v.link, &mut own);
-                for (r, row) in self.paths.rows.iter().enumerate() {
-                    self.explained[r] |= own[row.pair];
-                }
-                return Step::Held;
             }
             let mut best = v.clone();
             best.reverse = passing
@@ -338,12 +310,10 @@ pub fn localize(pairs: &[&PairStats], config: &Config) -> LinkReport {
         accepted: Vec::new(),
         cleared: HashMap::new(),
     };
-    // Each round accepts a link, finds a router or holds a link (whose
-    // rows it sets aside): bounded by the counts.
-    for _ in 0..3 * candidates.len() {
+    // Each round accepts a link or finds a router: bounded by both counts.
+    for _ in 0..2 * candidates.len() {
         match g.round(&candidates) {
             Step::Done => break,
-            Step::Held => {}
             Step::RouterFound => {
                 explain_routers(
                     pairs,
@@ -426,4 +396,180 @@ fn blame_of<'a>(
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod tests {
+    use super::*;
+    use crate::engine::model::PathObs;
+    use skeletonhunter_common::topology::Identity;
+
+    /// A deterministic stand-in for an ECMP hash.
+    fn hash(a: usize, b: usize, f: usize, salt: usize) -> usize {
+        (a * 7919 + b * 104_729 + f * 31 + salt * 1_000_003).wrapping_mul(2_654_435_761) >> 7
+    }
+
+    /// A 3-ToR, 2-spine fabric, `per_tor` single-host nodes per ToR, every
+    /// ordered pair probed over 16 flows of 50 probes. Flow f of a -> b
+    /// leaves its host (`h<a>`), goes up `u<ta><s>` and down `d<s><tb>`
+    /// through spine s into b's host (`x<b>`), its reply through an
+    /// independently hashed spine. `faulty` maps a link (or `node:<name>`)
+    /// to its loss; the counts are the expected ones.
+    pub(crate) fn fabric(per_tor: usize, faulty: &[(&str, f64)]) -> Vec<PairStats> {
+        let loss = |name: &str| {
+            faulty
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0.0, |(_, q)| *q)
+        };
+        let nodes: Vec<(String, usize)> = (0..3 * per_tor)
+            .map(|i| (format!("n{i}"), i / per_tor))
+            .collect();
+        let ident = |(n, t): &(String, usize)| Identity {
+            node: n.clone(),
+            nic: format!("nic-{n}"),
+            host: format!("host-{n}"),
+            tor: format!("t{t}"),
+            spine: "block".into(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for (ai, a) in nodes.iter().enumerate() {
+            for (bi, b) in nodes.iter().enumerate() {
+                if ai == bi {
+                    continue;
+                }
+                let pair_survival =
+                    (1.0 - loss(&format!("node:{}", a.0))) * (1.0 - loss(&format!("node:{}", b.0)));
+                let mut rows: Vec<PathObs> = Vec::new();
+                for f in 0..16 {
+                    let hops: Vec<String> = if a.1 == b.1 {
+                        vec![format!("h{}", a.0), format!("x{}", b.0)]
+                    } else {
+                        let s = hash(ai, bi, f, 1) % 2;
+                        vec![
+                            format!("h{}", a.0),
+                            format!("u{}{s}", a.1),
+                            format!("d{s}{}", b.1),
+                            format!("x{}", b.0),
+                        ]
+                    };
+                    let mut surv = pair_survival;
+                    for h in &hops {
+                        surv *= 1.0 - loss(h);
+                    }
+                    if a.1 != b.1 {
+                        let r = hash(bi, ai, f, 2) % 2;
+                        surv *= (1.0 - loss(&format!("u{}{r}", b.1)))
+                            * (1.0 - loss(&format!("d{r}{}", a.1)));
+                    }
+                    let lost = (50.0 * (1.0 - surv)).round();
+                    match rows.iter_mut().find(|p| p.hops == hops) {
+                        Some(p) => {
+                            p.probes += 50.0;
+                            p.lost += lost;
+                        }
+                        None => rows.push(PathObs {
+                            id: hops.join(">"),
+                            hops,
+                            probes: 50.0,
+                            lost,
+                        }),
+                    }
+                }
+                let (sent, lost) = rows
+                    .iter()
+                    .fold((0.0, 0.0), |(s, l), p| (s + p.probes, l + p.lost));
+                out.push(PairStats {
+                    src: ident(a),
+                    dst: ident(b),
+                    rounds: 10.0,
+                    sent,
+                    lost,
+                    paths: rows,
+                    ..Default::default()
+                });
+            }
+        }
+        out
+    }
+
+    fn run(pairs: &[PairStats]) -> LinkReport {
+        localize(&pairs.iter().collect::<Vec<_>>(), &Config::default())
+    }
+
+    fn names(r: &LinkReport) -> Vec<String> {
+        r.faults
+            .iter()
+            .map(|f| format!("{}:{}", f.id, f.symptom))
+            .collect()
+    }
+
+    #[test]
+    fn a_dead_uplink_is_blamed_and_explains_both_directions() {
+        let pairs = fabric(3, &[("u10", 1.0)]);
+        let r = run(&pairs);
+        assert_eq!(names(&r), ["u10:unreachable"]);
+        assert!(r.faults[0].score > 0.99);
+        for (p, &e) in pairs.iter().zip(&r.explained) {
+            let touches = (p.src.tor == "t1") != (p.dst.tor == "t1");
+            assert_eq!(e, touches, "{} -> {}", p.src.node, p.dst.node);
+        }
+    }
+
+    #[test]
+    fn a_lossy_downlink_and_a_gray_uplink_are_blamed() {
+        let r = run(&fabric(3, &[("d02", 0.3)]));
+        assert_eq!(names(&r), ["d02:loss"]);
+        assert!(
+            (r.faults[0].score - 0.3).abs() < 0.05,
+            "{}",
+            r.faults[0].score
+        );
+        let r = run(&fabric(4, &[("u21", 0.04)]));
+        assert_eq!(names(&r), ["u21:loss"]);
+    }
+
+    /// Both directions of the t1 - spine 0 cable dead: one directed link
+    /// is blamed, the other listed with it; nothing else.
+    #[test]
+    fn a_cable_dead_both_ways_is_one_fault() {
+        let r = run(&fabric(3, &[("u10", 1.0), ("d01", 1.0)]));
+        assert_eq!(r.faults.len(), 1, "{:?}", names(&r));
+        let f = &r.faults[0];
+        let mut both: Vec<&str> = f.equivalent.iter().map(|c| c.id.as_str()).collect();
+        both.push(&f.id);
+        both.sort_unstable();
+        assert_eq!(both, ["d01", "u10"]);
+        // One direction only: the other is not listed.
+        let r = run(&fabric(3, &[("u10", 1.0)]));
+        assert!(
+            r.faults[0].equivalent.is_empty(),
+            "{:?}",
+            r.faults[0].equivalent
+        );
+    }
+
+    #[test]
+    fn a_faulty_spine_is_not_blamed_on_its_links() {
+        let spine: Vec<(String, f64)> = (0..3)
+            .flat_map(|t| [(format!("u{t}1"), 0.3), (format!("d1{t}"), 0.3)])
+            .collect();
+        let refs: Vec<(&str, f64)> = spine.iter().map(|(n, q)| (n.as_str(), *q)).collect();
+        let r = run(&fabric(3, &refs));
+        assert!(r.faults.is_empty(), "{:?}", names(&r));
+        assert!(r.explained.iter().all(|e| !e));
+        assert!(r.blame.iter().any(|b| !b.faulty));
+    }
+
+    #[test]
+    fn endpoint_faults_and_health_blame_no_link() {
+        assert!(run(&fabric(3, &[])).faults.is_empty());
+        let r = run(&fabric(3, &[("node:n1", 0.4), ("hn4", 1.0)]));
+        assert!(r.faults.is_empty(), "{:?}", names(&r));
+        // No path data: nothing to do.
+        let mut pairs = fabric(2, &[("u10", 1.0)]);
+        for p in &mut pairs {
+            p.paths.clear();
+        }
+        let r = run(&pairs);
+        assert!(r.faults.is_empty() && r.explained.iter().all(|e| !e));
+    }
+}
