@@ -30,14 +30,12 @@ pub use fields::{CsvError, FieldError};
 use header::{columns, Columns};
 pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
 use skeletonhunter_common::topology::{Identity, Plane};
+use skeletonhunter_common::Protocol;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use task::{Class, Task, TaskRows};
-
-/// The plane key of rows whose plane is not given.
-const PLANE_NONE: u8 = u8::MAX;
+use task::{Task, TaskRows};
 
 /// Packets per probe round assumed when nothing else tells (no count
 /// column, no flag, no fractional `loss_rate` to infer from).
@@ -110,13 +108,13 @@ pub enum ReadError {
     },
 }
 
-/// One pair's rounds of one probe class (protocol).
+/// One pair's rounds of one protocol (`None`: rows that do not say).
 #[derive(Default)]
 struct Acc {
-    /// The pair (index into the distinct pairs) and the class.
+    /// The pair (index into the distinct pairs) and the protocol.
     pair: u32,
-    class: Class,
-    /// The pair's next class's rounds, if any.
+    protocol: Option<Protocol>,
+    /// The pair's next protocol's rounds, if any.
     next: Option<u32>,
     rounds: f64,
     failed: f64,
@@ -128,6 +126,15 @@ struct Acc {
     lost: f64,
     /// When its rounds ran, for the departures of containers that left.
     timeline: Timeline,
+}
+
+/// A pair as the reader keys it: (source, destination) interned, and the
+/// plane its rows measured (`None`: they do not say).
+type PairKey = (u32, u32, Option<Plane>);
+
+/// A plane as one byte of a hash key.
+fn plane_byte(plane: Option<Plane>) -> u8 {
+    plane.map_or(0, |p| p as u8 + 1)
 }
 
 /// What the reader made of a log beside its pairs.
@@ -143,10 +150,10 @@ pub struct LogSummary {
 }
 
 impl Acc {
-    fn new(pair: u32, class: Class) -> Acc {
+    fn new(pair: u32, protocol: Option<Protocol>) -> Acc {
         Acc {
             pair,
-            class,
+            protocol,
             ..Acc::default()
         }
     }
@@ -250,12 +257,15 @@ struct Aggregator<'h> {
     node_ids: HashMap<Box<[u8]>, u32>,
     identities: Vec<Identity>,
     /// Distinct (source, destination, plane) pairs, which `max_pairs`
-    /// bounds; the plane is [`PLANE_NONE`] or a [`Plane`] as a `u8`.
+    /// bounds.
+    /// Keyed with the plane as one byte ([`plane_byte`]): the derived
+    /// hash of the `Option` writes two words a row, which cost the
+    /// 172k-row speed case 9 % more CPU (farm-bench, side by side).
     pair_ids: HashMap<(u32, u32, u8), u32>,
-    pairs: Vec<(u32, u32, u8)>,
-    /// Each pair's first class's rounds in `acc`; a pair's further
-    /// classes chain on from there ([`Acc::next`]): one hash lookup per
-    /// row, as without classes, and a log has one to three of them.
+    pairs: Vec<PairKey>,
+    /// Each pair's first protocol's rounds in `acc`; a pair's further
+    /// protocols chain on from there ([`Acc::next`]): one hash lookup per
+    /// row, as without protocols, and a log has one to three of them.
     first: Vec<u32>,
     acc: Vec<Acc>,
     /// (index into `acc`, µs) of every answered round.
@@ -314,15 +324,13 @@ impl<'h> Aggregator<'h> {
         };
         let plane = match self.cols.plane {
             Some(i) => task::plane(rec.get(i).unwrap_or(b""))
-                .map_err(|e| self.err(line, i, e.to_string()))?
-                .map_or(PLANE_NONE, |p| p as u8),
-            None => PLANE_NONE,
+                .map_err(|e| self.err(line, i, e.to_string()))?,
+            None => None,
         };
         let s = self.node(rec, line, true)?;
         let d = self.node(rec, line, false)?;
         let round = self.round(rec, line)?;
-        let class = task::class(protocol);
-        let p = self.key((s, d, plane), class, line)?;
+        let p = self.key((s, d, plane), protocol, line)?;
         self.end = self.end.max(round.at);
         let a = &mut self.acc[p as usize];
         a.timeline.add(round.at, round.connected);
@@ -351,13 +359,17 @@ impl<'h> Aggregator<'h> {
         Ok(())
     }
 
-    /// Where the rounds of (source, destination, class) add up, made
-    /// room for when first seen at `line`; a new pair counts against
-    /// `max_pairs`.
+    /// Where the rounds of a pair's `protocol` add up, made room for when
+    /// first seen at `line`; a new pair counts against `max_pairs`.
     #[inline(always)]
-    fn key(&mut self, sdp: (u32, u32, u8), class: Class, line: u64) -> Result<u32, CsvError> {
+    fn key(
+        &mut self,
+        sdp: PairKey,
+        protocol: Option<Protocol>,
+        line: u64,
+    ) -> Result<u32, CsvError> {
         let next = self.pairs.len() as u32;
-        let pair = match self.pair_ids.entry(sdp) {
+        let pair = match self.pair_ids.entry((sdp.0, sdp.1, plane_byte(sdp.2))) {
             Entry::Occupied(e) => *e.get(),
             Entry::Vacant(_) if self.pairs.len() >= self.max_pairs => {
                 return Err(self.too_many_pairs(line));
@@ -367,18 +379,18 @@ impl<'h> Aggregator<'h> {
                 let k = self.acc.len() as u32;
                 self.pairs.push(sdp);
                 self.first.push(k);
-                self.acc.push(Acc::new(next, class));
+                self.acc.push(Acc::new(next, protocol));
                 return Ok(k);
             }
         };
         let mut k = self.first[pair as usize];
-        while self.acc[k as usize].class != class {
+        while self.acc[k as usize].protocol != protocol {
             match self.acc[k as usize].next {
                 Some(n) => k = n,
                 None => {
                     let n = self.acc.len() as u32;
                     self.acc[k as usize].next = Some(n);
-                    self.acc.push(Acc::new(pair, class));
+                    self.acc.push(Acc::new(pair, protocol));
                     return Ok(n);
                 }
             }
@@ -506,11 +518,7 @@ impl<'h> Aggregator<'h> {
         if self.cols.plane.is_none() {
             return Vec::new();
         }
-        let all = [Plane::Overlay, Plane::Underlay];
-        self.pairs
-            .iter()
-            .map(|&(_, _, p)| all.into_iter().find(|x| *x as u8 == p))
-            .collect()
+        self.pairs.iter().map(|&(_, _, plane)| plane).collect()
     }
 
     /// The probes per row for rows without a count of their own: the flag,
@@ -558,8 +566,8 @@ impl<'h> Aggregator<'h> {
                 paths: Vec::new(),
             })
             .collect();
-        // The class whose median each pair's RTT is, by preference.
-        let mut rtt_class = vec![None::<u8>; out.len()];
+        // The preference of the protocol whose median each pair's RTT is.
+        let mut rtt_pref = vec![None::<u8>; out.len()];
         for (a, (rtt, samples)) in self.acc.iter().zip(median) {
             let p = &mut out[a.pair as usize];
             // A container that left mid-window: its last failed rounds
@@ -569,8 +577,8 @@ impl<'h> Aggregator<'h> {
             p.failed_dials += a.failed - departed;
             p.sent += a.sent + a.connected * ppr;
             p.lost += a.lost + (a.rate_sum * ppr).round();
-            let pref = task::rtt_preference(a.class);
-            let best = &mut rtt_class[a.pair as usize];
+            let pref = task::rtt_preference(a.protocol);
+            let best = &mut rtt_pref[a.pair as usize];
             if rtt.is_some() && best.is_none_or(|b| pref < b) {
                 *best = Some(pref);
                 p.rtt_seconds = rtt;

@@ -71,31 +71,17 @@ pub fn plane(field: &[u8]) -> Result<Option<Plane>, UnknownPlane> {
     if f.is_empty() {
         return Ok(None);
     }
-    [Plane::Overlay, Plane::Underlay]
+    Plane::ALL
         .into_iter()
         .find(|p| f.eq_ignore_ascii_case(p.as_str().as_bytes()))
         .map(Some)
         .ok_or_else(|| UnknownPlane(String::from_utf8_lossy(f).into_owned()))
 }
 
-/// A probe class as a small key: the protocol's index, or
-/// [`UNSPECIFIED`] for rows that do not say.
-pub type Class = u8;
-
-/// The class of rows whose protocol is not given.
-pub const UNSPECIFIED: Class = u8::MAX;
-
-/// The class of a probe row.
-pub fn class(protocol: Option<Protocol>) -> Class {
-    protocol.map_or(UNSPECIFIED, |p| p.index() as Class)
-}
-
-/// RTT preference of a class: a protocol's own, rows that do not say last.
-pub fn rtt_preference(class: Class) -> u8 {
-    Protocol::ALL
-        .iter()
-        .find(|p| p.index() as Class == class)
-        .map_or(u8::MAX, |p| p.rtt_preference())
+/// RTT preference of a probe row's protocol: the protocol's own
+/// ([`Protocol::rtt_preference`]), rows that do not say last.
+pub fn rtt_preference(protocol: Option<Protocol>) -> u8 {
+    protocol.map_or(u8::MAX, Protocol::rtt_preference)
 }
 
 /// How many rows of each task the log held; the `task_rows` object of the
@@ -178,10 +164,9 @@ mod tests {
 
     #[test]
     fn rdma_is_preferred_for_rtt_and_unspecified_rows_come_last() {
-        let rdma = class(Some(Protocol::Rdma));
-        let tcp = class(Some(Protocol::Tcp));
+        let (rdma, tcp) = (Some(Protocol::Rdma), Some(Protocol::Tcp));
         assert!(rtt_preference(rdma) < rtt_preference(tcp));
-        assert!(rtt_preference(tcp) < rtt_preference(class(None)));
+        assert!(rtt_preference(tcp) < rtt_preference(None));
     }
 
     #[test]
