@@ -3,13 +3,13 @@
 //! flag value) is an [`AnalyzeError`], which the binary exits with 2 for.
 
 use super::flags::{parse_size, EngineArgs};
-use crate::engine::model::PairStats;
+use crate::engine::model::{Fault, PairStats};
 use crate::engine::pipeline::analyze;
 use crate::engine::planes::analyze_planes;
 use crate::input::csv::{self, CsvOptions, ReadError, DEFAULT_MAX_PAIRS};
 use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
 use crate::jobs::impact::impact;
-use skeletonhunter_common::topology::Plane;
+use skeletonhunter_common::topology::{Component, Plane};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -77,36 +77,38 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         );
     }
     let config = args.engine.config();
-    let mut json = match split_planes(&pairs, &summary.planes) {
-        Some((overlay, underlay)) => {
-            let report = analyze_planes(&overlay, &underlay, &config);
-            let mut json = serde_json::to_value(&report)?;
-            if let serde_json::Value::Object(map) = &mut json {
-                let n = serde_json::json!({"overlay": overlay.len(), "underlay": underlay.len()});
-                map.insert("plane_pairs".into(), n);
+    // The JSON, and the component of each of its faults, in order.
+    let (mut json, blamed): (serde_json::Value, Vec<Component>) =
+        match split_planes(&pairs, &summary.planes) {
+            Some((overlay, underlay)) => {
+                let report = analyze_planes(&overlay, &underlay, &config);
+                let mut json = serde_json::to_value(&report)?;
+                if let serde_json::Value::Object(map) = &mut json {
+                    let n =
+                        serde_json::json!({"overlay": overlay.len(), "underlay": underlay.len()});
+                    map.insert("plane_pairs".into(), n);
+                }
+                let blamed = report.faults.iter().map(|f| f.fault.component());
+                (json, blamed.collect())
             }
-            json
-        }
-        None => serde_json::to_value(analyze(&pairs, &config))?,
-    };
+            None => {
+                let report = analyze(&pairs, &config);
+                let blamed = report.faults.iter().map(Fault::component).collect();
+                (serde_json::to_value(&report)?, blamed)
+            }
+        };
     if let serde_json::Value::Object(map) = &mut json {
         map.insert("probes_per_row".into(), serde_json::to_value(probes)?);
         map.insert("task_rows".into(), serde_json::to_value(&summary.tasks)?);
         // Which jobs (tenants) each verdict hurts, where the log says.
         if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
-            for out in faults.iter_mut() {
-                let serde_json::Value::Object(o) = out else {
-                    continue;
-                };
-                let (Some(kind), Some(id)) = (
-                    o.get("kind").and_then(|k| k.as_str()?.parse().ok()),
-                    o.get("id").and_then(|i| i.as_str()),
-                ) else {
-                    continue;
-                };
-                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), kind, id);
-                if !jobs.is_empty() {
-                    o.insert("jobs".into(), serde_json::to_value(&jobs)?);
+            for (c, out) in blamed.iter().zip(faults.iter_mut()) {
+                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), c.kind, &c.id);
+                match out {
+                    serde_json::Value::Object(o) if !jobs.is_empty() => {
+                        o.insert("jobs".into(), serde_json::to_value(&jobs)?);
+                    }
+                    _ => {}
                 }
             }
         }
