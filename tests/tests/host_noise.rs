@@ -360,7 +360,6 @@ fn flap_uplink(stack: &Stack, host: usize, t0: Instant) -> anyhow::Result<()> {
 /// resolutions: at most one page of the first outage before it, nothing
 /// else paged, the flapping alert not resolved while the flapping goes on.
 #[test]
-#[ignore = "beside stress-ng the first outage can page the host's uplink link as well as its NIC (docs/demo.md)"]
 fn a_flapping_uplink_is_one_flapping_alert_without_churn() {
     let Some(_one) = privileged_alone("a_flapping_uplink_is_one_flapping_alert_without_churn")
     else {

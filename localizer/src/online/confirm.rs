@@ -39,6 +39,12 @@
 //!    would be beneath a reported component, so an independent fault under
 //!    a ToR that alerted minutes ago is not delayed by a whole window.
 //!
+//!    A link whose anomalous pairs all start or end at one NIC (a host's
+//!    access link) is held the same way, beneath that NIC, even before the
+//!    NIC is reported: at the onset of a host's outage the traces that
+//!    caught it name its uplink while the pair counters name the NIC a
+//!    cycle later; both are one incident, paged once, as the NIC.
+//!
 //! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
 //!    resolves. A cut link coming back shows partial loss for up to a window
@@ -55,14 +61,18 @@
 //!    `coverage.rs`). A cycle in which it is not covered — too few of its
 //!    pairs have fresh data — is *unknown*: it neither counts towards the
 //!    resolution nor resets it, and the alert stays as it was. A data gap
-//!    therefore never resolves an alert.
+//!    therefore never resolves an alert. Nor does a cycle that reports
+//!    its access link (rule 3): its pairs still show the fault under the
+//!    link's name, so its count of clean cycles starts over. (A finding
+//!    beneath a ToR does not keep the ToR's alert: it may be a new fault
+//!    of its own.)
 //!
 //! Untrusted cycles (failed queries) do not call [`Confirmer::admit`], so
 //! they neither advance nor break a streak.
 
 use super::alerts::Finding;
 use crate::engine::model::Symptom;
-use skeletonhunter_common::topology::{path, Component};
+use skeletonhunter_common::topology::{path, Component, Kind};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -98,6 +108,12 @@ pub enum Kept {
     Clearing {
         /// Covered, clean cycles since it was last reported.
         clean: u32,
+    },
+    /// Not reported, but its access link `child` was (rule 3): its pairs
+    /// are not clean, so its resolution starts over.
+    Beneath {
+        /// The finding reported beneath it.
+        child: Component,
     },
 }
 
@@ -220,7 +236,8 @@ impl Confirmer {
     ) -> (Vec<Finding>, Vec<(Finding, Held)>) {
         let reported: std::collections::BTreeSet<Component> =
             findings.iter().map(|f| f.component.clone()).collect();
-        findings.extend(self.pending_resolution(&reported, covered));
+        let again = self.pending_resolution(&findings, covered);
+        findings.extend(again);
         let hold = self.hold;
         self.cleared.retain(|_, last| within(*last, now, hold));
         let remember = self.remember;
@@ -292,19 +309,25 @@ impl Confirmer {
     /// findings, returned to be admitted again.
     fn pending_resolution(
         &mut self,
-        reported: &std::collections::BTreeSet<Component>,
+        findings: &[Finding],
         covered: &dyn Fn(&Component) -> bool,
     ) -> Vec<Finding> {
         self.kept.clear();
         let quiet: Vec<Component> = self
             .alerting
             .keys()
-            .filter(|c| !reported.contains(*c))
+            .filter(|c| !findings.iter().any(|f| f.component == **c))
             .cloned()
             .collect();
         let mut again = Vec::new();
         for c in quiet {
-            let why = if covered(&c) {
+            let child = findings.iter().find(|f| access_end(f).as_ref() == Some(&c));
+            let why = if let Some(child) = child {
+                self.clean.remove(&c);
+                Kept::Beneath {
+                    child: child.component.clone(),
+                }
+            } else if covered(&c) {
                 let clean = self.clean.entry(c.clone()).or_insert(0);
                 *clean += 1;
                 if *clean >= self.resolve_cycles {
@@ -361,10 +384,30 @@ impl Confirmer {
             }
         }
         if within(began, now, self.recent_hold) {
-            return beneath(f, self.recent.keys()).map(|parent| Held::Beneath { parent });
+            if let Some(parent) = beneath(f, self.recent.keys()) {
+                return Some(Held::Beneath { parent });
+            }
+        }
+        if within(began, now, self.hold) {
+            return access_end(f).map(|parent| Held::Beneath { parent });
         }
         None
     }
+}
+
+/// The NIC that every anomalous pair of a link finding starts or ends at,
+/// if there is one: the link is that NIC's access link, and its evidence
+/// may be the onset of the NIC's (or its host's) fault (rule 3).
+fn access_end(f: &Finding) -> Option<Component> {
+    if f.component.kind != Kind::Link {
+        return None;
+    }
+    let ((a, b), rest) = f.hit_pairs.split_first()?;
+    [&a.nic, &b.nic]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .find(|n| rest.iter().all(|(x, y)| x.nic == **n || y.nic == **n))
+        .map(|n| Component::new(Kind::Nic, n.to_string()))
 }
 
 /// One of `parents` other than `f`'s own component that every one of `f`'s

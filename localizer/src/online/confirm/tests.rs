@@ -371,3 +371,60 @@ fn beneath_a_quiet_tor_that_alerted_recently_the_hold_is_short() {
     let (a, _) = c.admit(vec![node(), tor()], at(106));
     assert_eq!(names(&a), ["tor/tor0"], "the node is held beneath the ToR");
 }
+
+/// A link finding whose pairs are `pairs`.
+fn link(name: &str, pairs: impl Fn(&Identity, &Identity) -> bool) -> Finding {
+    let mut f = finding(Kind::Link, name, "loss");
+    f.hit_pairs = all_pairs()
+        .into_iter()
+        .filter(|(a, b)| pairs(a, b))
+        .collect();
+    f
+}
+
+/// A host's uplink goes down: the traces name the access link a cycle
+/// before the pair counters name the NIC. The link is held beneath the
+/// NIC, the NIC fires, and the cycles that name the link again keep the
+/// NIC's alert instead of resolving it. An access link that persists for
+/// the whole hold with no NIC beside it is paged; a ToR-spine link, whose
+/// pairs start at many NICs, is paged at its confirmation.
+#[test]
+fn a_hosts_access_link_is_paged_as_its_nic() {
+    let at_nic = |a: &Identity, b: &Identity| a.nic == "nic-t0-h1" || b.nic == "nic-t0-h1";
+    let uplink = || link("10.0.0.1", at_nic);
+    let nic = || finding(Kind::Nic, "nic-t0-h1", "loss");
+    let mut c = confirmer();
+    c.admit(vec![uplink()], at(0));
+    let (a, h) = c.admit(vec![uplink()], at(2));
+    assert!(a.is_empty(), "{:?}", names(&a));
+    let parent = Component::new(Kind::Nic, "nic-t0-h1");
+    assert_eq!(
+        h[0].1,
+        Held::Beneath {
+            parent: parent.clone()
+        }
+    );
+    c.admit(vec![nic()], at(4));
+    assert_eq!(names(&c.admit(vec![nic()], at(6)).0), ["nic/nic-t0-h1"]);
+    // The link's cycle: still held, and the NIC's alert stays.
+    let (a, h) = c.admit(vec![uplink()], at(8));
+    assert_eq!(names(&a), ["nic/nic-t0-h1"]);
+    assert_eq!(h.len(), 1);
+    let child = uplink().component;
+    assert_eq!(c.kept(), [(parent, Kept::Beneath { child })]);
+    // Clean: the NIC resolves.
+    assert!(c.admit(vec![], at(10)).0.is_empty());
+
+    // The access link alone, for longer than the hold: paged.
+    let mut c = confirmer();
+    for t in [0, 2, 4, 6, 8, 10] {
+        assert!(c.admit(vec![uplink()], at(t)).0.is_empty(), "at {t}");
+    }
+    assert_eq!(names(&c.admit(vec![uplink()], at(12)).0), ["link/10.0.0.1"]);
+
+    // A ToR-spine link: its pairs start at many NICs.
+    let cross = || link("10.9.0.1", |a, b| a.tor != b.tor);
+    let mut c = confirmer();
+    c.admit(vec![cross()], at(0));
+    assert_eq!(names(&c.admit(vec![cross()], at(2)).0), ["link/10.9.0.1"]);
+}

@@ -34,6 +34,9 @@ impl Localizer {
                 Kept::Clearing { clean } => {
                     tracing::debug!("clearing: {c} clean in {clean} covered cycle(s)");
                 }
+                Kept::Beneath { child } => {
+                    tracing::info!("not clean: {child} was reported beneath {c}; its alert stays");
+                }
             }
         }
         let before: BTreeSet<AlertKey> = self.book.active_keys().cloned().collect();
