@@ -508,8 +508,10 @@ fn discovery_poll_cgroup_filter_keeps_the_training_container() {
 
 /// The shipped discovery defaults (`ebpf: true`, as the DaemonSet config
 /// has it) on a host's namespace: long-lived connections to an API server
-/// (6443) and from a scraper of the kubelet (10250), both open before the
-/// training connection (29500), never become peers; the training one does.
+/// (6443), from a scraper of the kubelet (10250), and of a storage and a
+/// CNI agent to a third host (an NFS mount, 2049; Felix's watch on Calico
+/// Typha, 5473), all open before the training connection (29500), never
+/// become peers; the training one does.
 #[test]
 fn discovery_defaults_leave_control_plane_connections_out() {
     if !require_privileges("discovery_defaults_leave_control_plane_connections_out") {
@@ -520,8 +522,10 @@ fn discovery_defaults_leave_control_plane_connections_out() {
 
 fn control_plane_scenario() -> Result<()> {
     let (a, b, k) = (Netns::new("dpa")?, Netns::new("dpb")?, Netns::new("dpk")?);
+    let s = Netns::new("dps")?;
     veth(&a, "a2b", "198.18.1.1/30", &b, "b2a", "198.18.1.2/30")?;
     veth(&a, "a2k", "198.18.2.1/30", &k, "k2a", "198.18.2.2/30")?;
+    veth(&a, "a2s", "198.18.3.1/30", &s, "s2a", "198.18.3.2/30")?;
     let dir = std::env::temp_dir().join(format!("skeletonhunter-disc-dflt-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let cfg_b = exporter_config("node-b", "198.18.1.2", "  ebpf: false\n");
@@ -530,13 +534,19 @@ fn control_plane_scenario() -> Result<()> {
         App::listen(&k, "198.18.2.2:6443".parse()?)?,
         App::listen(&a, "198.18.2.1:10250".parse()?)?,
     );
+    let (_nfs, _typha) = (
+        App::listen(&s, "198.18.3.2:2049".parse()?)?,
+        App::listen(&s, "198.18.3.2:5473".parse()?)?,
+    );
     let mut to_api = connect(&a, "198.18.2.2:6443".parse()?)?;
     let mut scraper = connect(&k, "198.18.2.1:10250".parse()?)?;
+    let mut mount = connect(&a, "198.18.3.2:2049".parse()?)?;
+    let mut felix = connect(&a, "198.18.3.2:5473".parse()?)?;
     let mut ea = start_a(&a, &dir, "  ebpf: true\n", &[])?;
     let _app = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
     let mut ring = connect(&a, format!("198.18.1.2:{APP}").parse()?)?;
-    for s in [&mut to_api, &mut scraper, &mut ring] {
-        s.write_all(b"up")?;
+    for c in [&mut to_api, &mut scraper, &mut mount, &mut felix, &mut ring] {
+        c.write_all(b"up")?;
     }
     // Default timing: long_lived 30s, 3 windows of 10s.
     let body = wait_until(
@@ -548,15 +558,11 @@ fn control_plane_scenario() -> Result<()> {
     .map_err(|e| anyhow::anyhow!("{e}; log of A:\n{}", ea.log()))?;
     let peers = sample(&body, "skeletonhunter_skeleton_peers{source=\"ebpf\"}");
     assert_eq!(peers, Some(1.0), "{body}");
-    assert!(
-        !body.contains("198.18.2.2"),
-        "control plane probed:\n{body}"
-    );
-    assert!(
-        !ea.log().contains("skeleton peer 198.18.2.2"),
-        "{}",
-        ea.log()
-    );
+    for host in ["198.18.2.2", "198.18.3.2"] {
+        assert!(!body.contains(host), "{host} probed:\n{body}");
+        let log = ea.log();
+        assert!(!log.contains(&format!("skeleton peer {host}")), "{log}");
+    }
     let filtered = "skeletonhunter_discovery_events_total{source=\"ebpf\",event=\"filtered\"}";
     assert!(sample(&body, filtered).is_some_and(|n| n >= 1.0), "{body}");
     ea.check_running()?;

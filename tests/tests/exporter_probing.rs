@@ -4,14 +4,21 @@
 //! Metrics are scraped on each namespace's loopback, so faults on the data
 //! plane never hide the exporter itself.
 //!
-//! This file: loss and link faults. Responder hardening and the exposition
-//! are in `exporter_responder.rs`, peer lifecycle (removal, DNS) in
+//! This file: loss and link faults, and the default flow rotation seen on
+//! the wire. Responder hardening and the exposition are in
+//! `exporter_responder.rs`, peer lifecycle (removal, DNS) in
 //! `exporter_peers.rs`; the shared helpers in `skeletonhunter_tests::exporter`.
 
-use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, static_peer, Probing};
+use skeletonhunter_tests::exporter::{
+    config, counts, pair, scrape, start, start_both, static_peer, Probing, UDP,
+};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[test]
@@ -192,4 +199,75 @@ fn exporter_link_down_then_up() {
             s2 - s1
         );
     }
+}
+
+/// An exporter whose config leaves `probe.ecmp_width` and `probe.flows`
+/// unset (the shipped default, width 4: 21 flows) sends its UDP probes to
+/// one peer from several source ports in turn — at least one per path of
+/// the default width — as a plain socket at the peer's address sees them
+/// on the wire. With `ecmp_width: 1` every probe would leave from one port.
+#[test]
+fn exporter_default_udp_probes_rotate_over_ecmp_flows() {
+    if !require_privileges("exporter_default_udp_probes_rotate_over_ecmp_flows") {
+        return;
+    }
+    let p = pair("exflow").unwrap();
+    let dir = TempDir::new("exflow").unwrap();
+    // The peer is the test's own socket at B's responder address: it
+    // records the source port of every echo request (magic `SKHP`,
+    // version 1, type 1) and answers none.
+    let sock =
+        p.b.run_in(|| UdpSocket::bind(("198.18.1.2", UDP)))
+            .unwrap()
+            .unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let ports = Arc::new(Mutex::new(BTreeSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (seen, done) = (ports.clone(), stop.clone());
+    let recorder = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while !done.load(Ordering::Relaxed) {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            if n >= 40 && buf[..4] == *b"SKHP" && buf[4] == 1 && buf[5] == 1 {
+                seen.lock().unwrap().insert(from.port());
+            }
+        }
+    });
+    let cfg = config(
+        "a",
+        "198.18.1.1",
+        "20ms",
+        "200ms",
+        "udp",
+        &static_peer("198.18.1.2"),
+    );
+    assert!(
+        !cfg.contains("ecmp_width") && !cfg.contains("flows"),
+        "{cfg}"
+    );
+    let mut a = start(&p.a, dir.path(), "a", &cfg).unwrap();
+    // Probe n of the pair leaves from flow n mod K: K probes, 20 ms apart,
+    // show K ports; 10 s is hundreds of probes.
+    let got = wait_until(
+        "probes from 4 distinct source ports",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || {
+            let seen = ports.lock().unwrap();
+            (seen.len() >= 4).then(|| seen.clone())
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
+    recorder.join().unwrap();
+    let seen = ports.lock().unwrap().clone();
+    let got = got.unwrap_or_else(|e| panic!("{e}: source ports {seen:?}; log:\n{}", a.log()));
+    eprintln!(
+        "default exporter probed from {} source ports: {seen:?}",
+        seen.len()
+    );
+    assert!(got.iter().all(|&port| port != 0 && port != UDP), "{got:?}");
+    a.check_running().unwrap();
 }

@@ -30,23 +30,62 @@ skeletonhunter_common::labelled_enum! {
 /// Default `exclude_ports`: the ports of a host's own long-lived
 /// connections, which in the host's network namespace (a DaemonSet with
 /// `hostNetwork`) would otherwise become skeleton peers that never answer
-/// probes: ssh (22), DNS (53), HTTP(S) (80, 443: object stores, the API
-/// server behind its Service), BGP (179: Calico), etcd (2379-2380), the
-/// API server (6443), Prometheus, Alertmanager, Pushgateway and
-/// node-exporter (9090-9100), and kubelet, kube-proxy, controller-manager
-/// and scheduler (10248-10260). Training traffic (torch.distributed's
-/// 29500, NCCL's ephemeral ports) uses none of them. Setting
-/// `exclude_ports` replaces the list (`[]`: none).
-pub const DEFAULT_EXCLUDE_PORTS: [&str; 9] = [
+/// probes — control plane and scrapes, storage clients, CNI and agents.
+/// Training traffic uses none of them: torch.distributed's rendezvous is
+/// 29500, NCCL's sockets take ephemeral ports (32768-60999 by default) and
+/// RoCE's UDP 4791 has no TCP connection to filter (RDMA queue pairs have
+/// no ports), so none of those is listed. The table in docs/discovery.md
+/// mirrors this list. Setting `exclude_ports` replaces it (`[]`: none).
+pub const DEFAULT_EXCLUDE_PORTS: [&str; 24] = [
+    // ssh.
     "22",
+    // DNS over TCP.
     "53",
+    // HTTP: registries, object stores.
     "80",
+    // rpcbind: NFSv3 mounts keep their portmapper / lock manager sessions.
+    "111",
+    // BGP sessions (Calico, MetalLB).
     "179",
+    // HTTPS: the API server behind its Service, object stores.
     "443",
+    // Lustre LNet (socklnd): clients' connections to MDS and OSS.
+    "988",
+    // IBM Storage Scale (GPFS) daemons talking to each other.
+    "1191",
+    // NFS mounts (CSI NFS volumes, shared datasets, home directories).
+    "2049",
+    // etcd clients and peers.
     "2379-2380",
+    // Loki: log agents (Promtail, Alloy) pushing over kept-alive HTTP.
+    "3100",
+    // iSCSI sessions of CSI block volumes.
+    "3260",
+    // Ceph monitors (msgr2): RBD/CephFS clients' monitor session.
+    "3300",
+    // Cilium health: the agents' node-to-node health checks.
+    "4240",
+    // Hubble server (4244) and Hubble Relay (4245): relay's streams to
+    // every node.
+    "4244-4245",
+    // OpenTelemetry collector, OTLP gRPC and HTTP: agents exporting.
+    "4317-4318",
+    // Calico Typha: every Felix keeps a watch open to a Typha.
+    "5473",
+    // Kubernetes API server.
     "6443",
+    // Ceph monitors (msgr1).
+    "6789",
+    // Ceph OSDs, MDS and managers: RBD/CephFS clients' data sessions.
+    "6800-7300",
+    // Prometheus, Pushgateway, Alertmanager, node-exporter.
     "9090-9100",
+    // Cilium agent, operator, Envoy and Hubble metrics (scraped).
+    "9962-9965",
+    // kubelet, kube-proxy, controller-manager, scheduler.
     "10248-10260",
+    // Fluentd / Fluent Bit forward protocol: log agents shipping.
+    "24224",
 ];
 
 /// A configured container cgroup and who it is.
@@ -271,13 +310,28 @@ mod tests {
     }
 
     #[test]
-    fn control_plane_ports_are_left_out_by_default() {
+    fn host_machinery_ports_are_left_out_by_default() {
         let s = TrafficConfig::default().build("t", &[9465]).unwrap();
         let out = |p: u16| s.filter.exclude_ports.iter().any(|r| r.contains(p));
         // API server, kubelet, Prometheus, node-exporter, the exporter.
         assert!([6443, 10250, 9090, 9100, 443, 9465].into_iter().all(out));
-        // torch.distributed and NCCL's ephemeral ports still count.
-        assert!(!out(29500) && !out(40000));
+        // Storage clients (NFS, Lustre, iSCSI, Ceph, GPFS), CNI agents
+        // (Calico Typha, Cilium health, Hubble), log and telemetry agents.
+        let storage = [111, 988, 1191, 2049, 3260, 3300, 6789, 6800, 7300];
+        assert!(storage.into_iter().all(out));
+        let agents = [2379, 2380, 3100, 4240, 4244, 4245, 4317, 4318, 5473];
+        assert!(agents.into_iter().all(out));
+        assert!([9962, 9965, 24224].into_iter().all(out));
+        // torch.distributed, NCCL's ephemeral ports (the whole default
+        // range) and RoCE's UDP port still count.
+        assert!(!out(29500) && !out(4791));
+        assert!((32768..=60999).all(|p| !out(p)));
+        // Sorted, without overlaps (so the doc's table reads in order).
+        let ranges: Vec<PortRange> = DEFAULT_EXCLUDE_PORTS
+            .iter()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert!(ranges.windows(2).all(|w| w[0].hi < w[1].lo), "{ranges:?}");
         // A list of one's own replaces the defaults.
         let own: TrafficConfig = yaml_serde::from_str("exclude_ports: []\n").unwrap();
         assert!(own.build("t", &[]).unwrap().filter.exclude_ports.is_empty());
