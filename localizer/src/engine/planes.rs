@@ -21,8 +21,8 @@
 //!
 //! Underlay verdicts the overlay does not share are the underlay's.
 
-use super::model::{Config, Fault, PairStats};
-use super::pipeline::analyze;
+use super::model::{Config, Fault, HostStack, PairStats, Report, Symptom};
+use super::pipeline::{analyze, analyze_with};
 use serde::Serialize;
 use skeletonhunter_common::topology::{Component, Identity, Kind, Plane};
 use std::collections::{HashMap, HashSet};
@@ -53,6 +53,45 @@ pub enum Basis {
     FabricOnOverlayOnly,
     /// The overlay shows it; no underlay probe crosses the component.
     NoUnderlayCoverage,
+}
+
+impl Layer {
+    /// The name in alerts and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Overlay => "overlay",
+            Layer::Underlay => "underlay",
+            Layer::Undetermined => "undetermined",
+        }
+    }
+}
+
+impl Basis {
+    /// The name in alerts and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::BothPlanes => "both_planes",
+            Basis::UnderlayClean => "underlay_clean",
+            Basis::UnderlayOnly => "underlay_only",
+            Basis::FabricOnOverlayOnly => "fabric_on_overlay_only",
+            Basis::NoUnderlayCoverage => "no_underlay_coverage",
+        }
+    }
+
+    /// What it means, for an alert's description.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Basis::BothPlanes => "the container and the host probes both show it",
+            Basis::UnderlayClean => {
+                "the container probes show it, the host probes over the same hardware are clean"
+            }
+            Basis::UnderlayOnly => "the host probes show it",
+            Basis::FabricOnOverlayOnly => {
+                "only the container probes show it on a switch the host probes find clean; neither network explains it alone"
+            }
+            Basis::NoUnderlayCoverage => "no host probe crosses it, so the layer is unknown",
+        }
+    }
 }
 
 /// A verdict with its layer.
@@ -272,5 +311,97 @@ pub fn disentangle(
     out
 }
 
+// Both planes in one list of pairs, as the online loop reads them: each
+// pair's plane is its prober's (`Plane::of` its identity), each plane is
+// analyzed apart (busy hosts screened on both), the verdicts set against
+// each other, and the result is one report over the whole list.
+
+/// Which network a verdict of a joint report is on, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerNote {
+    /// The network.
+    pub layer: Layer,
+    /// Why.
+    pub basis: Basis,
+    /// The planes whose probes show it.
+    pub planes: Vec<Plane>,
+}
+
+/// The pairs of both planes analyzed apart and set against each other:
+/// one report whose `hit_pairs` index `pairs`, and beside each of its
+/// faults its layer (`None` for a busy host's own delays, which are no
+/// network's). `None` when every pair is of one plane: then the caller
+/// analyzes them as one network, as ever.
+pub fn analyze_joint(
+    pairs: &[PairStats],
+    stack: &HostStack,
+    config: &Config,
+) -> Option<(Report, Vec<Option<LayerNote>>)> {
+    let planes: Vec<Plane> = pairs.iter().map(|p| Plane::of(&p.src)).collect();
+    if !planes.contains(&Plane::Overlay) || !planes.contains(&Plane::Underlay) {
+        return None;
+    }
+    let of =
+        |want: Plane| -> Vec<usize> { (0..pairs.len()).filter(|&i| planes[i] == want).collect() };
+    let (o_index, u_index) = (of(Plane::Overlay), of(Plane::Underlay));
+    let pick =
+        |index: &[usize]| -> Vec<PairStats> { index.iter().map(|&i| pairs[i].clone()).collect() };
+    let (overlay, underlay) = (pick(&o_index), pick(&u_index));
+    let (o, u) = (
+        analyze_with(&overlay, stack, config),
+        analyze_with(&underlay, stack, config),
+    );
+    let network = |f: &Fault| f.symptom != Symptom::HostStack;
+    let (o_net, o_busy): (Vec<Fault>, Vec<Fault>) = o.faults.into_iter().partition(network);
+    let (u_net, u_busy): (Vec<Fault>, Vec<Fault>) = u.faults.into_iter().partition(network);
+    let mut out: Vec<(Fault, Option<LayerNote>)> = Vec::new();
+    for l in disentangle(&o_net, &u_net, &overlay, &underlay) {
+        let index = if l.planes.first() == Some(&Plane::Overlay) {
+            &o_index
+        } else {
+            &u_index
+        };
+        let note = LayerNote {
+            layer: l.layer,
+            basis: l.basis,
+            planes: l.planes,
+        };
+        out.push((reindexed(l.fault, index), Some(note)));
+    }
+    // A busy host is busy for both planes: reported once.
+    let busy = o_busy.into_iter().map(|f| reindexed(f, &o_index));
+    for f in busy.chain(u_busy.into_iter().map(|f| reindexed(f, &u_index))) {
+        if !out
+            .iter()
+            .any(|(g, _)| g.component() == f.component() && g.symptom == f.symptom)
+        {
+            out.push((f, None));
+        }
+    }
+    out.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+    let (faults, notes) = out.into_iter().unzip();
+    let mut blame = o.blame;
+    blame.extend(u.blame);
+    let report = Report {
+        faults,
+        pairs_observed: o.pairs_observed + u.pairs_observed,
+        pairs_anomalous: o.pairs_anomalous + u.pairs_anomalous,
+        blame,
+    };
+    Some((report, notes))
+}
+
+/// `f` with its hit pairs indexing the whole list, not its plane's.
+fn reindexed(mut f: Fault, index: &[usize]) -> Fault {
+    f.hit_pairs = f
+        .hit_pairs
+        .iter()
+        .filter_map(|&i| index.get(i).copied())
+        .collect();
+    f
+}
+
 #[cfg(test)]
-mod tests;
+mod joint_tests;
+#[cfg(test)]
+pub(crate) mod tests;

@@ -10,6 +10,7 @@
 
 use crate::clients::alertmanager::{rfc3339, PostableAlert};
 use crate::engine::model::Symptom;
+use crate::engine::planes::LayerNote;
 use crate::jobs::impact::{summary, JobImpact};
 use skeletonhunter_common::topology::{Component, Identity, Kind};
 use std::collections::BTreeMap;
@@ -107,6 +108,8 @@ pub struct Finding {
     /// The anomalous pairs the fault explains (prober, responder); not
     /// posted, used to tell a new fault from leftovers of a cleared one.
     pub hit_pairs: Vec<(Identity, Identity)>,
+    /// Which network it is on, when both planes were probed.
+    pub layer: Option<LayerNote>,
 }
 
 /// Alertmanager identifies an alert by its label set. One incident of a
@@ -289,6 +292,9 @@ pub fn alert_for(
         ));
         annotations.insert("equivalent".into(), eq.join(","));
     }
+    if let Some(n) = &f.layer {
+        annotate_layer(n, &mut description, &mut annotations);
+    }
     if !f.jobs.is_empty() {
         let jobs = summary(&f.jobs, JOBS_ANNOTATED);
         description.push_str(&format!(" Jobs hurt: {jobs}."));
@@ -311,6 +317,22 @@ pub fn alert_for(
         generator_url: links.generator_url.clone(),
         resolved,
     }
+}
+
+/// The layer of a two-plane verdict: annotations `layer` and `layer_basis`,
+/// and the reason in words in the description.
+fn annotate_layer(
+    n: &LayerNote,
+    description: &mut String,
+    annotations: &mut BTreeMap<String, String>,
+) {
+    description.push_str(&format!(
+        " Layer: {} ({}).",
+        n.layer.as_str(),
+        n.basis.explain()
+    ));
+    annotations.insert("layer".into(), n.layer.as_str().into());
+    annotations.insert("layer_basis".into(), n.basis.as_str().into());
 }
 
 #[derive(Debug, Clone)]

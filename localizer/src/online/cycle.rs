@@ -35,10 +35,14 @@ use crate::clients::budget::ByteBudget;
 use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
+use crate::engine::planes::{analyze_joint, LayerNote};
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
+
+/// A cycle's report, the pairs it analyzed, and each verdict's layer.
+type Analyzed = (Report, Vec<PairStats>, Vec<Option<LayerNote>>);
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
@@ -235,13 +239,17 @@ impl Localizer {
         let coverage = self.coverage.observe(&assembled.pairs, now);
         rec.coverage = (&coverage).into();
         let stack = assembled.host_stack;
-        let Some((report, pairs)) = self.analyze(assembled.pairs, stack, decided).await else {
+        let Some((report, pairs, layers)) = self.analyze(assembled.pairs, stack, decided).await
+        else {
             return (
                 Outcome::NoData(NoData::AnalysisFailed),
                 self.book.firing(now),
             );
         };
-        let found = findings(&report, &pairs, &topology);
+        let mut found = findings(&report, &pairs, &topology);
+        for (f, layer) in found.iter_mut().zip(layers) {
+            f.layer = layer;
+        }
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         self.shards.give_back(pairs);
@@ -252,18 +260,24 @@ impl Localizer {
     }
 
     /// Run the engine off the async threads (screening the busy hosts of
-    /// `stack`), its wall time noted; `None` if the task died.
+    /// `stack`), its wall time noted; `None` if the task died. When the
+    /// pairs measured both planes (host and container probers), each is
+    /// analyzed apart and every verdict comes with its layer.
     async fn analyze(
         &self,
         pairs: Vec<PairStats>,
         stack: HostStack,
         decided: &mut Decided,
-    ) -> Option<(Report, Vec<PairStats>)> {
+    ) -> Option<Analyzed> {
         let config = self.settings.engine.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || {
-            let r = analyze_with(&pairs, &stack, &config);
-            (r, pairs)
+            let (r, layers) = analyze_joint(&pairs, &stack, &config).unwrap_or_else(|| {
+                let r = analyze_with(&pairs, &stack, &config);
+                let none = vec![None; r.faults.len()];
+                (r, none)
+            });
+            (r, pairs, layers)
         })
         .await
         {

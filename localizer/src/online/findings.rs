@@ -131,6 +131,7 @@ pub fn findings(
                 pairs: f.pairs,
                 equivalent: f.equivalent.clone(),
                 component: c,
+                layer: None,
             }
         })
         .collect()

@@ -35,7 +35,7 @@ fn pair(src: Identity, dst: Identity, loss: f64) -> PairStats {
 }
 
 /// Overlay pairs, `loss(src, dst)` by container name.
-fn overlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
+pub fn overlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
     let ends: Vec<Identity> = (0..HOSTS)
         .flat_map(|h| (0..CONTAINERS).map(move |c| ident(format!("h{h}-c{c}"), h)))
         .collect();
@@ -51,7 +51,7 @@ fn overlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
 }
 
 /// Underlay pairs between the hosts' RNICs.
-fn underlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
+pub fn underlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
     let ends: Vec<Identity> = (0..HOSTS).map(|h| ident(format!("h{h}-rnic"), h)).collect();
     let mut out = Vec::new();
     for a in &ends {
@@ -64,7 +64,7 @@ fn underlay(loss: impl Fn(&Identity, &Identity) -> f64) -> Vec<PairStats> {
     out
 }
 
-fn on_host(h: &str) -> impl Fn(&Identity, &Identity) -> f64 + '_ {
+pub fn on_host(h: &str) -> impl Fn(&Identity, &Identity) -> f64 + '_ {
     move |a, b| if a.host == h || b.host == h { 0.1 } else { 0.0 }
 }
 

@@ -24,6 +24,7 @@ fn finding(kind: Kind, id: &str, symptom: &str) -> Finding {
         evidence: vec!["a -> b: 30% loss".into()],
         jobs: Vec::new(),
         hit_pairs: vec![],
+        layer: None,
     }
 }
 
@@ -327,4 +328,29 @@ fn a_component_found_flapping_resolves_its_alert_and_starts_a_flapping_one() {
     assert_eq!(posted.len(), 1);
     assert!(!posted[0].resolved);
     assert_eq!(posted[0].starts_at, rfc3339(t1));
+}
+
+/// A verdict of a two-plane cycle says its layer and why; a one-plane
+/// verdict says nothing of layers.
+#[test]
+fn alert_names_the_layer_of_a_two_plane_verdict() {
+    use crate::engine::planes::{Basis, Layer, LayerNote};
+    use skeletonhunter_common::topology::Plane;
+    let mut f = finding(Kind::Vswitch, "host-3", "loss");
+    let plain = alert_for(&f, f.symptom, t(100), t(140), &AlertLinks::default(), false);
+    assert!(!plain.annotations.contains_key("layer"));
+    f.layer = Some(LayerNote {
+        layer: Layer::Overlay,
+        basis: Basis::UnderlayClean,
+        planes: vec![Plane::Overlay],
+    });
+    let a = alert_for(&f, f.symptom, t(100), t(140), &AlertLinks::default(), false);
+    assert_eq!(a.labels["kind"], "vswitch");
+    assert_eq!(a.annotations["layer"], "overlay");
+    assert_eq!(a.annotations["layer_basis"], "underlay_clean");
+    assert!(
+        a.annotations["description"].contains("Layer: overlay (the container probes show it"),
+        "{}",
+        a.annotations["description"]
+    );
 }

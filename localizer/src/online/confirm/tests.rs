@@ -46,6 +46,7 @@ fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
         evidence: Vec::new(),
         jobs: Vec::new(),
         hit_pairs,
+        layer: None,
     }
 }
 

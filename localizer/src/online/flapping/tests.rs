@@ -29,6 +29,7 @@ fn finding(kind: Kind, cid: &str, symptom: Symptom) -> Finding {
         evidence: Vec::new(),
         jobs: Vec::new(),
         hit_pairs,
+        layer: None,
     }
 }
 

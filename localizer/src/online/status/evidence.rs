@@ -283,6 +283,7 @@ mod tests {
             evidence: vec!["a -> b: 30.0% loss".into()],
             jobs: Vec::new(),
             hit_pairs: vec![],
+            layer: None,
         }
     }
 
