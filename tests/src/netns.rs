@@ -11,6 +11,8 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 #[derive(Debug)]
 pub struct Netns {
     name: String,
+    /// Deleted on drop: false for an [`Netns::alias`].
+    owned: bool,
 }
 
 fn check(what: &str, out: Output) -> Result<String> {
@@ -59,9 +61,18 @@ impl Netns {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("sh-{tag}-{}-{n}", std::process::id());
         host_cmd(&["ip", "netns", "add", &name])?;
-        let ns = Netns { name };
+        let ns = Netns { name, owned: true };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
+    }
+
+    /// Another handle on the same namespace, which its drop leaves alone
+    /// (the namespace goes with this one).
+    pub fn alias(&self) -> Netns {
+        Netns {
+            name: self.name.clone(),
+            owned: false,
+        }
     }
 
     /// The name `ip netns` knows it by, for commands run from the host.
@@ -170,6 +181,9 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // Kill anything still running inside, then delete the namespace.
         if let Ok(out) = Command::new("ip")
             .args(["netns", "pids", &self.name])

@@ -1,10 +1,13 @@
 //! The overlay fabric: containers on one VXLAN subnet over the routed
 //! underlay, and the overlay's own faults — a container's virtual switch
 //! port, a host's tunnel, a deleted forwarding entry — each breaking
-//! exactly its part of the overlay while the underlay stays clean.
+//! exactly its part of the overlay while the underlay stays clean; and
+//! the whole loop on it, each fault paged on its own layer.
 
-use skeletonhunter_tests::fabric::{reachable, DataPlane, Fabric, FabricSpec};
-use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tests::fabric::{reachable, DataPlane, Fabric, FabricSpec, Stack, StackOpts};
+use skeletonhunter_tests::process::bin_path;
+use skeletonhunter_tests::{require_privileges, wait_until};
+use std::time::Duration;
 
 #[test]
 fn overlay_fabric_routes_and_each_overlay_fault_breaks_only_its_part() {
@@ -87,4 +90,131 @@ fn overlay_fabric_routes_and_each_overlay_fault_breaks_only_its_part() {
         .port_loss(routed.node("t0-h0-c0").unwrap(), 100)
         .unwrap_err();
     assert!(err.to_string().contains("overlay"), "{err}");
+}
+
+/// What a phase of [`each_fault_is_paged_on_its_own_layer`] waits for: a
+/// component alert of `kind` on `component` whose `layer` annotation is
+/// `layer`.
+struct Expect<'a> {
+    kind: &'a str,
+    component: String,
+    layer: &'a str,
+}
+
+/// Wait for `want` among the localizer's alerts; fail on an alert that
+/// blames one of `wrong` (kind, component) meanwhile — the other team's.
+fn paged(stack: &Stack, what: &str, want: &Expect, wrong: &[(&str, String)]) {
+    let t0 = std::time::Instant::now();
+    let alert = wait_until(
+        what,
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || {
+            let alerts = stack.component_alerts().ok()?;
+            if let Some(w) = alerts
+                .iter()
+                .find(|a| wrong.iter().any(|(k, c)| a.kind == *k && a.component == *c))
+            {
+                panic!(
+                    "{what}: paged {}/{} instead: {:#}",
+                    w.kind, w.component, w.json
+                );
+            }
+            alerts
+                .into_iter()
+                .find(|a| a.kind == want.kind && a.component == want.component)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}; alerts: {:#?}", stack.component_alerts()));
+    println!(
+        "{what}: {}/{} paged after {:.1} s, layer {}",
+        alert.kind,
+        alert.component,
+        t0.elapsed().as_secs_f64(),
+        alert.json["annotations"]["layer"]
+    );
+    assert_eq!(
+        alert.json["annotations"]["layer"], want.layer,
+        "{what}: {:#}",
+        alert.json
+    );
+}
+
+/// Wait until no component alert is left (the fault removed).
+fn quiet(stack: &Stack, what: &str) {
+    wait_until(
+        what,
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || stack.component_alerts().ok().filter(Vec::is_empty),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}; alerts: {:#?}", stack.component_alerts()));
+}
+
+/// The whole loop on the overlay fabric: an exporter in every container
+/// (the overlay plane) and one in every host's namespace (the underlay,
+/// host NIC to host NIC). A host's tunnel blocked is paged as its virtual
+/// switch, a container's switch port dropping everything as its virtual
+/// port — both on layer `overlay`, never as the host's NIC or host; the
+/// host's uplink cut, which both planes see, as its NIC or host on layer
+/// `underlay`.
+#[test]
+fn each_fault_is_paged_on_its_own_layer() {
+    if !require_privileges("each_fault_is_paged_on_its_own_layer") {
+        return;
+    }
+    let mut opts = StackOpts::new(
+        bin_path("skeletonhunter-exporter"),
+        Some(bin_path("skeletonhunter-localizer")),
+    );
+    opts.data_plane = DataPlane::Vxlan;
+    let mut stack = Stack::start(&opts).expect("start the stack");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("healthy baseline");
+    let f = &stack.fabric;
+    let host = &f.hosts[1];
+    let node = f.node("t1-h2-c0").expect("node");
+    let (name, nic) = (host.name.clone(), host.nic_ip.to_string());
+    let physical = [("host", name.clone()), ("nic", nic.clone())];
+
+    f.tunnel_blocked(host, true).expect("block the tunnel");
+    let vswitch = Expect {
+        kind: "vswitch",
+        component: name.clone(),
+        layer: "overlay",
+    };
+    paged(&stack, "tunnel blocked", &vswitch, &physical);
+    f.tunnel_blocked(host, false).expect("unblock");
+    quiet(&stack, "the tunnel's alert resolved");
+
+    f.port_loss(node, 100).expect("port fault");
+    let vport = Expect {
+        kind: "vport",
+        component: node.identity.node.clone(),
+        layer: "overlay",
+    };
+    let node_host = f.host_of(node);
+    let wrong = [
+        ("node", node.identity.node.clone()),
+        ("host", node_host.name.clone()),
+        ("nic", node_host.nic_ip.to_string()),
+    ];
+    paged(&stack, "switch port dropping", &vport, &wrong);
+    f.port_loss(node, 0).expect("port fault undone");
+    quiet(&stack, "the port's alert resolved");
+
+    f.host_link(host, false).expect("cut the uplink");
+    let nic_down = Expect {
+        kind: "nic",
+        component: nic,
+        layer: "underlay",
+    };
+    let mut overlay_side = vec![("vswitch", name.clone())];
+    for n in f.nodes.iter().filter(|n| n.identity.host == name) {
+        overlay_side.push(("vport", n.identity.node.clone()));
+    }
+    paged(&stack, "uplink cut", &nic_down, &overlay_side);
+    f.host_link(host, true).expect("uplink back");
+    stack.check_running().expect("stack running");
 }

@@ -30,9 +30,11 @@ const USAGE: &str =
   --fault node   make container t1-h0-c1 unreachable on the data plane
   --fault link   on a multipath fabric (3 ToRs x 2 hosts under 3 spines, 15
                  probe flows per pair), drop everything on the link tor0-spine1
-  --fault overlay on a fabric whose containers share a VXLAN overlay, block
-                 host host-t0-h1's tunnel (UDP 4789): its containers lose every
-                 other host, still reach each other, and its underlay answers
+  --fault overlay on a fabric whose containers share a VXLAN overlay (and
+                 every host probes the others host to host), block host
+                 host-t0-h1's tunnel (UDP 4789): its containers lose every
+                 other host, still reach each other, and its underlay answers;
+                 the host's virtual switch is to blame
   --no-localizer run without the localizer: show live probe metrics only
 
 Run as root. The binaries skeletonhunter-exporter and skeletonhunter-localizer
@@ -201,7 +203,7 @@ fn run(args: Args) -> Result<()> {
     println!(
         "healthy after {:.1} s: {} exporters scraped, {} skeleton pairs answering",
         started.elapsed().as_secs_f64(),
-        stack.fabric.nodes.len(),
+        stack.fabric.probers().count(),
         stack.skeleton_pairs()
     );
     print_pairs(&stack, "baseline")?;
@@ -286,8 +288,8 @@ fn describe_fault(stack: &Stack, fault: Fault) -> (String, Vec<(&'static str, St
             "container t1-h0-c1 unreachable on the data plane".into(),
             vec![("node", "t1-h0-c1".into())],
         ),
-        // Nothing in the analysis tells the overlay from the underlay yet:
-        // the host (or its NIC) is the nearest verdict it can give.
+        // The hosts' own exporters show the underlay clean: the host's
+        // virtual switch (its tunnel endpoint) is to blame.
         Fault::Overlay => {
             let h = &stack.fabric.hosts[1];
             (
@@ -295,7 +297,7 @@ fn describe_fault(stack: &Stack, fault: Fault) -> (String, Vec<(&'static str, St
                     "the VXLAN tunnel of {} blocked (its containers still reach each other, its underlay answers)",
                     h.name
                 ),
-                vec![("host", h.name.clone()), ("nic", h.nic_ip.to_string())],
+                vec![("vswitch", h.name.clone())],
             )
         }
         // Any verdict is shown: whether it names the link is printed.
@@ -499,7 +501,7 @@ fn is_skeleton(stack: &Stack, src: &str, dst: &str) -> bool {
     stack.fabric.node(src).is_ok_and(|n| {
         stack
             .fabric
-            .skeleton_peers(n)
+            .peers_of(n)
             .iter()
             .any(|p| p.identity.node == dst)
     })

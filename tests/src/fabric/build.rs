@@ -62,6 +62,7 @@ impl Fabric {
             spec,
             data_plane,
             nodes: Vec::new(),
+            underlay: Vec::new(),
             hosts: Vec::new(),
             tors: Vec::new(),
             spines,
@@ -80,6 +81,9 @@ impl Fabric {
         }
         if data_plane == DataPlane::Vxlan {
             fabric.wire_overlay()?;
+            for i in 0..fabric.hosts.len() {
+                fabric.add_host_endpoint(i)?;
+            }
         }
         fabric.check_connectivity()?;
         Ok(fabric)
@@ -173,6 +177,45 @@ impl Fabric {
         Ok(())
     }
 
+    /// Host `i`'s own endpoint: a management link to `mon` (`mg0`, after
+    /// the containers' addresses) and an identity named by the host, its
+    /// data address the NIC's.
+    fn add_host_endpoint(&mut self, i: usize) -> Result<()> {
+        let index = self.nodes.len() + i;
+        ensure!(index + 10 < 255, "no management address left for host {i}");
+        let host = &self.hosts[i];
+        let mgmt_ip = Ipv4Addr::new(198, 19, 200, (10 + index) as u8);
+        let mon_if = format!("mh{i}");
+        veth(
+            &self.mon,
+            &mon_if,
+            "",
+            &host.ns,
+            "mg0",
+            &format!("{mgmt_ip}/24"),
+        )?;
+        attach(&self.mon, &mon_if, "mgmt")?;
+        let identity = Identity {
+            node: host.name.clone(),
+            nic: host.nic_ip.to_string(),
+            host: host.name.clone(),
+            tor: self.tors[host.tor].name.clone(),
+            spine: self.spine_name.clone(),
+            pod: POD.to_string(),
+            tenant: String::new(),
+        };
+        self.underlay.push(Node {
+            ns: host.ns.alias(),
+            identity,
+            tor: host.tor,
+            host: i % self.spec.hosts_per_tor,
+            rail: usize::MAX,
+            data_ip: host.nic_ip,
+            mgmt_ip,
+        });
+        Ok(())
+    }
+
     fn add_node(&mut self, t: usize, h: usize, c: usize) -> Result<()> {
         let index = self.nodes.len();
         let ns = Netns::new(&format!("t{t}h{h}c{c}"))?;
@@ -245,6 +288,24 @@ impl Fabric {
                     "management network broken: mon cannot reach {} ({})",
                     n.identity.node,
                     n.mgmt_ip
+                );
+            }
+        }
+        // The hosts' own endpoints: NIC to NIC, and scraped from `mon`.
+        for u in &self.underlay {
+            let other = self.underlay.iter().find(|o| o.data_ip != u.data_ip);
+            if let Some(o) = other.filter(|o| !reachable(&u.ns, o.data_ip).unwrap_or(false)) {
+                bail!(
+                    "underlay does not route: {} cannot reach {} ({})",
+                    u.identity.node,
+                    o.identity.node,
+                    o.data_ip
+                );
+            }
+            if !reachable(&self.mon, u.mgmt_ip)? {
+                bail!(
+                    "management network broken: mon cannot reach host {}",
+                    u.identity.node
                 );
             }
         }

@@ -66,7 +66,7 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         y.push_str(&format!("  flows: {k}\n"));
     }
     y.push_str("discovery:\n  ebpf: false\n  static:\n");
-    for p in fabric.skeleton_peers(node) {
+    for p in fabric.peers_of(node) {
         y.push_str(&format!(
             "    - {{address: \"{}\", name: \"{}\"}}\n",
             p.data_ip, p.identity.node
@@ -107,7 +107,7 @@ pub fn prometheus_config_of(
     // Every target carries the target labels Kubernetes and
     // prometheus-operator attach, with values unlike any topology value, as
     // in a cluster: every test runs with the label collisions of one.
-    for (i, n) in fabric.nodes.iter().enumerate().filter(|(_, n)| scraped(n)) {
+    for (i, n) in fabric.probers().enumerate().filter(|(_, n)| scraped(n)) {
         y.push_str(&format!(
             "      - targets: [\"{}:{}\"]\n        labels: {}\n",
             n.mgmt_ip,

@@ -28,7 +28,8 @@ pub struct Stack {
     /// The localizer, when the options name a binary.
     pub localizer: Option<ChildGuard>,
     /// One exporter per node, in `fabric.nodes` order (without the
-    /// containers of a job [`Stack::end_job`] ended).
+    /// containers of a job [`Stack::end_job`] ended), then one per host's
+    /// own endpoint ([`Fabric::underlay`]).
     pub exporters: Vec<ChildGuard>,
     /// Prometheus in the monitoring namespace.
     pub prometheus: Server,
@@ -49,10 +50,11 @@ pub struct Stack {
 }
 
 /// Start an exporter in every container of `fabric` (configs written to
-/// `dir`), in `fabric.nodes` order.
+/// `dir`), in `fabric.nodes` order, then one for each host's own endpoint
+/// (the overlay fabric's underlay probers).
 pub fn start_exporters(fabric: &Fabric, opts: &StackOpts, dir: &Path) -> Result<Vec<ChildGuard>> {
     let mut exporters = Vec::new();
-    for node in &fabric.nodes {
+    for node in fabric.probers() {
         let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
         std::fs::write(&path, exporter_config(fabric, node, opts))
             .with_context(|| format!("write {}", path.display()))?;
@@ -152,9 +154,8 @@ impl Stack {
     /// Number of directed skeleton pairs (each probed by its source).
     pub fn skeleton_pairs(&self) -> usize {
         self.fabric
-            .nodes
-            .iter()
-            .map(|n| self.fabric.skeleton_peers(n).len())
+            .probers()
+            .map(|n| self.fabric.peers_of(n).len())
             .sum()
     }
 
@@ -200,7 +201,7 @@ impl Stack {
     /// every skeleton pair has UDP probe results, and no pair lost a probe
     /// over the last few seconds.
     pub fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {
-        let targets = self.fabric.nodes.len() + usize::from(self.localizer.is_some());
+        let targets = self.fabric.probers().count() + usize::from(self.localizer.is_some());
         let pairs = self.skeleton_pairs();
         let deadline = std::time::Instant::now() + timeout;
         let mut last: String;

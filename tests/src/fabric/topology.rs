@@ -126,6 +126,11 @@ pub struct Fabric {
     // Field order is drop order: endpoints first, the monitoring namespace last.
     /// Containers, ToR by ToR, host by host.
     pub nodes: Vec<Node>,
+    /// The hosts' own endpoints (the overlay fabric only): one exporter in
+    /// each host's namespace probes the other hosts' NICs host to host, on
+    /// the underlay, named by its host (`node` = `host`). Their namespaces
+    /// are the hosts'.
+    pub underlay: Vec<Node>,
     /// Hosts, ToR by ToR (see [`Fabric::host_of`]).
     pub hosts: Vec<Host>,
     /// ToRs, in index order.
@@ -175,10 +180,29 @@ impl Fabric {
 
     /// The node with identity `node` (e.g. `t0-h1-c0`).
     pub fn node(&self, name: &str) -> Result<&Node> {
-        self.nodes
-            .iter()
+        self.probers()
             .find(|n| n.identity.node == name)
             .with_context(|| format!("no node {name} in the fabric"))
+    }
+
+    /// Every endpoint an exporter runs for: the containers, then the
+    /// hosts' own endpoints.
+    pub fn probers(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().chain(&self.underlay)
+    }
+
+    /// What `node`'s exporter probes: a container its skeleton peers, a
+    /// host's endpoint every other host's.
+    pub fn peers_of(&self, node: &Node) -> Vec<&Node> {
+        if self
+            .underlay
+            .iter()
+            .any(|u| u.identity.node == node.identity.node)
+        {
+            let other = |u: &&Node| u.identity.node != node.identity.node;
+            return self.underlay.iter().filter(other).collect();
+        }
+        self.skeleton_peers(node)
     }
 
     /// The traffic skeleton of a rail-optimised job: each container talks to
