@@ -156,8 +156,8 @@ fn quiet(stack: &Stack, what: &str) {
 /// host NIC to host NIC). A host's tunnel blocked is paged as its virtual
 /// switch, a container's switch port dropping everything as its virtual
 /// port — both on layer `overlay`, never as the host's NIC or host; the
-/// host's uplink cut, which both planes see, as its NIC or host on layer
-/// `underlay`.
+/// host's uplink cut, which both planes see, as its NIC on layer
+/// `underlay`, and 30 % loss at a ToR as the ToR, `underlay`.
 #[test]
 fn each_fault_is_paged_on_its_own_layer() {
     if !require_privileges("each_fault_is_paged_on_its_own_layer") {
@@ -216,5 +216,21 @@ fn each_fault_is_paged_on_its_own_layer() {
     }
     paged(&stack, "uplink cut", &nic_down, &overlay_side);
     f.host_link(host, true).expect("uplink back");
+    quiet(&stack, "the uplink's alert resolved");
+
+    f.tor_loss(1, 30).expect("loss at tor1");
+    let tor = Expect {
+        kind: "tor",
+        component: f.tors[1].name.clone(),
+        layer: "underlay",
+    };
+    let overlay_side: Vec<(&str, String)> = f
+        .hosts
+        .iter()
+        .filter(|h| h.tor == 1)
+        .map(|h| ("vswitch", h.name.clone()))
+        .collect();
+    paged(&stack, "loss at a ToR", &tor, &overlay_side);
+    f.tor_loss(1, 0).expect("ToR loss undone");
     stack.check_running().expect("stack running");
 }
