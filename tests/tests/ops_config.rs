@@ -154,6 +154,41 @@ fn alertmanager_routes_by_kind_and_severity() -> Result<()> {
     Ok(())
 }
 
+/// A critical verdict of every kind the localizer can blame pages an
+/// on-call, in the full example and in the kube-prometheus config alike:
+/// a kind that falls through to the ticket receiver (as the overlay's
+/// `vport` and `vswitch` once did) pages nobody.
+#[test]
+fn every_blamable_kind_pages_when_critical() -> Result<()> {
+    for file in [
+        "alertmanager/alertmanager.yml",
+        "alertmanager/kube-prometheus.yml",
+    ] {
+        let config = repo_file(file);
+        for kind in skeletonhunter_common::topology::Kind::BLAMABLE {
+            let k = format!("kind={kind}");
+            let args = [
+                "config",
+                "routes",
+                "test",
+                "--config.file",
+                config.as_str(),
+                "alertname=SkeletonHunterComponentFaulty",
+                k.as_str(),
+                "component=x",
+                "severity=critical",
+            ];
+            let out = servers::amtool(&args)?.ok()?;
+            let receiver = out.stdout.trim();
+            assert!(
+                receiver.ends_with("-page"),
+                "{file}: a critical {kind} verdict goes to {receiver:?}, which pages nobody"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Every shipped rule file, the default ones and the opt-in pair detail,
 /// loads in one `promtool check rules`, as a deployment that opts in loads
 /// them.
