@@ -27,57 +27,39 @@ use serde::Serialize;
 use skeletonhunter_common::topology::{Component, Identity, Kind, Plane};
 use std::collections::{HashMap, HashSet};
 
-/// Which network a verdict is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    /// The containers' virtual network.
-    Overlay,
-    /// The physical network.
-    Underlay,
-    /// Neither plane explains it alone; the verdict is the joint one.
-    Undetermined,
+skeletonhunter_common::labelled_enum! {
+    /// Which network a verdict is on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Layer {
+        /// The containers' virtual network.
+        Overlay,
+        /// The physical network.
+        Underlay,
+        /// Neither plane explains it alone; the verdict is the joint one.
+        Undetermined,
+    }
 }
 
-/// Why a verdict got its layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Basis {
-    /// Both planes show it on the same physical component.
-    BothPlanes,
-    /// The overlay shows it; the underlay measured the component clean.
-    UnderlayClean,
-    /// The underlay shows it; the overlay does not.
-    UnderlayOnly,
-    /// The overlay shows it on a ToR or spine the underlay finds clean.
-    FabricOnOverlayOnly,
-    /// The overlay shows it; no underlay probe crosses the component.
-    NoUnderlayCoverage,
-}
-
-impl Layer {
-    /// The name in alerts and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Overlay => "overlay",
-            Layer::Underlay => "underlay",
-            Layer::Undetermined => "undetermined",
-        }
+skeletonhunter_common::labelled_enum! {
+    /// Why a verdict got its layer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Basis {
+        /// Both planes show it on the same physical component.
+        BothPlanes,
+        /// The overlay shows it; the underlay measured the component clean.
+        UnderlayClean,
+        /// The underlay shows it; the overlay does not.
+        UnderlayOnly,
+        /// The overlay shows it on a ToR or spine the underlay finds clean.
+        FabricOnOverlayOnly,
+        /// The overlay shows it; no underlay probe crosses the component.
+        NoUnderlayCoverage,
     }
 }
 
 impl Basis {
-    /// The name in alerts and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Basis::BothPlanes => "both_planes",
-            Basis::UnderlayClean => "underlay_clean",
-            Basis::UnderlayOnly => "underlay_only",
-            Basis::FabricOnOverlayOnly => "fabric_on_overlay_only",
-            Basis::NoUnderlayCoverage => "no_underlay_coverage",
-        }
-    }
-
     /// What it means, for an alert's description.
     pub fn explain(self) -> &'static str {
         match self {

@@ -236,7 +236,7 @@ impl Confirmer {
     ) -> (Vec<Finding>, Vec<(Finding, Held)>) {
         let reported: std::collections::BTreeSet<Component> =
             findings.iter().map(|f| f.component.clone()).collect();
-        let again = self.pending_resolution(&findings, covered);
+        let again = self.pending_resolution(&reported, &findings, covered);
         findings.extend(again);
         let hold = self.hold;
         self.cleared.retain(|_, last| within(*last, now, hold));
@@ -309,6 +309,7 @@ impl Confirmer {
     /// findings, returned to be admitted again.
     fn pending_resolution(
         &mut self,
+        reported: &std::collections::BTreeSet<Component>,
         findings: &[Finding],
         covered: &dyn Fn(&Component) -> bool,
     ) -> Vec<Finding> {
@@ -316,7 +317,7 @@ impl Confirmer {
         let quiet: Vec<Component> = self
             .alerting
             .keys()
-            .filter(|c| !findings.iter().any(|f| f.component == **c))
+            .filter(|c| !reported.contains(*c))
             .cloned()
             .collect();
         let mut again = Vec::new();
