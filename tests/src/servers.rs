@@ -570,6 +570,14 @@ pub fn amtool(args: &[&str]) -> Result<ToolOutput> {
     run_tool(AMTOOL_BIN, args, Some(&repo_root()))
 }
 
+/// The receiver `amtool config routes test` picks in Alertmanager config
+/// `config` for an alert with `labels` (`name=value` each).
+pub fn amtool_route(config: &str, labels: &[&str]) -> Result<String> {
+    let mut args = vec!["config", "routes", "test", "--config.file", config];
+    args.extend_from_slice(labels);
+    Ok(amtool(&args)?.ok()?.stdout.trim().to_string())
+}
+
 /// `vmalert args...` (VictoriaMetrics' rule evaluator; `-dryRun` checks
 /// rule files as MetricsQL) run from the repository root.
 pub fn vmalert(args: &[&str]) -> Result<ToolOutput> {

@@ -146,10 +146,8 @@ fn alertmanager_routes_by_kind_and_severity() -> Result<()> {
         ),
     ];
     for (labels, want) in cases {
-        let mut args = vec!["config", "routes", "test", "--config.file", config.as_str()];
-        args.extend_from_slice(labels);
-        let out = servers::amtool(&args)?.ok()?;
-        assert_eq!(out.stdout.trim(), *want, "route for {labels:?}");
+        let got = servers::amtool_route(&config, labels)?;
+        assert_eq!(got, *want, "route for {labels:?}");
     }
     Ok(())
 }
@@ -167,19 +165,13 @@ fn every_blamable_kind_pages_when_critical() -> Result<()> {
         let config = repo_file(file);
         for kind in skeletonhunter_common::topology::Kind::BLAMABLE {
             let k = format!("kind={kind}");
-            let args = [
-                "config",
-                "routes",
-                "test",
-                "--config.file",
-                config.as_str(),
+            let labels = [
                 "alertname=SkeletonHunterComponentFaulty",
                 k.as_str(),
                 "component=x",
                 "severity=critical",
             ];
-            let out = servers::amtool(&args)?.ok()?;
-            let receiver = out.stdout.trim();
+            let receiver = servers::amtool_route(&config, &labels)?;
             assert!(
                 receiver.ends_with("-page"),
                 "{file}: a critical {kind} verdict goes to {receiver:?}, which pages nobody"

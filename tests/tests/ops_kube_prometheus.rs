@@ -396,10 +396,9 @@ fn alertmanager_config_resource_is_kube_prometheus_yml() -> Result<()> {
         let cfg = with_part(kube_prometheus(true)?, &operator_part(&amc, on_namespace)?);
         std::fs::write(&file, cfg.to_string())?;
         servers::amtool(&["check-config", &file])?.ok()?;
-        let mut args = vec!["config", "routes", "test", "--config.file", &file];
-        args.extend(page.split(' '));
-        let got = servers::amtool(&args)?.ok()?.stdout;
-        assert_eq!(got.trim(), to, "on_namespace: {on_namespace}");
+        let labels: Vec<&str> = page.split(' ').collect();
+        let got = servers::amtool_route(&file, &labels)?;
+        assert_eq!(got, to, "on_namespace: {on_namespace}");
     }
     Ok(())
 }
