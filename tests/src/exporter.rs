@@ -285,3 +285,51 @@ pub fn counts(body: &str, dst: &str, proto: &str) -> (f64, f64, f64) {
         sample(body, "skeletonhunter_probe_rtt_seconds_count", &l).unwrap_or(0.0),
     )
 }
+
+/// A test's own UDP socket at `addr` in `ns`, standing in for a peer: every
+/// echo request it receives (magic `SKHP`, version 1, type 1, a whole
+/// header) is handed to `on_request` with the socket and the sender, on a
+/// thread of its own. Stopped (the thread joined) when dropped.
+pub struct FakePeer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakePeer {
+    /// Bind `addr` inside `ns` and start answering (or recording).
+    pub fn start(
+        ns: &Netns,
+        addr: SocketAddr,
+        mut on_request: impl FnMut(&std::net::UdpSocket, &[u8], SocketAddr) + Send + 'static,
+    ) -> Result<FakePeer> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let sock = ns.run_in(move || std::net::UdpSocket::bind(addr))??;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let done = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !done.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                if n >= 40 && buf[..4] == *b"SKHP" && buf[4] == 1 && buf[5] == 1 {
+                    on_request(&sock, &buf[..n], from);
+                }
+            }
+        });
+        Ok(FakePeer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for FakePeer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -11,62 +11,38 @@
 
 use anyhow::Result;
 use skeletonhunter_tests::exporter::{
-    config, counts, pair, scrape, start, start_both, Pair, Probing, UDP,
+    config, counts, pair, scrape, start, start_both, FakePeer, Pair, Probing, UDP,
 };
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::netns::{veth, Netns};
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
 use std::collections::BTreeSet;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A peer at 198.18.1.2 answering every echo request, calling itself
 /// `name-<n>` in reply n (n = 1, 2, …). Stops when dropped.
 struct RenamingPeer {
-    stop: Arc<AtomicBool>,
     replies: Arc<AtomicU64>,
-    thread: Option<JoinHandle<()>>,
+    _peer: FakePeer,
 }
 
 impl RenamingPeer {
     fn start(p: &Pair, name: &'static str) -> Result<RenamingPeer> {
-        let sock = p.b.run_in(move || UdpSocket::bind(("198.18.1.2", UDP)))??;
-        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-        let stop = Arc::new(AtomicBool::new(false));
         let replies = Arc::new(AtomicU64::new(0));
-        let (s, r) = (stop.clone(), replies.clone());
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while !s.load(Ordering::Relaxed) {
-                let Ok((n, from)) = sock.recv_from(&mut buf) else {
-                    continue;
-                };
-                // A request: magic, version 1, type 1.
-                if n < 40 || buf[..4] != *b"SKHP" || buf[5] != 1 {
-                    continue;
-                }
-                let k = r.fetch_add(1, Ordering::Relaxed) + 1;
-                let _ = sock.send_to(&reply(&buf[..n], &format!("{name}-{k}")), from);
-            }
-        });
+        let r = replies.clone();
+        let addr = SocketAddr::from(([198, 18, 1, 2], UDP));
+        let peer = FakePeer::start(&p.b, addr, move |sock, req, from| {
+            let k = r.fetch_add(1, Ordering::Relaxed) + 1;
+            let _ = sock.send_to(&reply(req, &format!("{name}-{k}")), from);
+        })?;
         Ok(RenamingPeer {
-            stop,
             replies,
-            thread: Some(thread),
+            _peer: peer,
         })
-    }
-}
-
-impl Drop for RenamingPeer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -10,14 +10,13 @@
 //! `exporter_peers.rs`; the shared helpers in `skeletonhunter_tests::exporter`.
 
 use skeletonhunter_tests::exporter::{
-    config, counts, pair, scrape, start, start_both, static_peer, Probing, UDP,
+    config, counts, pair, scrape, start, start_both, static_peer, FakePeer, Probing, UDP,
 };
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
 use std::collections::BTreeSet;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -216,26 +215,13 @@ fn exporter_default_udp_probes_rotate_over_ecmp_flows() {
     // The peer is the test's own socket at B's responder address: it
     // records the source port of every echo request (magic `SKHP`,
     // version 1, type 1) and answers none.
-    let sock =
-        p.b.run_in(|| UdpSocket::bind(("198.18.1.2", UDP)))
-            .unwrap()
-            .unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
     let ports = Arc::new(Mutex::new(BTreeSet::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (seen, done) = (ports.clone(), stop.clone());
-    let recorder = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while !done.load(Ordering::Relaxed) {
-            let Ok((n, from)) = sock.recv_from(&mut buf) else {
-                continue;
-            };
-            if n >= 40 && buf[..4] == *b"SKHP" && buf[4] == 1 && buf[5] == 1 {
-                seen.lock().unwrap().insert(from.port());
-            }
-        }
-    });
+    let seen = ports.clone();
+    let addr = SocketAddr::from(([198, 18, 1, 2], UDP));
+    let recorder = FakePeer::start(&p.b, addr, move |_, _, from| {
+        seen.lock().unwrap().insert(from.port());
+    })
+    .unwrap();
     let cfg = config(
         "a",
         "198.18.1.1",
@@ -260,8 +246,7 @@ fn exporter_default_udp_probes_rotate_over_ecmp_flows() {
             (seen.len() >= 4).then(|| seen.clone())
         },
     );
-    stop.store(true, Ordering::Relaxed);
-    recorder.join().unwrap();
+    drop(recorder);
     let seen = ports.lock().unwrap().clone();
     let got = got.unwrap_or_else(|e| panic!("{e}: source ports {seen:?}; log:\n{}", a.log()));
     eprintln!(
