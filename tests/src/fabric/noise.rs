@@ -7,6 +7,11 @@
 //! The quota is cgroup v2's `cpu.max` where the unified hierarchy has the
 //! `cpu` controller, else cgroup v1's `cpu.cfs_quota_us` (hybrid hosts
 //! bind `cpu` to v1): the same CFS bandwidth limit under either name.
+//!
+//! A fixed share starves a process only on a machine slow enough for it
+//! to need more: on a fast one the exporter ran under 5 % of a core and
+//! was never throttled. [`CpuQuota::below_demand`] measures what the
+//! process uses first and grants a fraction of that.
 
 use crate::sys::kill;
 use anyhow::{bail, Context, Result};
@@ -17,6 +22,33 @@ use std::time::{Duration, Instant};
 
 /// The CFS period the quota is a share of.
 const PERIOD_US: u64 = 100_000;
+
+/// The longest period [`CpuQuota::below_demand`] stretches to when the
+/// demand is too small for the smallest quota: a throttled stall stays
+/// shorter than a probe timeout, so peers see a slow host, not loss.
+const MAX_PERIOD_US: u64 = 250_000;
+
+/// The smallest quota the kernel takes (`cpu.max`, `cpu.cfs_quota_us`).
+const MIN_QUOTA_US: u64 = 1_000;
+
+/// CPU time used so far by all threads of `pid` (the first field of each
+/// `/proc/<pid>/task/*/schedstat`: nanoseconds on a CPU).
+fn cpu_time(pid: u32) -> Result<Duration> {
+    let tasks = format!("/proc/{pid}/task");
+    let mut ns: u64 = 0;
+    for entry in std::fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
+        let path = entry?.path().join("schedstat");
+        // A thread that ended between the listing and the read is skipped.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let first = text.split_whitespace().next().unwrap_or("0");
+        ns += first
+            .parse::<u64>()
+            .with_context(|| format!("{}: {text:?}", path.display()))?;
+    }
+    Ok(Duration::from_nanos(ns))
+}
 
 /// Where a CPU quota can be set on this machine.
 #[derive(Debug, Clone)]
@@ -90,8 +122,28 @@ impl CpuQuota {
         Hierarchy::find().err()
     }
 
-    /// Hold process `pid` (all its threads) to `percent` % of one CPU.
-    pub fn apply(pid: u32, percent: u64) -> Result<CpuQuota> {
+    /// Measure what `pid` uses over `over`, then hold it to `share` of
+    /// that (at least the kernel's smallest quota, over a period of at
+    /// most [`MAX_PERIOD_US`]). Returns the guard and the demand measured,
+    /// as a share of one CPU.
+    pub fn below_demand(pid: u32, share: f64, over: Duration) -> Result<(CpuQuota, f64)> {
+        let (t0, c0) = (Instant::now(), cpu_time(pid)?);
+        std::thread::sleep(over);
+        let used = cpu_time(pid)?.saturating_sub(c0);
+        let demand = used.as_secs_f64() / t0.elapsed().as_secs_f64().max(1e-3);
+        let wanted = demand * share.clamp(0.01, 1.0);
+        let quota = |period: u64| (period as f64 * wanted) as u64;
+        let mut period = PERIOD_US;
+        while quota(period) < MIN_QUOTA_US && period < MAX_PERIOD_US {
+            period += 10_000;
+        }
+        let guard = CpuQuota::set(pid, quota(period).max(MIN_QUOTA_US), period)?;
+        Ok((guard, demand))
+    }
+
+    /// Hold process `pid` (all its threads) to `quota_us` of every
+    /// `period_us` on one CPU.
+    fn set(pid: u32, quota_us: u64, period_us: u64) -> Result<CpuQuota> {
         let hierarchy = Hierarchy::find().map_err(anyhow::Error::msg)?;
         let dir = hierarchy
             .root()
@@ -102,16 +154,16 @@ impl CpuQuota {
             write(&root.join("cgroup.subtree_control"), "+cpu")?;
         }
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let quota = PERIOD_US * percent.clamp(1, 100) / 100;
+        let quota = quota_us.max(MIN_QUOTA_US);
         let guard = CpuQuota {
             before: hierarchy.cgroup_of(pid),
             dir,
             pid,
         };
         match &hierarchy {
-            Hierarchy::V2(_) => write(&guard.dir.join("cpu.max"), &format!("{quota} {PERIOD_US}"))?,
+            Hierarchy::V2(_) => write(&guard.dir.join("cpu.max"), &format!("{quota} {period_us}"))?,
             Hierarchy::V1(_) => {
-                write(&guard.dir.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
+                write(&guard.dir.join("cpu.cfs_period_us"), &period_us.to_string())?;
                 write(&guard.dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
             }
         }
