@@ -104,6 +104,8 @@ fn log_start(cfg: &Config) {
     );
 }
 
+/// Start the responders; returns the UDP responder's departure flag, if
+/// it runs.
 fn spawn_responders(
     cfg: &Config,
     peers: &PeerSet,
@@ -112,25 +114,27 @@ fn spawn_responders(
     probers: &Probers,
     shutdown: &Shutdown,
     tasks: &mut JoinSet<()>,
-) {
-    if let Some(sock) = bound.udp.take() {
-        if cfg.responder.open() {
-            tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
-        }
-        metrics.zero_responder_drops(&responder::udp::drop_reasons());
-        tasks.spawn(responder::run_udp(
-            sock,
-            responder::Guard::new(cfg.responder.clone(), peers),
-            cfg.identity.clone(),
-            metrics.clone(),
-            probers.peer_info.clone(),
-            probers.advertise.clone(),
-            shutdown.stopped(),
-        ));
-    }
+) -> Option<responder::Leaving> {
     if let Some(l) = bound.tcp.take() {
         tasks.spawn(responder::run_tcp(l, metrics.clone(), shutdown.stopped()));
     }
+    let sock = bound.udp.take()?;
+    if cfg.responder.open() {
+        tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
+    }
+    metrics.zero_responder_drops(&responder::udp::drop_reasons());
+    let leaving = responder::Leaving::default();
+    tasks.spawn(responder::run_udp(
+        sock,
+        responder::Guard::new(cfg.responder.clone(), peers),
+        cfg.identity.clone(),
+        metrics.clone(),
+        probers.peer_info.clone(),
+        probers.advertise.clone(),
+        leaving.clone(),
+        shutdown.stopped(),
+    ));
+    Some(leaving)
 }
 
 fn tracing_context(
@@ -284,7 +288,7 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
     let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
     log_start(&cfg);
     let mut tasks = JoinSet::new();
-    spawn_responders(
+    let leaving = spawn_responders(
         &cfg, &peers, &mut bound, &metrics, &probers, &shutdown, &mut tasks,
     );
     let health = Health::default();
@@ -326,8 +330,46 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
     tasks.spawn(trim_after_bursts(shutdown.stopped()));
     wait_for_signal(&reloader).await;
     reloader.stop();
+    if let Some(leaving) = leaving {
+        give_notice(&health, &leaving, cfg.departure_notice).await;
+    }
     stop(&health, &shutdown, tasks).await;
     Ok(())
+}
+
+/// The departure notice: for `notice` every UDP reply says this exporter
+/// is leaving, so its peers stop counting it instead of seeing it fail (a
+/// job that ends, a pod deleted or moved, a rollout). A second SIGTERM or
+/// SIGINT cuts it short.
+async fn give_notice(health: &Health, leaving: &responder::Leaving, notice: Duration) {
+    if notice.is_zero() {
+        return;
+    }
+    health.set_ready(false);
+    leaving.announce();
+    tracing::info!(
+        notice_ms = notice.as_millis() as u64,
+        "stopping: replies say this exporter is leaving (responder.departure_notice)"
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(notice) => {}
+        _ = stop_signal() => tracing::info!("second stop signal: notice cut short"),
+    }
+}
+
+/// The next SIGTERM or SIGINT (never, if neither can be watched).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        },
+        _ => std::future::pending().await,
+    }
 }
 
 /// Tell every task to stop; give them a moment, then go.

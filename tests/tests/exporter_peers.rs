@@ -1,9 +1,12 @@
 //! The exporter's peer lifecycle on real packets: series of removed peers
-//! disappear, SIGTERM stops it cleanly, and DNS-discovered peers are
+//! disappear, SIGTERM stops it cleanly, a stopping peer's departure notice
+//! removes its series until it answers again, and DNS-discovered peers are
 //! followed as the name's records change. Two namespaces on one veth link
 //! (198.18.1.0/24), metrics scraped on each namespace's loopback.
 
-use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, Probing};
+use skeletonhunter_tests::exporter::{
+    counts, pair, scrape, start, start_both, static_peer, Probing,
+};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until, Netns};
@@ -101,6 +104,92 @@ fn exporter_drops_series_of_removed_peers_and_stops_cleanly() {
     let status = a.terminate(Duration::from_secs(5)).unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
     assert!(a.log().contains("stopped"), "{}", a.log());
+}
+
+/// B stops (SIGTERM): its departure notice reaches A, which removes B's
+/// series at once and counts the departure, so B's absence is never loss;
+/// B started again answers without the notice and A probes and counts it
+/// again, under fresh series that lose nothing.
+#[test]
+fn a_stopping_peers_notice_removes_its_series_until_it_answers_again() {
+    if !require_privileges("a_stopping_peers_notice_removes_its_series_until_it_answers_again") {
+        return;
+    }
+    let p = pair("exleave").unwrap();
+    let dir = TempDir::new("exleave").unwrap();
+    let probing = Probing {
+        interval: "100ms",
+        timeout: "300ms",
+        protocols: "udp, tcp",
+    };
+    let b_peer = "  static:\n    - {address: \"198.18.1.2\", name: b}\n";
+    let (a, mut b) =
+        start_both(&p, dir.path(), probing, b_peer, &static_peer("198.18.1.1")).unwrap();
+    let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
+    wait_until(
+        "A probes B",
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (udp(&body).2 >= 5.0).then_some(())
+        },
+    )
+    .unwrap();
+
+    let status = b.terminate(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "B's exit status after SIGTERM: {status}");
+    assert!(
+        b.log().contains("replies say this exporter is leaving"),
+        "B gave no notice: {}",
+        b.log()
+    );
+    // B is gone: A has no series of it, and keeps none while B is away.
+    let body = scrape(&p.a).unwrap();
+    assert!(
+        !body.contains("dst_node=\"b\""),
+        "B's series stay after its notice:\n{body}"
+    );
+    assert_eq!(
+        sample(&body, "skeletonhunter_peer_departures_total", &[]),
+        Some(1.0)
+    );
+    assert!(a.log().contains("peer is leaving"), "{}", a.log());
+    let away_until = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < away_until {
+        let body = scrape(&p.a).unwrap();
+        assert!(
+            !body.contains("dst_node=\"b\""),
+            "B's series back while it is away:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let _b = start(
+        &p.b,
+        dir.path(),
+        "b2",
+        &probing.config("b", "198.18.1.2", &static_peer("198.18.1.1")),
+    )
+    .unwrap();
+    let body = wait_until(
+        "A probes B again",
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        || {
+            let body = scrape(&p.a).ok()?;
+            (udp(&body).2 >= 5.0).then_some(body)
+        },
+    )
+    .unwrap();
+    let (sent, lost, answered) = udp(&body);
+    assert_eq!(
+        lost, 0.0,
+        "B back: sent {sent}, lost {lost}, answered {answered}"
+    );
+    let tcp = counts(&body, "dst_node=\"b\"", "protocol=\"tcp\"");
+    assert_eq!(tcp.1, 0.0, "B's TCP dials after its return lost: {tcp:?}");
+    assert!(a.log().contains("peer answers again"), "{}", a.log());
 }
 
 /// A minimal DNS server for A queries, on a thread inside `ns`: answers

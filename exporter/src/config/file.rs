@@ -76,6 +76,8 @@ pub struct FileResponder {
     pub allow_peers: bool,
     /// Requests per second answered per source address (0: no limit).
     pub rate_limit: Option<u32>,
+    /// How long to go on answering, replies marked leaving, when stopping.
+    pub departure_notice: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -9,7 +9,7 @@ use super::file::{
 };
 use super::settings::{
     Config, DnsSource, ResponderPolicy, TorMesh, DEFAULT_LISTEN, DEFAULT_RESPONDER_RATE,
-    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+    DEFAULT_TCP_PORT, DEFAULT_UDP_PORT, MAX_DEPARTURE_NOTICE,
 };
 use super::validate;
 use crate::model::{HistogramMode, IdentitySource, Peer, PeerSource, Protocol};
@@ -133,6 +133,7 @@ impl Config {
             udp_listen: udp,
             tcp_listen: tcp,
             responder: responder_policy(&file.responder)?,
+            departure_notice: departure_notice(&file.responder, probe.interval + probe.timeout)?,
             identity,
             identity_origin,
             interval: probe.interval,
@@ -186,6 +187,27 @@ fn listeners(file: &FileConfig, args: &Args) -> Result<Listeners> {
         DEFAULT_TCP_PORT,
     )?;
     Ok(Listeners { listen, udp, tcp })
+}
+
+/// `responder.departure_notice`: by default one probe interval and a
+/// timeout (every peer's next probe sees the notice), at most
+/// [`MAX_DEPARTURE_NOTICE`].
+fn departure_notice(fr: &FileResponder, round: Duration) -> Result<Duration> {
+    const KEY: &str = "responder.departure_notice";
+    let Some(v) = fr.departure_notice.as_deref() else {
+        return Ok(round.min(MAX_DEPARTURE_NOTICE));
+    };
+    let d = duration_key(KEY, v)?;
+    if d > MAX_DEPARTURE_NOTICE {
+        return Err(ConfigError::invalid(
+            KEY,
+            format!(
+                "{v} is longer than {}s: Kubernetes kills a pod 30 s after asking it to stop",
+                MAX_DEPARTURE_NOTICE.as_secs()
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// `responder.{allow,allow_peers,rate_limit}`.

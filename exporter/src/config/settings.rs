@@ -25,6 +25,11 @@ pub const DEFAULT_TCP_PORT: u16 = 9467;
 /// source, far above any peer's probe rate (a 1 ms interval on one flow).
 pub const DEFAULT_RESPONDER_RATE: u32 = 1000;
 
+/// The longest `responder.departure_notice`: Kubernetes kills a pod 30 s
+/// after asking it to stop (the default grace period), and the exporter
+/// still needs a moment to shut down after the notice.
+pub const MAX_DEPARTURE_NOTICE: Duration = Duration::from_secs(25);
+
 /// Whom the UDP echo responder answers, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponderPolicy {
@@ -84,6 +89,9 @@ pub struct Config {
     pub tcp_listen: Option<SocketAddr>,
     /// Whom the UDP echo responder answers.
     pub responder: ResponderPolicy,
+    /// How long the UDP responder goes on answering, with every reply
+    /// marked leaving, once the exporter is told to stop (0: not at all).
+    pub departure_notice: Duration,
     /// This exporter's labels.
     pub identity: Identity,
     /// Where each identity field came from, and the topology map lookup.

@@ -135,6 +135,25 @@ fn errors_name_the_key() {
 }
 
 #[test]
+fn the_departure_notice_covers_a_probe_round_and_is_bounded() {
+    let merge = |yaml: &str| parse_file(yaml).and_then(|f| Config::merge(f, &args()));
+    let c = merge("probe: {interval: 200ms, timeout: 400ms}").unwrap();
+    assert_eq!(c.departure_notice, Duration::from_millis(600));
+    let c = merge("probe: {interval: 20s, timeout: 10s}").unwrap();
+    assert_eq!(c.departure_notice, Duration::from_secs(25), "capped");
+    let c = merge("responder: {departure_notice: 0s}").unwrap();
+    assert!(c.departure_notice.is_zero());
+    let e = format!(
+        "{:#}",
+        merge("responder: {departure_notice: 1m}").unwrap_err()
+    );
+    assert!(
+        e.contains("responder.departure_notice") && e.contains("25s"),
+        "{e}"
+    );
+}
+
+#[test]
 fn duration_errors_name_the_key_and_the_unit() {
     let mut a = args();
     a.interval = Some("10x".into());

@@ -168,6 +168,12 @@ impl FlowBook {
         )
     }
 
+    /// Forget `peer`'s flows now (it said it is leaving): no counts of it
+    /// until it is probed again, so nothing traces or publishes its paths.
+    pub fn forget(&self, peer: IpAddr) {
+        self.lock().remove(&peer);
+    }
+
     /// Forget peers not probed for two windows (they left); at most once a
     /// bucket, so callers may call it often.
     pub fn sweep(&self, now: Instant) {

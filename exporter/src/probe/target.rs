@@ -52,6 +52,9 @@ pub struct Target {
     owner: Owner,
     state: Mutex<TargetState>,
     retired: AtomicBool,
+    /// The peer said it is leaving ([`Target::leave`]) and has not
+    /// answered without saying so since.
+    away: AtomicBool,
 }
 
 struct TargetState {
@@ -114,6 +117,7 @@ impl Target {
                 flow: None,
             }),
             retired: AtomicBool::new(false),
+            away: AtomicBool::new(false),
         }
     }
 
@@ -136,6 +140,38 @@ impl Target {
     /// Whether the peer left the peer set; results for it are discarded.
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Whether the peer said it is leaving and has not answered since
+    /// ([`Target::leave`]): it has no series, only the UDP prober still
+    /// asks it, uncounted, whether it is back.
+    pub fn is_away(&self) -> bool {
+        self.away.load(Ordering::Relaxed)
+    }
+
+    /// The peer's reply said it is leaving (a job ended, a pod was deleted
+    /// or moved, a rollout): its cached series are dropped and no more are
+    /// made until [`Target::come_back`], so its silence to come is not
+    /// loss. The name stays pinned: the peer may return under it. `true`
+    /// if it was not away yet (the caller removes its series from the
+    /// registry).
+    pub fn leave(&self) -> bool {
+        let mut st = self.lock();
+        if self.is_retired() || self.away.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        st.series = Default::default();
+        st.dial = None;
+        st.rdma = None;
+        st.flow = None;
+        true
+    }
+
+    /// The peer answered without saying it is leaving: it is probed and
+    /// counted again, under fresh series. `true` if it was away.
+    pub fn come_back(&self) -> bool {
+        let _st = self.lock();
+        self.away.swap(false, Ordering::Relaxed)
     }
 
     /// The probe series for `protocol` (created on first use).
@@ -162,17 +198,21 @@ impl Target {
     }
 
     /// The handles in `slot`, made by `make` (from the peer's address and
-    /// current name) the first time; `None` once retired, so a retired
-    /// target never brings its series back.
+    /// current name) the first time; `None` once retired or while away, so
+    /// neither brings its series back.
     fn cached<S: Clone>(
         &self,
         slot: impl Fn(&mut TargetState) -> &mut Option<S>,
         make: impl FnOnce(&Metrics, IpAddr, &str) -> S,
     ) -> Option<S> {
-        if self.is_retired() {
+        if self.is_retired() || self.is_away() {
             return None;
         }
         let mut st = self.lock();
+        if self.is_away() {
+            // Left between the check and the lock.
+            return None;
+        }
         // The label is copied only to make the handles: this runs for
         // every probe, and an allocation per probe adds up at 10,000 peers.
         if let Some(s) = slot(&mut st) {
@@ -301,6 +341,28 @@ mod tests {
         assert_eq!(t.dst_node(), "b");
         assert!(t.identity_learned());
         assert_eq!(b.0.identity_conflicts(), 3);
+    }
+
+    #[test]
+    fn a_leaving_peer_has_no_series_until_it_answers_again() {
+        let b = book();
+        let t = at("10.0.0.2", Some("b"), &b);
+        assert!(t.series(Protocol::Udp).is_some());
+        assert!(t.dial_series().is_some());
+        assert!(t.leave(), "first notice");
+        assert!(!t.leave(), "said once already");
+        assert!(t.is_away());
+        for p in Protocol::ALL {
+            assert!(t.series(p).is_none(), "{p:?} while away");
+        }
+        assert!(t.dial_series().is_none() && t.flow_series().is_none());
+        assert_eq!(t.dst_node(), "b", "the name stays");
+        assert!(t.come_back());
+        assert!(!t.come_back(), "back once");
+        assert!(t.series(Protocol::Udp).is_some());
+        // A retired target does not leave (its series are gone for good).
+        t.retire();
+        assert!(!t.leave());
     }
 
     #[test]

@@ -11,12 +11,20 @@
 //! the request, so neither host's scheduling delays
 //! show up as network latency. The reply's identity TLVs name the peer
 //! (`dst_node`), which is how a peer found by eBPF gets its name.
+//!
+//! A reply marked [`wire::FLAG_LEAVING`] says the peer's exporter is
+//! stopping: the peer's series are removed and its probes stop counting
+//! ([`Target::leave`]); one uncounted UDP probe per interval still asks
+//! whether it is back, and the first reply without the flag brings it
+//! back under fresh series. A job that ends, a pod moved and a rollout
+//! are thus never loss.
 
 use super::flows::FlowBook;
 use super::{
     receive_task, Completion, NodeClaim, PeerInfo, Prober, Reader, Sent, SharedInFlight, Target,
     DRAIN_CALLS,
 };
+use crate::model::ProbeLabels;
 use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
 use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::sock::{
@@ -24,7 +32,7 @@ use crate::sys::sock::{
     grow_recv_buffer,
 };
 use crate::sys::time::{random_u64, wall_ns};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, Series};
 use crate::wire::probe::{self as wire, Packet, TRACE_SESSION, TYPE_REPLY};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -71,6 +79,8 @@ pub struct UdpProber {
     advertise: Vec<(u16, Vec<u8>)>,
     probe_size: usize,
     buf: Mutex<Vec<u8>>,
+    /// What probes to peers that are away count in: nothing exported.
+    away: Arc<Series>,
 }
 
 fn open(addr: SocketAddr) -> std::io::Result<Arc<ProbeSocket>> {
@@ -124,6 +134,11 @@ impl UdpProber {
             advertise,
             probe_size: probe_size.clamp(wire::HEADER_LEN, wire::MAX_DATAGRAM),
             buf: Mutex::new(Vec::with_capacity(probe_size)),
+            away: Arc::new(Series::detached(ProbeLabels {
+                src_node: String::new(),
+                dst_node: String::new(),
+                protocol: Protocol::Udp,
+            })),
         });
         for s in p.v4.iter().chain(&p.v6).cloned() {
             let reader = Reader::new(
@@ -146,8 +161,13 @@ impl UdpProber {
     }
 
     /// Count a finished probe of `target` over `flow` and refresh the
-    /// pair's worst-flow loss ratio.
-    fn finished(&self, target: &Target, flow: usize, lost: bool, now: Instant) {
+    /// pair's worst-flow loss ratio; a probe that asked a peer away
+    /// whether it is back counts nowhere.
+    fn finished(&self, sent: &Sent<usize>, lost: bool, now: Instant) {
+        if Arc::ptr_eq(&sent.series, &self.away) {
+            return;
+        }
+        let (target, flow) = (&sent.target, sent.flow);
         if let Some(worst) = self.book.record(target.addr(), flow, lost, now) {
             if let Some(f) = target.flow_series() {
                 f.worst_loss.set(worst);
@@ -224,6 +244,17 @@ impl UdpProber {
         false
     }
 
+    /// `target` said it is leaving: its series go now, its flows are
+    /// forgotten (nothing traces it), and its probes count nowhere.
+    fn peer_left(&self, target: &Target) {
+        if target.leave() {
+            self.metrics.forget_peer(target.addr());
+            self.book.forget(target.addr());
+            self.metrics.peer_left();
+            tracing::info!(peer = %target.addr(), dst_node = %target.dst_node(), "peer is leaving (its reply says so): its series are removed and its probes not counted until it answers again");
+        }
+    }
+
     fn on_datagram(&self, data: &[u8], from: SocketAddr, rx_ns: u64) {
         let p = match Packet::decode(data) {
             Ok(p) if p.header.typ == TYPE_REPLY && p.header.session == self.session => p,
@@ -251,7 +282,14 @@ impl UdpProber {
         if sent.target.is_retired() {
             return;
         }
-        self.finished(&sent.target, sent.flow, false, now);
+        if p.header.flags & wire::FLAG_LEAVING != 0 {
+            self.peer_left(&sent.target);
+            return;
+        }
+        if sent.target.come_back() {
+            tracing::info!(peer = %sent.target.addr(), dst_node = %sent.target.dst_node(), "peer answers again after it left; its probes count again");
+        }
+        self.finished(&sent, false, now);
         let rtt_ns = rx_ns
             .saturating_sub(sent.tx_ns)
             .saturating_sub(p.header.responder_delay_ns);
@@ -321,11 +359,14 @@ impl Prober for UdpProber {
     }
 
     fn probe(&self, target: &Arc<Target>) {
-        let Some(series) = target.series(Protocol::Udp) else {
-            return;
+        let (series, flow) = match target.series(Protocol::Udp) {
+            Some(s) => (s, self.book.next_flow(target.addr(), Instant::now())),
+            // Away: one uncounted probe over the first flow asks whether
+            // it is back (its flows stay forgotten until it is).
+            None if target.is_away() && !target.is_retired() => (self.away.clone(), 0),
+            None => return,
         };
         let dst = target.udp_addr;
-        let flow = self.book.next_flow(target.addr(), Instant::now());
         let pool = match dst {
             SocketAddr::V4(_) => &self.v4,
             SocketAddr::V6(_) => &self.v6,
@@ -385,7 +426,7 @@ impl Prober for UdpProber {
 
     fn expire(&self, now: Instant) {
         for lost in self.inflight.expire_lost(now) {
-            self.finished(&lost.target, lost.flow, true, now);
+            self.finished(&lost, true, now);
         }
         self.book.sweep(now);
     }

@@ -3,6 +3,10 @@
 //! per-source rate), and the TCP dial acceptor ([`tcp`]). Same layer as
 //! `probe/`; it uses the probe wire format, [`crate::probe::PeerInfo`] and
 //! the [`crate::discovery::PeerSet`] (for `responder.allow_peers`).
+//!
+//! When the exporter stops, the UDP responder goes on answering for the
+//! departure notice with every reply marked [`Leaving`]: its peers learn
+//! that the silence to come is a departure, not loss.
 
 pub mod guard;
 pub mod tcp;
@@ -10,4 +14,4 @@ pub mod udp;
 
 pub use guard::Guard;
 pub use tcp::run_tcp;
-pub use udp::{bind_udp, run_udp, BindError};
+pub use udp::{bind_udp, run_udp, BindError, Leaving};

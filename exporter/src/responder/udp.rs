@@ -19,6 +19,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use skeletonhunter_common::Identity;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::unix::AsyncFd;
@@ -46,7 +47,26 @@ pub struct BindError {
     pub source: std::io::Error,
 }
 
-/// Answer UDP probes that `guard` admits until `shutdown`.
+/// Whether this exporter is leaving: set once, when it stops, so the
+/// replies of its last moments carry [`wire::FLAG_LEAVING`]. Clones share
+/// the flag.
+#[derive(Debug, Clone, Default)]
+pub struct Leaving(Arc<AtomicBool>);
+
+impl Leaving {
+    /// From now on every reply says the exporter is leaving.
+    pub fn announce(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Leaving::announce`] was called.
+    pub fn is_announced(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Answer UDP probes that `guard` admits until `shutdown`; once `leaving`
+/// is announced, every reply says so.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_udp(
     sock: AsyncFd<UdpSocket>,
@@ -55,10 +75,12 @@ pub async fn run_udp(
     metrics: Arc<Metrics>,
     peer_info: Arc<PeerInfo>,
     advertise: Vec<(u16, Vec<u8>)>,
+    leaving: Leaving,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let mut r = Responder {
+        leaving,
         batch: RecvBatch::new(RECV_LEN),
         out: Vec::with_capacity(wire::MAX_DATAGRAM),
         // The advertised TLVs are fixed at start-up (RDMA starts first).
@@ -98,6 +120,7 @@ const DRAIN_CALLS: usize = 64;
 
 /// The responder's state between wake-ups.
 struct Responder {
+    leaving: Leaving,
     batch: RecvBatch,
     out: Vec<u8>,
     tlvs: Vec<(u16, Vec<u8>)>,
@@ -161,6 +184,9 @@ impl Responder {
                 return;
             }
         };
+        if self.leaving.is_announced() {
+            wire::set_flag(&mut self.out, wire::FLAG_LEAVING);
+        }
         if let Some(ns) = held {
             self.waited.observe(ns as f64 * 1e-9);
         }

@@ -146,6 +146,9 @@ skeletonhunter_common::metric_families! {
         /// Replies whose node name differs from the peer's pinned identity (ignored, never
         /// relabelled)
         pub identity_conflicts: Counter => "skeletonhunter_peer_identity_conflicts";
+        /// Peers whose reply said their exporter was stopping: their series were removed and
+        /// their probes not counted until they answered again
+        pub departures: Counter => "skeletonhunter_peer_departures";
         /// Time the previous /metrics response took to encode
         pub render_seconds: Gauge<f64, AtomicU64> => "skeletonhunter_exporter_render_seconds";
         /// The paths of a pair's probe flows, registered after the rest.

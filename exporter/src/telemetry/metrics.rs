@@ -338,6 +338,11 @@ impl Metrics {
         self.f.identity_conflicts.inc();
     }
 
+    /// Count a peer that said it is leaving.
+    pub fn peer_left(&self) {
+        self.f.departures.inc();
+    }
+
     /// The identity conflicts counted so far.
     pub fn identity_conflicts(&self) -> u64 {
         self.f.identity_conflicts.get()

@@ -27,6 +27,19 @@ pub struct Series {
 }
 
 impl Series {
+    /// Handles in no registry, labelled `labels`: what a probe to a peer
+    /// that said it is leaving counts in, so it counts nowhere (the UDP
+    /// prober still asks such a peer whether it is back).
+    pub fn detached(labels: ProbeLabels) -> Series {
+        Series {
+            labels: std::sync::Arc::new(labels),
+            sent: Counter::default(),
+            lost: Counter::default(),
+            rtt: Histogram::new(std::iter::empty()),
+            consecutive_lost: Gauge::default(),
+        }
+    }
+
     /// A probe answered after `rtt_seconds`: observed, and a run of losses ends.
     pub fn answered(&self, rtt_seconds: f64) {
         self.rtt.observe(rtt_seconds);

@@ -18,6 +18,12 @@
 //! A reply carries only what the prober needs: the node name (the
 //! `dst_node` of a peer found by eBPF, pinned at its first reply) and the
 //! RDMA endpoint; the rest of the identity stays in `/metrics`.
+//!
+//! `flags` is 0 in requests. In replies, [`FLAG_LEAVING`] says that the
+//! responder's exporter is stopping (a job ended, a pod was deleted or
+//! rescheduled, a rollout): the prober stops counting the peer's probes
+//! until it answers without the flag, so a departure is never loss. Older
+//! probers ignore the flags.
 
 use skeletonhunter_common::{Identity, Kind};
 
@@ -36,6 +42,10 @@ pub const MAX_LABEL_LEN: usize = 128;
 pub const TYPE_REQUEST: u8 = 1;
 /// A responder's echo reply.
 pub const TYPE_REPLY: u8 = 2;
+
+/// Reply flag: the responder's exporter is stopping; its silence from now
+/// on is a departure, not a fault.
+pub const FLAG_LEAVING: u16 = 1;
 
 /// Padding; its value is ignored.
 pub const TLV_PAD: u16 = 0;
@@ -77,7 +87,8 @@ impl std::error::Error for DecodeError {}
 pub struct Header {
     /// [`TYPE_REQUEST`] or [`TYPE_REPLY`].
     pub typ: u8,
-    /// Reserved, 0.
+    /// 0 in requests; [`FLAG_LEAVING`] or 0 in replies (other bits are
+    /// reserved and ignored).
     pub flags: u16,
     /// The prober's random session.
     pub session: u64,
@@ -247,6 +258,15 @@ pub fn reply_tlvs(id: &Identity, extensions: &[(u16, Vec<u8>)]) -> Vec<(u16, Vec
     v
 }
 
+/// Set `flag` in the header of the encoded datagram `out` (nothing
+/// happens to one shorter than a header).
+pub fn set_flag(out: &mut [u8], flag: u16) {
+    if let Some(f) = out.get_mut(6..8) {
+        let v = u16::from_be_bytes([f[0], f[1]]) | flag;
+        f.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
 /// Encode the reply to `req` into `out` (cleared first). It is never longer
 /// than `request_len`: TLVs that do not fit are skipped, the rest keep
 /// their order.
@@ -324,6 +344,24 @@ mod tests {
         };
         assert_eq!(r.identity(), sent);
         assert_eq!(r.tlv(TLV_RDMA_ENDPOINT), Some(&[9u8; 24][..]));
+        assert_eq!(r.header.flags, 0);
+
+        // A leaving responder's reply says so, and nothing else changes.
+        let mut marked = rep.clone();
+        set_flag(&mut marked, FLAG_LEAVING);
+        let leaving = Packet::decode(&marked).unwrap();
+        assert_eq!(leaving.header.flags, FLAG_LEAVING);
+        assert_eq!(
+            Header {
+                flags: 0,
+                ..leaving.header
+            },
+            r.header
+        );
+        assert_eq!(leaving.tlvs, r.tlvs);
+        let mut short = vec![0u8; 7];
+        set_flag(&mut short, FLAG_LEAVING);
+        assert_eq!(short, vec![0u8; 7], "no header, nothing set");
     }
 
     #[test]
