@@ -1,9 +1,13 @@
-//! A training job that ends is not a fault: on the namespace fabric (see
-//! `skeletonhunter_tests::fabric`) one job's containers go away as
-//! Kubernetes deletes its pods — their exporters stop and their scrape
-//! targets leave Prometheus — while the other job keeps training. Nothing
-//! may be notified or fire for minutes after, and the localizer's series of
-//! the ended job must be gone while the surviving job stays covered.
+//! A rollout and a training job that ends are not faults: on the namespace
+//! fabric (see `skeletonhunter_tests::fabric`) every exporter is restarted
+//! one by one (a DaemonSet rollout), then one job's containers go away pod
+//! by pod, seconds apart, as Kubernetes deletes them — their exporters stop
+//! and their scrape targets leave Prometheus — while the other job keeps
+//! training. Each stopping exporter gives its departure notice (its replies
+//! say it is leaving), so its peers, the ended job's containers still
+//! running among them, stop counting it. Nothing may be notified or fire
+//! for minutes after, and the localizer's series of the ended job must be
+//! gone while the surviving job stays covered.
 
 use serde_json::Value;
 use skeletonhunter_tests::fabric::{Stack, StackOpts};
@@ -186,12 +190,44 @@ fn hold_quiet(stack: &mut Stack, from: usize, t0: Instant) {
     }
 }
 
-/// One job (`job-b`, a rail of every host) ends while `job-a` keeps
-/// training: no notification, no alert for [`HOLD`], the ended job's
-/// series gone from the localizer, the surviving job's pairs all covered.
+/// How far apart the ended job's containers stop: kubelets on different
+/// hosts stop a deleted job's pods seconds apart.
+const POD_GAP: Duration = Duration::from_secs(3);
+
+/// Every exporter restarted one by one, then every pair probed again
+/// without loss; returns how many departures the exporters counted.
+fn roll_out(stack: &mut Stack) -> f64 {
+    let t0 = Instant::now();
+    let n = stack.exporters.len();
+    for i in 0..n {
+        stack
+            .restart_exporter(i, Duration::from_secs(30))
+            .expect("restart an exporter");
+    }
+    println!(
+        "rollout: {n} exporters restarted one by one in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("every pair probed again, without loss, after the rollout");
+    let departures = wait_until(
+        "the departures counted",
+        Duration::from_secs(30),
+        Duration::from_secs(1),
+        || value(stack, "sum(skeletonhunter_peer_departures_total)").filter(|d| *d > 0.0),
+    );
+    departures.expect("the restarted exporters' departure notices were seen")
+}
+
+/// Every exporter is rolled, then one job (`job-b`, a rail of every host)
+/// ends pod by pod while `job-a` keeps training: no notification, no alert
+/// for [`HOLD`], the ended job's series gone from the localizer, the
+/// surviving job's pairs all covered.
 #[test]
-fn a_job_that_ends_pages_nothing_and_leaves_no_series() {
-    if !require_privileges("a_job_that_ends_pages_nothing_and_leaves_no_series") {
+fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
+    if !require_privileges("a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series")
+    {
         return;
     }
     let opts = StackOpts::new(
@@ -223,9 +259,16 @@ fn a_job_that_ends_pages_nothing_and_leaves_no_series() {
     println!("job end: covered/expected/unknown {:?}", coverage(&stack));
 
     let from = stack.pager.webhooks().len();
+    let departures = roll_out(&mut stack);
+    println!(
+        "rollout: {departures} departures counted by the exporters (after their own restarts)"
+    );
     let t0 = Instant::now();
-    let ended = stack.end_job(ending).expect("end the job");
-    println!("job end: ended {ended:?} ({n_end} pairs), {n_stay} pairs of {staying} stay");
+    let ended = stack.end_job(ending, POD_GAP).expect("end the job");
+    println!(
+        "job end: ended {ended:?} ({n_end} pairs) {POD_GAP:?} apart in {:.1} s, {n_stay} pairs of {staying} stay",
+        t0.elapsed().as_secs_f64()
+    );
     let ended_re = ended.join("|");
     let gone = wait_until(
         "the ended job's series gone",

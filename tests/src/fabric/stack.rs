@@ -8,7 +8,7 @@ use super::config::{
 };
 use super::opts::{StackOpts, Timing};
 use super::ports;
-use super::topology::{DataPlane, Fabric};
+use super::topology::{DataPlane, Fabric, Node};
 use crate::process::ChildGuard;
 use crate::servers::{self, Server, ServerOpts, TempDir};
 use crate::sink::Sink;
@@ -53,23 +53,29 @@ pub struct Stack {
 /// `dir`), in `fabric.nodes` order, then one for each host's own endpoint
 /// (the overlay fabric's underlay probers).
 pub fn start_exporters(fabric: &Fabric, opts: &StackOpts, dir: &Path) -> Result<Vec<ChildGuard>> {
-    let mut exporters = Vec::new();
-    for node in fabric.probers() {
-        let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
-        std::fs::write(&path, exporter_config(fabric, node, opts))
-            .with_context(|| format!("write {}", path.display()))?;
-        let bin = opts.exporter_bin.to_string_lossy();
-        let mut cmd = match opts.exporters_see_cgroups {
-            true => node.ns.net_command(&bin),
-            false => node.ns.command(&bin),
-        };
-        cmd.arg("--config").arg(&path);
-        exporters.push(ChildGuard::spawn(
-            &format!("exporter-{}", node.identity.node),
-            cmd,
-        )?);
-    }
-    Ok(exporters)
+    fabric
+        .probers()
+        .map(|node| start_exporter(fabric, node, opts, dir))
+        .collect()
+}
+
+/// Start the exporter of `node` (its config written to `dir`).
+fn start_exporter(
+    fabric: &Fabric,
+    node: &Node,
+    opts: &StackOpts,
+    dir: &Path,
+) -> Result<ChildGuard> {
+    let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
+    std::fs::write(&path, exporter_config(fabric, node, opts))
+        .with_context(|| format!("write {}", path.display()))?;
+    let bin = opts.exporter_bin.to_string_lossy();
+    let mut cmd = match opts.exporters_see_cgroups {
+        true => node.ns.net_command(&bin),
+        false => node.ns.command(&bin),
+    };
+    cmd.arg("--config").arg(&path);
+    ChildGuard::spawn(&format!("exporter-{}", node.identity.node), cmd)
 }
 
 impl Stack {
@@ -161,13 +167,15 @@ impl Stack {
 
     /// End the training job `tenant` as Kubernetes ends its pods: every
     /// exporter of the job's containers is stopped (SIGTERM, as at pod
-    /// deletion) and its scrape target removed from Prometheus (its
-    /// configuration written without them and reloaded), as service
-    /// discovery drops a deleted pod; the other exporters and targets stay.
-    /// Returns the ended containers' node names. The surviving exporters
-    /// need no change: a job's skeleton peers are its own containers
-    /// ([`Fabric::skeleton_peers`]), so none of them probes the ended ones.
-    pub fn end_job(&mut self, tenant: &str) -> Result<Vec<String>> {
+    /// deletion), one every `gap` (kubelets stop a deleted job's pods
+    /// seconds apart), and once all have exited their scrape targets are
+    /// removed from Prometheus (its configuration written without them and
+    /// reloaded), as service discovery drops a deleted pod; the other
+    /// exporters and targets stay. Returns the ended containers' node
+    /// names. The surviving exporters need no change: a job's skeleton
+    /// peers are its own containers ([`Fabric::skeleton_peers`]), so only
+    /// the job's containers still running probe the ended ones.
+    pub fn end_job(&mut self, tenant: &str, gap: Duration) -> Result<Vec<String>> {
         let ends = |n: &super::topology::Node| n.identity.tenant == tenant;
         let ended: Vec<usize> = (0..self.fabric.nodes.len())
             .filter(|&i| ends(&self.fabric.nodes[i]))
@@ -178,14 +186,16 @@ impl Stack {
             .rev()
             .map(|&i| self.exporters.remove(i))
             .collect();
-        // All at once, as the kubelets stop the pods of a deleted job.
-        for e in &stopping {
+        for (k, e) in stopping.iter().enumerate() {
+            if k > 0 {
+                std::thread::sleep(gap);
+            }
             let pid = i32::try_from(e.pid()).context("pid out of range")?;
             // One that exited already is reaped below.
             let _ = crate::sys::kill(pid, libc::SIGTERM);
         }
         for e in &mut stopping {
-            e.terminate(Duration::from_secs(10))?;
+            e.terminate(Duration::from_secs(30))?;
         }
         let config =
             prometheus_config_of(&self.fabric, &self.opts, &self.rule_names, &|n| !ends(n));
@@ -195,6 +205,33 @@ impl Stack {
             .iter()
             .map(|&i| self.fabric.nodes[i].identity.node.clone())
             .collect())
+    }
+
+    /// Restart the exporter at `index` of [`Stack::exporters`] as a
+    /// rollout does: SIGTERM, wait for it to exit (after its departure
+    /// notice), start it again with the same configuration and wait until
+    /// it probes (`scheduler started` in its log), within `timeout`.
+    pub fn restart_exporter(&mut self, index: usize, timeout: Duration) -> Result<()> {
+        let old = self.exporters.get_mut(index).context("no such exporter")?;
+        let name = old.name.clone();
+        let node = self
+            .fabric
+            .probers()
+            .find(|n| format!("exporter-{}", n.identity.node) == name)
+            .with_context(|| format!("no node of {name}"))?;
+        old.terminate(timeout)?;
+        self.exporters[index] = start_exporter(&self.fabric, node, &self.opts, self.dir.path())?;
+        let new = &mut self.exporters[index];
+        let deadline = std::time::Instant::now() + timeout;
+        while !new.log().contains("scheduler started") {
+            new.check_running()?;
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "{name} not probing within {timeout:?} of its restart"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
     }
 
     /// Wait until Prometheus scrapes every exporter (and the localizer),
