@@ -45,6 +45,13 @@
 //!    caught it name its uplink while the pair counters name the NIC a
 //!    cycle later; both are one incident, paged once, as the NIC.
 //!
+//!    Likewise a link all of whose anomalous pairs cross an *alerting*
+//!    spine is held beneath it for as long as the spine alerts: a lossy
+//!    spine drops only the flows hashed onto it, so while it stands (and
+//!    while its leftovers leave the window) the link stage may name one
+//!    or two of its links instead of the spine. One incident, paged once,
+//!    as the spine.
+//!
 //! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
 //!    resolves. A cut link coming back shows partial loss for up to a window
@@ -62,8 +69,9 @@
 //!    pairs have fresh data — is *unknown*: it neither counts towards the
 //!    resolution nor resets it, and the alert stays as it was. A data gap
 //!    therefore never resolves an alert. Nor does a cycle that reports
-//!    its access link (rule 3): its pairs still show the fault under the
-//!    link's name, so its count of clean cycles starts over. (A finding
+//!    its access link, or for a spine one of its links (rule 3): its pairs
+//!    still show the fault under the link's name, so its count of clean
+//!    cycles starts over. (A finding
 //!    beneath a ToR does not keep the ToR's alert: it may be a new fault
 //!    of its own.)
 //!
@@ -322,7 +330,9 @@ impl Confirmer {
             .collect();
         let mut again = Vec::new();
         for c in quiet {
-            let child = findings.iter().find(|f| access_end(f).as_ref() == Some(&c));
+            let child = findings
+                .iter()
+                .find(|f| access_end(f).as_ref() == Some(&c) || spine_above(f, [&c]).is_some());
             let why = if let Some(child) = child {
                 self.clean.remove(&c);
                 Kept::Beneath {
@@ -377,6 +387,9 @@ impl Confirmer {
         if let Some(cleared) = self.leftover_of(f) {
             return Some(Held::AfterClear { cleared });
         }
+        if let Some(parent) = spine_above(f, self.alerting.keys()) {
+            return Some(Held::Beneath { parent });
+        }
         let began = self.since.get(&f.component).copied().unwrap_or(now);
         let now_or_alerting = reported.iter().chain(self.alerting.keys());
         if within(began, now, self.hold) {
@@ -409,6 +422,19 @@ fn access_end(f: &Finding) -> Option<Component> {
         .filter(|n| !n.is_empty())
         .find(|n| rest.iter().all(|(x, y)| x.nic == **n || y.nic == **n))
         .map(|n| Component::new(Kind::Nic, n.to_string()))
+}
+
+/// The spine among `alerting` that every anomalous pair of link finding
+/// `f` crosses, if any: the link's loss is that spine's fault seen one flow
+/// at a time (rule 3).
+fn spine_above<'a>(
+    f: &Finding,
+    alerting: impl IntoIterator<Item = &'a Component>,
+) -> Option<Component> {
+    if f.component.kind != Kind::Link {
+        return None;
+    }
+    beneath(f, alerting.into_iter().filter(|c| c.kind == Kind::Spine))
 }
 
 /// One of `parents` other than `f`'s own component that every one of `f`'s

@@ -429,3 +429,41 @@ fn a_hosts_access_link_is_paged_as_its_nic() {
     c.admit(vec![cross()], at(0));
     assert_eq!(names(&c.admit(vec![cross()], at(2)).0), ["link/10.9.0.1"]);
 }
+
+/// A lossy spine drops only the flows hashed onto it: while it alerts the
+/// link stage may name one of its links instead (or as its leftovers leave
+/// the window). The link is held beneath the spine for as long as the
+/// spine alerts, and keeps the spine's alert; once neither is reported
+/// the spine resolves. Without the spine alerting, the link is paged.
+#[test]
+fn a_link_beneath_an_alerting_spine_is_paged_as_the_spine() {
+    let cross = || link("10.9.0.1", |a, b| a.tor != b.tor);
+    let spine = || finding(Kind::Spine, "spine0", "loss");
+    let parent = Component::new(Kind::Spine, "spine0");
+    let mut c = confirm(confirmer(), &spine());
+    // Longer than the hold: still held, and the spine's alert stays.
+    for t in (4..=30).step_by(2) {
+        let (a, h) = c.admit(vec![cross()], at(t));
+        assert_eq!(names(&a), ["spine/spine0"], "at {t}");
+        let why = if t == 4 {
+            Held::Unconfirmed { seen: 1 }
+        } else {
+            Held::Beneath {
+                parent: parent.clone(),
+            }
+        };
+        assert_eq!(
+            h.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
+            [why],
+            "at {t}"
+        );
+        let child = cross().component;
+        assert_eq!(c.kept(), [(parent.clone(), Kept::Beneath { child })]);
+    }
+    assert!(c.admit(vec![], at(32)).0.is_empty(), "clean: resolved");
+
+    // No spine alerting: the same link is paged once confirmed.
+    let mut c = confirmer();
+    c.admit(vec![cross()], at(0));
+    assert_eq!(names(&c.admit(vec![cross()], at(2)).0), ["link/10.9.0.1"]);
+}
