@@ -1,5 +1,7 @@
-//! A rollout and a training job that ends are not faults: on the namespace
-//! fabric (see `skeletonhunter_tests::fabric`) every exporter is restarted
+//! A rollout and a training job that ends are not faults: on the overlay
+//! namespace fabric (containers on each host's bridge, hosts joined by
+//! VXLAN, each host's own endpoint probing the underlay; see
+//! `skeletonhunter_tests::fabric`) every exporter is restarted
 //! one by one (a DaemonSet rollout), then one job's containers go away pod
 //! by pod, seconds apart, as Kubernetes deletes them — their exporters stop
 //! and their scrape targets leave Prometheus — while the other job keeps
@@ -10,7 +12,7 @@
 //! gone while the surviving job stays covered.
 
 use serde_json::Value;
-use skeletonhunter_tests::fabric::{Stack, StackOpts};
+use skeletonhunter_tests::fabric::{DataPlane, Stack, StackOpts};
 use skeletonhunter_tests::{bin_path, require_privileges, wait_until};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -230,10 +232,11 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
     {
         return;
     }
-    let opts = StackOpts::new(
+    let mut opts = StackOpts::new(
         bin_path("skeletonhunter-exporter"),
         Some(bin_path("skeletonhunter-localizer")),
     );
+    opts.data_plane = DataPlane::Vxlan;
     let mut stack = Stack::start(&opts).expect("start the stack");
     stack
         .wait_healthy(Duration::from_secs(90))
@@ -241,6 +244,9 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
     let (ending, staying) = ("job-b", "job-a");
     let (n_end, n_stay) = (pairs_of(&stack, ending), pairs_of(&stack, staying));
     assert!(n_end > 0 && n_stay > 0, "both jobs have pairs");
+    // The hosts' own endpoints probe each other on the underlay, in no job.
+    let n_under = stack.skeleton_pairs() - n_end - n_stay;
+    assert!(n_under > 0, "the overlay fabric's underlay pairs");
     let want = |n: usize| Some(n as f64);
     wait_until(
         "the localizer's overview of both jobs",
@@ -249,7 +255,7 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
         || {
             let both = overview_pairs(&stack, "tenant", ending) == want(n_end)
                 && overview_pairs(&stack, "tenant", staying) == want(n_stay)
-                && overview_pairs(&stack, "fabric", "") == want(n_end + n_stay);
+                && overview_pairs(&stack, "fabric", "") == want(n_end + n_stay + n_under);
             both.then_some(())
         },
     )
@@ -295,7 +301,7 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
 
     let left = ended_series(&stack, ending, &ended_re).expect("query");
     assert!(left.is_empty(), "back after the hold: {left:?}");
-    assert_eq!(overview_pairs(&stack, "fabric", ""), want(n_stay));
+    assert_eq!(overview_pairs(&stack, "fabric", ""), want(n_stay + n_under));
     assert_eq!(overview_pairs(&stack, "tenant", staying), want(n_stay));
     let unreachable = format!(
         "skeletonhunter_overview_pairs{{scope=\"tenant\",id=\"{staying}\",state=\"unreachable\"}}"
@@ -304,7 +310,7 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
     let cov = coverage(&stack);
     assert_eq!(
         cov,
-        (want(n_stay), want(n_stay), Some(0.0)),
-        "every pair the localizer expects (covered, expected, unknown components) is the surviving job's"
+        (want(n_stay + n_under), want(n_stay + n_under), Some(0.0)),
+        "every pair the localizer expects (covered, expected, unknown components) is the surviving job's or the underlay's"
     );
 }
