@@ -126,16 +126,20 @@ fn a_stopping_peers_notice_removes_its_series_until_it_answers_again() {
     let (a, mut b) =
         start_both(&p, dir.path(), probing, b_peer, &static_peer("198.18.1.1")).unwrap();
     let udp = |body: &str| counts(body, "dst_node=\"b\"", "protocol=\"udp\"");
-    wait_until(
-        "A probes B",
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        || {
-            let body = scrape(&p.a).ok()?;
-            (udp(&body).2 >= 5.0).then_some(())
-        },
-    )
-    .unwrap();
+    // A's metrics once B has answered 5 UDP probes under its series.
+    let answered = |what: &str| {
+        wait_until(
+            what,
+            Duration::from_secs(15),
+            Duration::from_millis(100),
+            || {
+                let body = scrape(&p.a).ok()?;
+                (udp(&body).2 >= 5.0).then_some(body)
+            },
+        )
+        .unwrap()
+    };
+    answered("A probes B");
 
     let status = b.terminate(Duration::from_secs(10)).unwrap();
     assert!(status.success(), "B's exit status after SIGTERM: {status}");
@@ -172,16 +176,7 @@ fn a_stopping_peers_notice_removes_its_series_until_it_answers_again() {
         &probing.config("b", "198.18.1.2", &static_peer("198.18.1.1")),
     )
     .unwrap();
-    let body = wait_until(
-        "A probes B again",
-        Duration::from_secs(15),
-        Duration::from_millis(100),
-        || {
-            let body = scrape(&p.a).ok()?;
-            (udp(&body).2 >= 5.0).then_some(body)
-        },
-    )
-    .unwrap();
+    let body = answered("A probes B again");
     let (sent, lost, answered) = udp(&body);
     assert_eq!(
         lost, 0.0,
