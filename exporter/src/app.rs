@@ -357,7 +357,8 @@ async fn give_notice(health: &Health, leaving: &responder::Leaving, notice: Dura
     }
 }
 
-/// The next SIGTERM or SIGINT (never, if neither can be watched).
+/// The next SIGTERM (Kubernetes) or SIGINT (a terminal); Ctrl-C alone if
+/// they cannot be watched. The one place that says what stops the exporter.
 async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match (
@@ -368,7 +369,9 @@ async fn stop_signal() {
             _ = term.recv() => {}
             _ = int.recv() => {}
         },
-        _ => std::future::pending().await,
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -384,27 +387,22 @@ async fn stop(health: &Health, shutdown: &Shutdown, mut tasks: JoinSet<()>) {
     tracing::info!("stopped");
 }
 
-/// Until SIGTERM (Kubernetes) or SIGINT (a terminal); each SIGHUP reloads.
+/// Until a stop signal ([`stop_signal`]); each SIGHUP reloads.
 async fn wait_for_signal(reloader: &Reloader) {
     use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(mut term), Ok(mut int), Ok(mut hup)) => loop {
-            tokio::select! {
-                _ = term.recv() => return,
-                _ = int.recv() => return,
-                _ = hup.recv() => {
-                    tracing::info!("SIGHUP: reloading the configuration");
-                    // The outcome is logged and exported by the reloader.
-                    let _ = reloader.reload_now();
-                }
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return stop.await;
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                // The outcome is logged and exported by the reloader.
+                let _ = reloader.reload_now();
             }
-        },
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }

@@ -73,6 +73,17 @@ struct TargetState {
     flow: Option<FlowSeries>,
 }
 
+impl TargetState {
+    /// Forget the cached metric handles (the series stay in the registry
+    /// until the caller removes them).
+    fn drop_handles(&mut self) {
+        self.series = Default::default();
+        self.dial = None;
+        self.rdma = None;
+        self.flow = None;
+    }
+}
+
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")
@@ -160,10 +171,7 @@ impl Target {
         if self.is_retired() || self.away.swap(true, Ordering::Relaxed) {
             return false;
         }
-        st.series = Default::default();
-        st.dial = None;
-        st.rdma = None;
-        st.flow = None;
+        st.drop_handles();
         true
     }
 
@@ -205,12 +213,12 @@ impl Target {
         slot: impl Fn(&mut TargetState) -> &mut Option<S>,
         make: impl FnOnce(&Metrics, IpAddr, &str) -> S,
     ) -> Option<S> {
-        if self.is_retired() || self.is_away() {
+        if self.is_retired() {
             return None;
         }
         let mut st = self.lock();
+        // Read under the lock: `leave` sets it under the lock too.
         if self.is_away() {
-            // Left between the check and the lock.
             return None;
         }
         // The label is copied only to make the handles: this runs for
@@ -261,10 +269,7 @@ impl Target {
         let old = std::mem::replace(&mut st.dst_node, node.to_string());
         st.learned = true;
         st.pinned = true;
-        st.series = Default::default();
-        st.dial = None;
-        st.rdma = None;
-        st.flow = None;
+        st.drop_handles();
         drop(st);
         tracing::info!(peer = %self.peer.addr, old = %old, new = %node, "peer identified by its reply; name pinned");
         self.metrics.forget_name(self.peer.addr, &old);
@@ -281,10 +286,7 @@ impl Target {
     pub(super) fn retire(&self) {
         let mut st = self.lock();
         self.retired.store(true, Ordering::Relaxed);
-        st.series = Default::default();
-        st.dial = None;
-        st.rdma = None;
-        st.flow = None;
+        st.drop_handles();
         if st.pinned {
             self.info.release(&st.dst_node, self.owner);
         }
