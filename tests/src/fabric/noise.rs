@@ -31,23 +31,15 @@ const MAX_PERIOD_US: u64 = 250_000;
 /// The smallest quota the kernel takes (`cpu.max`, `cpu.cfs_quota_us`).
 const MIN_QUOTA_US: u64 = 1_000;
 
-/// CPU time used so far by all threads of `pid` (the first field of each
-/// `/proc/<pid>/task/*/schedstat`: nanoseconds on a CPU).
+/// CPU time used so far by `pid`, all threads (utime + stime of
+/// `/proc/<pid>/stat`, read by the project's one parser of that file).
 fn cpu_time(pid: u32) -> Result<Duration> {
-    let tasks = format!("/proc/{pid}/task");
-    let mut ns: u64 = 0;
-    for entry in std::fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
-        let path = entry?.path().join("schedstat");
-        // A thread that ended between the listing and the read is skipped.
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let first = text.split_whitespace().next().unwrap_or("0");
-        ns += first
-            .parse::<u64>()
-            .with_context(|| format!("{}: {text:?}", path.display()))?;
-    }
-    Ok(Duration::from_nanos(ns))
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    let stat = skeletonhunter_common::process::parse_stat(&text)
+        .with_context(|| format!("{path}: not a stat line: {text:?}"))?;
+    let hz = skeletonhunter_exporter::sys::host::clock_ticks_per_second();
+    Ok(Duration::from_secs_f64(stat.cpu_ticks as f64 / hz))
 }
 
 /// Where a CPU quota can be set on this machine.
@@ -132,12 +124,10 @@ impl CpuQuota {
         let used = cpu_time(pid)?.saturating_sub(c0);
         let demand = used.as_secs_f64() / t0.elapsed().as_secs_f64().max(1e-3);
         let wanted = demand * share.clamp(0.01, 1.0);
-        let quota = |period: u64| (period as f64 * wanted) as u64;
-        let mut period = PERIOD_US;
-        while quota(period) < MIN_QUOTA_US && period < MAX_PERIOD_US {
-            period += 10_000;
-        }
-        let guard = CpuQuota::set(pid, quota(period).max(MIN_QUOTA_US), period)?;
+        // The period that makes the smallest quota `wanted` of it, if the
+        // usual one is too short for that.
+        let period = ((MIN_QUOTA_US as f64 / wanted).ceil() as u64).clamp(PERIOD_US, MAX_PERIOD_US);
+        let guard = CpuQuota::set(pid, (period as f64 * wanted) as u64, period)?;
         Ok((guard, demand))
     }
 

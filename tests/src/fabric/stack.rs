@@ -9,7 +9,7 @@ use super::config::{
 use super::opts::{StackOpts, Timing};
 use super::ports;
 use super::topology::{DataPlane, Fabric, Node};
-use crate::process::ChildGuard;
+use crate::process::{wait_until, ChildGuard};
 use crate::servers::{self, Server, ServerOpts, TempDir};
 use crate::sink::Sink;
 use anyhow::{bail, ensure, Context, Result};
@@ -176,7 +176,7 @@ impl Stack {
     /// peers are its own containers ([`Fabric::skeleton_peers`]), so only
     /// the job's containers still running probe the ended ones.
     pub fn end_job(&mut self, tenant: &str, gap: Duration) -> Result<Vec<String>> {
-        let ends = |n: &super::topology::Node| n.identity.tenant == tenant;
+        let ends = |n: &Node| n.identity.tenant == tenant;
         let ended: Vec<usize> = (0..self.fabric.nodes.len())
             .filter(|&i| ends(&self.fabric.nodes[i]))
             .collect();
@@ -222,16 +222,13 @@ impl Stack {
         old.terminate(timeout)?;
         self.exporters[index] = start_exporter(&self.fabric, node, &self.opts, self.dir.path())?;
         let new = &mut self.exporters[index];
-        let deadline = std::time::Instant::now() + timeout;
-        while !new.log().contains("scheduler started") {
-            new.check_running()?;
-            ensure!(
-                std::time::Instant::now() < deadline,
-                "{name} not probing within {timeout:?} of its restart"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(())
+        let what = format!("{name} probing after its restart");
+        wait_until(&what, timeout, Duration::from_millis(100), || {
+            match new.check_running() {
+                Err(e) => Some(Err(e)),
+                Ok(()) => new.log().contains("scheduler started").then_some(Ok(())),
+            }
+        })?
     }
 
     /// Wait until Prometheus scrapes every exporter (and the localizer),
