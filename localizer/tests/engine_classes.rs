@@ -207,6 +207,41 @@ fn two_more_hops_are_not_a_fault() {
     assert!(blamed.is_empty(), "{blamed:?}");
 }
 
+/// One spine over two ToRs of five hosts: its five cross-ToR pairs are
+/// +170 µs slow, and four pairs elsewhere are 6 µs slow (everyday noise,
+/// one pair each, no component's). The ECMP rule compares the share of
+/// the spine's pairs showing the symptom with the share elsewhere: before
+/// the fix it counted the noise as "elsewhere shows it too" (4 of 20), and
+/// five of five was not significant enough; a +170 µs spine was missed.
+#[test]
+fn a_slow_spine_over_few_pairs_stands_out_of_everyday_noise() {
+    let f = Fabric {
+        spine_of: vec![0, 0],
+        hosts: 5,
+    };
+    let mut pairs = window(&f, 100.0, &|k, _| Effect {
+        delay_us: if k == Kind::Spine { 170.0 } else { 0.0 },
+        ..Default::default()
+    });
+    let mut noisy = 0;
+    for p in pairs
+        .iter_mut()
+        .filter(|p| p.src.tor == p.dst.tor)
+        .step_by(5)
+    {
+        p.rtt_seconds = p.rtt_seconds.map(|r| r + 6e-6);
+        noisy += 1;
+    }
+    assert_eq!(noisy, 4);
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(
+        named(&report),
+        vec!["spine:spine-0:latency"],
+        "{}",
+        detail(&report)
+    );
+}
+
 /// Significance is not importance: on a large window (24 ToRs × 16 hosts,
 /// 1,000 probes a pair) three ToRs add 0.2% loss, which is overwhelmingly
 /// significant and not worth a page; a NIC adds 2%. Before the fix the

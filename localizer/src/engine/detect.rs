@@ -347,15 +347,23 @@ fn level_baselines(
         .max_hop_latency_seconds
         .max(config.max_hop_latency_ratio * same_tor)
         .max(0.0);
-    let mut below = base[1];
+    // The level below: its baseline, and by how much it was capped.
+    let mut below = base[1].map(|b| (b, 0.0));
     for b in base.iter_mut().skip(2) {
-        if let (Some((loc, _)), Some((lower, lower_sd))) = (*b, below) {
-            if loc > lower + hop {
-                *b = Some((lower + hop, lower_sd));
+        if let (Some((loc, _)), Some(((lower, lower_sd), lowered))) = (*b, below) {
+            // A capped level below is slowed as a whole; the one slow
+            // spine slows this level too, by as much, so what this level
+            // costs over the one below is their own difference.
+            let tier = hop.min((loc - lower - lowered).max(0.0));
+            let cap = lower + if lowered > 0.0 { tier } else { hop };
+            if loc > cap {
+                *b = Some((cap, lower_sd));
+                below = Some(((cap, lower_sd), loc - cap));
+                continue;
             }
         }
-        if b.is_some() {
-            below = *b;
+        if let Some(own) = *b {
+            below = Some((own, 0.0));
         }
     }
     base
@@ -450,6 +458,35 @@ mod tests {
         assert!(flagged(&relative).is_empty());
         assert!((min_excess(40e-6, &relative) - 24e-6).abs() < 1e-12);
         assert_eq!(min_excess(1e-6, &relative), 2e-6);
+    }
+
+    /// One slow spine under every cross-ToR pair: same-ToR pairs at
+    /// 15–17 µs, the one-spine level at 52 µs, the two-spine level at
+    /// 52–56 µs. The one-spine level is capped at the same-ToR baseline
+    /// plus a tier; the two-spine level costs no more than the one below
+    /// it, so it is not granted a second tier on top of the cap.
+    #[test]
+    fn a_level_above_a_slowed_level_costs_only_their_own_difference() {
+        let same_tor: Vec<f64> = (0..20).map(|i| 15e-6 + (i % 5) as f64 * 0.5e-6).collect();
+        let one_spine = vec![51.6e-6, 51.8e-6];
+        let two_spines: Vec<f64> = (0..20).map(|i| 52e-6 + (i % 5) as f64 * 1e-6).collect();
+        let config = Config::default();
+        let base = |upper: Vec<f64>| {
+            let all = [Vec::new(), same_tor.clone(), one_spine.clone(), upper];
+            level_baselines(all, Default::default(), &config)
+        };
+        let [_, tor, one, two] = base(two_spines.clone());
+        let (tor, one, two) = (tor.unwrap().0, one.unwrap().0, two.unwrap().0);
+        let hop = config.max_hop_latency_ratio * tor;
+        assert!((one - (tor + hop)).abs() < 1e-9, "one spine {one}");
+        assert!(two < one + 5e-6, "two spines {two}, one spine {one}");
+        assert!(52e-6 - two > min_excess(two, &config), "{two}");
+        // A healthy one-spine level leaves the next a whole tier.
+        let one_healthy = vec![18e-6, 18.5e-6];
+        let all = [Vec::new(), same_tor.clone(), one_healthy, two_spines];
+        let [_, _, one, two] = level_baselines(all, Default::default(), &config);
+        let (one, two) = (one.unwrap().0, two.unwrap().0);
+        assert!((two - (one + hop.max(config.max_hop_latency_seconds))).abs() < 1e-9);
     }
 
     #[test]

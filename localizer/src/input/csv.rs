@@ -556,23 +556,24 @@ impl<'h> Aggregator<'h> {
             .map(|&(s, d, _)| PairStats {
                 src: identities[s as usize].clone(),
                 dst: identities[d as usize].clone(),
-                rounds: 0.0,
-                failed_dials: 0.0,
-                sent: 0.0,
-                lost: 0.0,
-                rtt_seconds: None,
-                rtt_samples: 0.0,
-                hops: Vec::new(),
-                paths: Vec::new(),
+                ..Default::default()
             })
             .collect();
+        let pairs = &self.pairs;
+        let gone = departures::gone(
+            self.acc
+                .iter()
+                .map(|a| (pairs[a.pair as usize].0, &a.timeline)),
+            self.end,
+        );
         // The preference of the protocol whose median each pair's RTT is.
         let mut rtt_pref = vec![None::<u8>; out.len()];
         for (a, (rtt, samples)) in self.acc.iter().zip(median) {
             let p = &mut out[a.pair as usize];
             // A container that left mid-window: its last failed rounds
             // are its departure (`departures.rs`), protocol by protocol.
-            let departed = a.timeline.departure_rounds(self.end) as f64;
+            let dst = gone.get(&pairs[a.pair as usize].1).copied();
+            let departed = a.timeline.departure_rounds(self.end, dst) as f64;
             p.rounds += a.rounds - departed;
             p.failed_dials += a.failed - departed;
             p.sent += a.sent + a.connected * ppr;

@@ -76,15 +76,17 @@ impl<F: Family> Greedy<'_, F> {
     }
 
     fn chance(&self, model: &Model) -> Chance {
+        let f = self.tester.family;
         let mut chance = Chance::default();
         for (i, &p) in self.present.iter().enumerate() {
             if p && !model.explained[i] {
                 chance.total += 1.0;
-                if self.tester.family.anomalous(model, i) {
-                    chance.anomalous += 1.0;
+                if f.anomalous(model, i) {
+                    chance.sizes.push(f.fit(model, &[i as u32]).0);
                 }
             }
         }
+        chance.sizes.sort_by(f64::total_cmp);
         chance
     }
 
@@ -110,7 +112,7 @@ impl<F: Family> Greedy<'_, F> {
     }
 
     fn evaluate(&self, model: &Model, j: usize) -> Verdict {
-        self.tester.evaluate(model, j, self.chance(model))
+        self.tester.evaluate(model, j, &self.chance(model))
     }
 
     /// Forward: accept the strongest passing candidate, explain it away,
@@ -126,7 +128,7 @@ impl<F: Family> Greedy<'_, F> {
             let chance = self.chance(&model);
             let mut best: Option<Verdict> = None;
             for &j in remaining.iter() {
-                let mut v = self.tester.evaluate(&model, j, chance);
+                let mut v = self.tester.evaluate(&model, j, &chance);
                 if v.passes && self.nested(&v, accepted.iter()) {
                     v.passes = false;
                 }

@@ -17,7 +17,7 @@
 
 use super::family::{Family, Model};
 use crate::engine::model::Config;
-use crate::engine::stats::{binomial_upper_tail, one_sided_lr_p_value};
+use crate::engine::stats::{binomial_upper_tail, median, one_sided_lr_p_value};
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
@@ -44,19 +44,34 @@ pub(super) struct Verdict {
     pub(super) also: Vec<usize>,
 }
 
-/// Fabric-wide count of unexplained pairs and of those showing the symptom.
-#[derive(Debug, Clone, Copy, Default)]
+/// Fabric-wide: the unexplained pairs, and how large an effect each one
+/// showing the symptom has on its own.
+///
+/// Why sizes and not a count: the ECMP rule asks whether a spine's pairs
+/// show its fault more often than pairs elsewhere show one *of that size*.
+/// A few pairs a microsecond or a lost probe above the lenient per-pair
+/// level are everyday noise; they say nothing about the odds of pairs
+/// +170 µs slow or dropping a fifth of their probes.
+#[derive(Debug, Clone, Default)]
 pub(super) struct Chance {
     pub(super) total: f64,
-    pub(super) anomalous: f64,
+    /// The own fitted effect of every unexplained pair showing the symptom,
+    /// ascending.
+    pub(super) sizes: Vec<f64>,
 }
 
 impl Chance {
-    /// Share of pairs showing the symptom outside a candidate (its own
-    /// `hit` of `n` pairs removed), floored at the per-pair test level.
-    fn outside(&self, hit: f64, n: f64, floor: f64) -> f64 {
+    /// Pairs showing the symptom with an own effect of at least `size`.
+    fn at_least(&self, size: f64) -> f64 {
+        (self.sizes.len() - self.sizes.partition_point(|&s| s < size)) as f64
+    }
+
+    /// Share of pairs showing an effect of at least `size` outside a
+    /// candidate (its own `hit` such pairs of `n` removed), floored at the
+    /// per-pair test level.
+    fn outside(&self, hit: f64, n: f64, size: f64, floor: f64) -> f64 {
         let t = self.total - n;
-        let a = (self.anomalous - hit).max(0.0);
+        let a = (self.at_least(size) - hit).max(0.0);
         if t > 0.0 {
             (a / t).max(floor)
         } else {
@@ -64,6 +79,11 @@ impl Chance {
         }
     }
 }
+
+/// The ECMP rule counts the hit pairs whose own effect reaches this share
+/// of the hit pairs' median effect, here and elsewhere alike: a partial
+/// fault hits its flows with one size, noise is smaller.
+const ECMP_SIZE_SHARE: f64 = 0.5;
 
 /// Level of the coverage shortfall test: fewer hit pairs than a fault of
 /// the fitted size makes is evidence against the candidate only when this
@@ -102,7 +122,7 @@ pub(super) struct Tester<'a, F> {
 impl<F: Family> Tester<'_, F> {
     /// Test candidate column `j` under the current model (see the module
     /// docs for the rules).
-    pub(super) fn evaluate(&self, model: &Model, j: usize, chance: Chance) -> Verdict {
+    pub(super) fn evaluate(&self, model: &Model, j: usize, chance: &Chance) -> Verdict {
         let (f, config) = (self.family, self.config);
         let rows: Vec<u32> = self
             .m
@@ -153,15 +173,18 @@ impl<F: Family> Tester<'_, F> {
     fn ecmp_test(
         &self,
         model: &Model,
-        chance: Chance,
+        chance: &Chance,
         (rows, param_all): (&[u32], f64),
         hit: &[u32],
         v: &mut Verdict,
     ) {
         let (f, config) = (self.family, self.config);
         let (n_pairs, m_hit) = (rows.len() as f64, hit.len() as f64);
-        let null = chance.outside(m_hit, n_pairs, config.coverage_alpha);
-        let p_count = binomial_upper_tail(m_hit, n_pairs, null);
+        let mut sizes: Vec<f64> = hit.iter().map(|&i| f.fit(model, &[i]).0).collect();
+        let size = ECMP_SIZE_SHARE * median(&mut sizes);
+        let strong = sizes.iter().filter(|&&s| s >= size).count() as f64;
+        let null = chance.outside(strong, n_pairs, size, config.coverage_alpha);
+        let p_count = binomial_upper_tail(strong, n_pairs, null);
         let (param_hit, stat_hit) = f.fit(model, hit);
         v.stat = stat_hit;
         v.p_value = v.p_value.max(p_count);

@@ -8,6 +8,16 @@
 //! log ended and did not come, after at most [`MAX_DEPARTURE_ROUNDS`] failed
 //! rounds since its last answered one, has its trailing failures dropped:
 //! they are the departure, not a fault.
+//!
+//! The log can end before the peers' probes do: a container that left in
+//! the last round or two of the window still has failing rows inbound at
+//! the very end. Then the container's own probes say it: they stopped (a
+//! round of its own was due before the end and did not come), so it is
+//! gone, and the failures towards it after its last probe are its
+//! departure too ([`gone`]). A container cut off the network keeps
+//! probing (its dials fail), so it is not gone.
+
+use std::collections::HashMap;
 
 /// Most failed rounds at the end of a pair's rows read as its end's
 /// departure. More failures before the probes stopped are a fault that
@@ -48,26 +58,65 @@ impl Timeline {
     /// an answered round, its rows stopped more than 1.2 of its own round
     /// intervals before `end` (a round was due and did not come), and at most
     /// [`MAX_DEPARTURE_ROUNDS`] failures followed its last answer.
-    pub fn departure_rounds(&self, end: u64) -> usize {
+    ///
+    /// `gone`: when the destination's own probes stopped, if they did
+    /// ([`gone`]); the failures after it and after the last answer are the
+    /// departure, wherever the pair's rows end.
+    pub fn departure_rounds(&self, end: u64, gone: Option<u64>) -> usize {
         let Some(last_ok) = self.last_ok else {
             return 0;
         };
-        if self.rows < 3 || self.last <= self.first {
+        let Some(interval) = self.interval() else {
             return 0;
-        }
-        let interval = (self.last - self.first) as f64 / (self.rows - 1) as f64;
-        // Its next round was due before the log ended (a fifth of a round
-        // spare for timing noise; missing rows only lengthen the interval).
-        if (end.saturating_sub(self.last) as f64) <= 1.2 * interval {
-            return 0;
-        }
-        let trailing = self.fails.iter().filter(|&&t| t > last_ok).count();
+        };
+        let since = match gone {
+            Some(g) => g.max(last_ok),
+            // Its next round was due before the log ended.
+            None if self.stopped_before(end, interval) => last_ok,
+            None => return 0,
+        };
+        let trailing = self.fails.iter().filter(|&&t| t > since).count();
         if trailing <= MAX_DEPARTURE_ROUNDS {
             trailing
         } else {
             0
         }
     }
+
+    /// The pair's round interval (ns); `None` with too few rows to know.
+    fn interval(&self) -> Option<f64> {
+        (self.rows >= 3 && self.last > self.first)
+            .then(|| (self.last - self.first) as f64 / (self.rows - 1) as f64)
+    }
+
+    /// Whether a round was due before `end` and did not come (a fifth of a
+    /// round spare for timing noise; missing rows only lengthen the
+    /// interval).
+    fn stopped_before(&self, end: u64, interval: f64) -> bool {
+        end.saturating_sub(self.last) as f64 > 1.2 * interval
+    }
+}
+
+/// The containers whose own probes stopped before the log's `end`, and
+/// when: from the timelines of the pairs each probes (`(source, timeline)`).
+/// A container went at its latest probe, when a whole round of its own
+/// passed after it before the end: its interval is the least of its
+/// pairs' (a missing row only lengthens one pair's), so every one of its
+/// pairs had a round due, and none came.
+pub fn gone<'t, K: std::hash::Hash + Eq + Copy>(
+    probes: impl Iterator<Item = (K, &'t Timeline)>,
+    end: u64,
+) -> HashMap<K, u64> {
+    let mut last: HashMap<K, (u64, f64)> = HashMap::new();
+    for (src, t) in probes {
+        let e = last.entry(src).or_insert((0, f64::INFINITY));
+        e.0 = e.0.max(t.last);
+        e.1 = e.1.min(t.interval().unwrap_or(f64::INFINITY));
+    }
+    last.into_iter()
+        .filter(|(_, (at, interval))| end.saturating_sub(*at) as f64 > *interval)
+        .map(|(k, (at, _))| (k, at))
+        .collect()
 }
 
 #[cfg(test)]
@@ -86,30 +135,33 @@ mod tests {
     #[test]
     fn a_pair_whose_probes_stop_after_a_failure_departed() {
         // Six rounds, the last failed, in a log running to 90 s.
-        assert_eq!(timeline(6, &[5]).departure_rounds(90), 1);
-        assert_eq!(timeline(6, &[4, 5]).departure_rounds(90), 2);
+        assert_eq!(timeline(6, &[5]).departure_rounds(90, None), 1);
+        assert_eq!(timeline(6, &[4, 5]).departure_rounds(90, None), 2);
     }
 
     #[test]
     fn failures_until_the_end_of_the_log_are_evidence() {
         // Probed to the end: a container down but scheduled.
-        assert_eq!(timeline(10, &[8, 9]).departure_rounds(90), 0);
+        assert_eq!(timeline(10, &[8, 9]).departure_rounds(90, None), 0);
         // The end within a round of the last row: no round was missed.
-        assert_eq!(timeline(9, &[8]).departure_rounds(89), 0);
+        assert_eq!(timeline(9, &[8]).departure_rounds(89, None), 0);
         // A round due at 90 that never came, in a log running to 94.
-        assert_eq!(timeline(9, &[8]).departure_rounds(94), 1);
+        assert_eq!(timeline(9, &[8]).departure_rounds(94, None), 1);
     }
 
     #[test]
     fn long_outages_and_middle_failures_stay() {
         // Three failures before the probing stopped: a fault that lasted.
-        assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90), 0);
+        assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90, None), 0);
         // A failure followed by an answer is not a departure.
-        assert_eq!(timeline(6, &[2]).departure_rounds(90), 0);
+        assert_eq!(timeline(6, &[2]).departure_rounds(90, None), 0);
         // Never answered: nothing says it ever worked.
-        assert_eq!(timeline(6, &[0, 1, 2, 3, 4, 5]).departure_rounds(90), 0);
+        assert_eq!(
+            timeline(6, &[0, 1, 2, 3, 4, 5]).departure_rounds(90, None),
+            0
+        );
         // Too few rows to know the pair's interval.
-        assert_eq!(timeline(2, &[1]).departure_rounds(90), 0);
+        assert_eq!(timeline(2, &[1]).departure_rounds(90, None), 0);
     }
 
     #[test]
@@ -125,6 +177,36 @@ mod tests {
         ] {
             t.add(at, ok);
         }
-        assert_eq!(t.departure_rounds(90), 1);
+        assert_eq!(t.departure_rounds(90, None), 1);
+    }
+
+    /// The log ends a round after the container left: its peers' last
+    /// rows fail at the very end, but its own probes stopped a round
+    /// before, so those failures are its departure. A container that
+    /// keeps probing (cut off, its dials failing) is not gone.
+    #[test]
+    fn a_container_whose_own_probes_stopped_took_its_last_failures_with_it() {
+        // It probed every 10 s until 70 s; the log runs to 92 s.
+        let own = [("a", timeline(8, &[])), ("a", timeline(8, &[]))];
+        let still = timeline(10, &[8, 9]);
+        let gone = gone(own.iter().map(|(k, t)| (*k, t)).chain([("b", &still)]), 92);
+        assert_eq!(gone, HashMap::from([("a", 70)]));
+        // One pair a row short, another a little later in its round: the
+        // least interval and the latest probe still say a round passed.
+        let mut late = Timeline::default();
+        for at in [5, 15, 25, 45, 55, 65, 75] {
+            late.add(at, true);
+        }
+        let both = [("c", timeline(8, &[])), ("c", late)];
+        let went = super::gone(both.iter().map(|(k, t)| (*k, t)), 86);
+        assert_eq!(went, HashMap::from([("c", 75)]));
+        let stays = super::gone(both.iter().map(|(k, t)| (*k, t)), 84);
+        assert!(stays.is_empty(), "{stays:?}");
+        // Its peer probed it to 90 s, the round at 90 failed.
+        let inbound = timeline(10, &[9]);
+        assert_eq!(inbound.departure_rounds(92, None), 0);
+        assert_eq!(inbound.departure_rounds(92, gone.get("a").copied()), 1);
+        // Failures before it left stay evidence.
+        assert_eq!(timeline(10, &[5, 9]).departure_rounds(92, Some(70)), 1);
     }
 }
