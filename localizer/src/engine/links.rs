@@ -25,7 +25,11 @@
 //!    pairs would lend them its own evidence), the router is at fault, not
 //!    the link: the stage blames none of the router's links and sets the
 //!    cross-ToR pairs around it aside (the component tomography then blames
-//!    the spine block from the pairs' labels);
+//!    the spine block from the pairs' labels); a link that would be the
+//!    second accepted of one router (entering or leaving it, not the other
+//!    direction of an accepted cable) finds the router too, and the
+//!    accepted one is cleared: at a spine's onset the first link accepted
+//!    takes its pairs' evidence from the siblings before they can show it;
 //! 4. the shadow rule: a link adjacent to another passing link on the same
 //!    paths may only see that link's loss (the uplink before a lossy
 //!    downlink carries some of its flows); it is passed over when its
@@ -206,6 +210,10 @@ impl Greedy<'_> {
             if self.shadowed(v, &passing) {
                 continue;
             }
+            if let Some(router) = self.shared_router(v) {
+                self.router_found(router, v);
+                return Step::RouterFound;
+            }
             let router = router_fault(
                 self.pairs,
                 &self.paths,
@@ -232,6 +240,43 @@ impl Greedy<'_> {
 }
 
 impl Greedy<'_> {
+    /// The router that `v`'s link and an accepted link (not the other
+    /// direction of its cable) both enter or leave, if any. Two faulty
+    /// links of one router are far likelier one faulty router than two
+    /// faults; and at a router fault's onset, before its other links
+    /// carry enough evidence for the router rule, it is how the rule is
+    /// met (the first link accepted takes its pairs' evidence away from
+    /// the siblings, and the next passes as a link of its own).
+    fn shared_router(&self, v: &Verdict) -> Option<u32> {
+        let ends = |l: u32| {
+            [
+                self.routers[2 * l as usize],
+                self.routers[2 * l as usize + 1],
+            ]
+        };
+        let mine = ends(v.link);
+        self.accepted
+            .iter()
+            .filter(|a| !self.is_reverse(a.link, v.link))
+            .flat_map(|a| ends(a.link))
+            .find(|r| mine.contains(r))
+    }
+
+    /// `router` is at fault: none of its links is blamed, those accepted
+    /// before included, and `v` is cleared.
+    fn router_found(&mut self, router: u32, v: &Verdict) {
+        self.faulty_routers.insert(router);
+        let touches = |l: u32| self.routers[2 * l as usize..2 * l as usize + 2].contains(&router);
+        let (kept, of_router): (Vec<Verdict>, Vec<Verdict>) = std::mem::take(&mut self.accepted)
+            .into_iter()
+            .partition(|a| !touches(a.link));
+        self.accepted = kept;
+        for a in of_router {
+            self.cleared.insert(a.link, a);
+        }
+        self.cleared.insert(v.link, v.clone());
+    }
+
     /// Whether `r` enters the router `l` leaves and leaves the one `l`
     /// enters: the other direction of `l`'s cable.
     fn is_reverse(&self, r: u32, l: u32) -> bool {
@@ -315,6 +360,14 @@ pub fn localize(pairs: &[&PairStats], config: &Config) -> LinkReport {
         match g.round(&candidates) {
             Step::Done => break,
             Step::RouterFound => {
+                // Anew: a link accepted before may have been cleared.
+                out.explained.fill(false);
+                for v in &g.accepted {
+                    mark_explained(pairs, &g.paths, v.link, &mut out.explained);
+                }
+                for (r, row) in g.paths.rows.iter().enumerate() {
+                    g.explained[r] = out.explained[row.pair];
+                }
                 explain_routers(
                     pairs,
                     &g.paths,
@@ -396,180 +449,4 @@ fn blame_of<'a>(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::engine::model::PathObs;
-    use skeletonhunter_common::topology::Identity;
-
-    /// A deterministic stand-in for an ECMP hash.
-    fn hash(a: usize, b: usize, f: usize, salt: usize) -> usize {
-        (a * 7919 + b * 104_729 + f * 31 + salt * 1_000_003).wrapping_mul(2_654_435_761) >> 7
-    }
-
-    /// A 3-ToR, 2-spine fabric, `per_tor` single-host nodes per ToR, every
-    /// ordered pair probed over 16 flows of 50 probes. Flow f of a -> b
-    /// leaves its host (`h<a>`), goes up `u<ta><s>` and down `d<s><tb>`
-    /// through spine s into b's host (`x<b>`), its reply through an
-    /// independently hashed spine. `faulty` maps a link (or `node:<name>`)
-    /// to its loss; the counts are the expected ones.
-    pub(crate) fn fabric(per_tor: usize, faulty: &[(&str, f64)]) -> Vec<PairStats> {
-        let loss = |name: &str| {
-            faulty
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0.0, |(_, q)| *q)
-        };
-        let nodes: Vec<(String, usize)> = (0..3 * per_tor)
-            .map(|i| (format!("n{i}"), i / per_tor))
-            .collect();
-        let ident = |(n, t): &(String, usize)| Identity {
-            node: n.clone(),
-            nic: format!("nic-{n}"),
-            host: format!("host-{n}"),
-            tor: format!("t{t}"),
-            spine: "block".into(),
-            ..Default::default()
-        };
-        let mut out = Vec::new();
-        for (ai, a) in nodes.iter().enumerate() {
-            for (bi, b) in nodes.iter().enumerate() {
-                if ai == bi {
-                    continue;
-                }
-                let pair_survival =
-                    (1.0 - loss(&format!("node:{}", a.0))) * (1.0 - loss(&format!("node:{}", b.0)));
-                let mut rows: Vec<PathObs> = Vec::new();
-                for f in 0..16 {
-                    let hops: Vec<String> = if a.1 == b.1 {
-                        vec![format!("h{}", a.0), format!("x{}", b.0)]
-                    } else {
-                        let s = hash(ai, bi, f, 1) % 2;
-                        vec![
-                            format!("h{}", a.0),
-                            format!("u{}{s}", a.1),
-                            format!("d{s}{}", b.1),
-                            format!("x{}", b.0),
-                        ]
-                    };
-                    let mut surv = pair_survival;
-                    for h in &hops {
-                        surv *= 1.0 - loss(h);
-                    }
-                    if a.1 != b.1 {
-                        let r = hash(bi, ai, f, 2) % 2;
-                        surv *= (1.0 - loss(&format!("u{}{r}", b.1)))
-                            * (1.0 - loss(&format!("d{r}{}", a.1)));
-                    }
-                    let lost = (50.0 * (1.0 - surv)).round();
-                    match rows.iter_mut().find(|p| p.hops == hops) {
-                        Some(p) => {
-                            p.probes += 50.0;
-                            p.lost += lost;
-                        }
-                        None => rows.push(PathObs {
-                            id: hops.join(">"),
-                            hops,
-                            probes: 50.0,
-                            lost,
-                        }),
-                    }
-                }
-                let (sent, lost) = rows
-                    .iter()
-                    .fold((0.0, 0.0), |(s, l), p| (s + p.probes, l + p.lost));
-                out.push(PairStats {
-                    src: ident(a),
-                    dst: ident(b),
-                    rounds: 10.0,
-                    sent,
-                    lost,
-                    paths: rows,
-                    ..Default::default()
-                });
-            }
-        }
-        out
-    }
-
-    fn run(pairs: &[PairStats]) -> LinkReport {
-        localize(&pairs.iter().collect::<Vec<_>>(), &Config::default())
-    }
-
-    fn names(r: &LinkReport) -> Vec<String> {
-        r.faults
-            .iter()
-            .map(|f| format!("{}:{}", f.id, f.symptom))
-            .collect()
-    }
-
-    #[test]
-    fn a_dead_uplink_is_blamed_and_explains_both_directions() {
-        let pairs = fabric(3, &[("u10", 1.0)]);
-        let r = run(&pairs);
-        assert_eq!(names(&r), ["u10:unreachable"]);
-        assert!(r.faults[0].score > 0.99);
-        for (p, &e) in pairs.iter().zip(&r.explained) {
-            let touches = (p.src.tor == "t1") != (p.dst.tor == "t1");
-            assert_eq!(e, touches, "{} -> {}", p.src.node, p.dst.node);
-        }
-    }
-
-    #[test]
-    fn a_lossy_downlink_and_a_gray_uplink_are_blamed() {
-        let r = run(&fabric(3, &[("d02", 0.3)]));
-        assert_eq!(names(&r), ["d02:loss"]);
-        assert!(
-            (r.faults[0].score - 0.3).abs() < 0.05,
-            "{}",
-            r.faults[0].score
-        );
-        let r = run(&fabric(4, &[("u21", 0.04)]));
-        assert_eq!(names(&r), ["u21:loss"]);
-    }
-
-    /// Both directions of the t1 - spine 0 cable dead: one directed link
-    /// is blamed, the other listed with it; nothing else.
-    #[test]
-    fn a_cable_dead_both_ways_is_one_fault() {
-        let r = run(&fabric(3, &[("u10", 1.0), ("d01", 1.0)]));
-        assert_eq!(r.faults.len(), 1, "{:?}", names(&r));
-        let f = &r.faults[0];
-        let mut both: Vec<&str> = f.equivalent.iter().map(|c| c.id.as_str()).collect();
-        both.push(&f.id);
-        both.sort_unstable();
-        assert_eq!(both, ["d01", "u10"]);
-        // One direction only: the other is not listed.
-        let r = run(&fabric(3, &[("u10", 1.0)]));
-        assert!(
-            r.faults[0].equivalent.is_empty(),
-            "{:?}",
-            r.faults[0].equivalent
-        );
-    }
-
-    #[test]
-    fn a_faulty_spine_is_not_blamed_on_its_links() {
-        let spine: Vec<(String, f64)> = (0..3)
-            .flat_map(|t| [(format!("u{t}1"), 0.3), (format!("d1{t}"), 0.3)])
-            .collect();
-        let refs: Vec<(&str, f64)> = spine.iter().map(|(n, q)| (n.as_str(), *q)).collect();
-        let r = run(&fabric(3, &refs));
-        assert!(r.faults.is_empty(), "{:?}", names(&r));
-        assert!(r.explained.iter().all(|e| !e));
-        assert!(r.blame.iter().any(|b| !b.faulty));
-    }
-
-    #[test]
-    fn endpoint_faults_and_health_blame_no_link() {
-        assert!(run(&fabric(3, &[])).faults.is_empty());
-        let r = run(&fabric(3, &[("node:n1", 0.4), ("hn4", 1.0)]));
-        assert!(r.faults.is_empty(), "{:?}", names(&r));
-        // No path data: nothing to do.
-        let mut pairs = fabric(2, &[("u10", 1.0)]);
-        for p in &mut pairs {
-            p.paths.clear();
-        }
-        let r = run(&pairs);
-        assert!(r.faults.is_empty() && r.explained.iter().all(|e| !e));
-    }
-}
+pub(crate) mod tests;
