@@ -505,7 +505,6 @@ fn e2e_link_fault_is_blamed_on_the_link() {
 /// (its block, [`Fabric::spine_name`]: the only spine name the labels
 /// carry) must be paged, not its ToRs nor its links, and resolve.
 #[test]
-#[ignore = "under load about one run in six names two of the spine's links at the onset instead of the spine (docs/demo.md)"]
 fn e2e_spine_loss_pages_the_spine() {
     if !require_privileges("e2e_spine_loss_pages_the_spine") {
         return;

@@ -50,7 +50,11 @@
 //!    spine drops only the flows hashed onto it, so while it stands (and
 //!    while its leftovers leave the window) the link stage may name one
 //!    or two of its links instead of the spine. One incident, paged once,
-//!    as the spine.
+//!    as the spine. Before the spine is reported, such a link is held
+//!    beneath it for `recent_hold`: at the spine's onset its first flows
+//!    may name one link a cycle or two before the spine shows on enough
+//!    pairs; by then it is reported (and the link held beneath it as
+//!    above). A link fault of its own pages `recent_hold` later.
 //!
 //! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
@@ -398,7 +402,7 @@ impl Confirmer {
             }
         }
         if within(began, now, self.recent_hold) {
-            if let Some(parent) = beneath(f, self.recent.keys()) {
+            if let Some(parent) = beneath(f, self.recent.keys()).or_else(|| spine_of(f)) {
                 return Some(Held::Beneath { parent });
             }
         }
@@ -435,6 +439,18 @@ fn spine_above<'a>(
         return None;
     }
     beneath(f, alerting.into_iter().filter(|c| c.kind == Kind::Spine))
+}
+
+/// The spine that every anomalous pair of link finding `f` crosses, by
+/// the pairs' labels, if any: at a spine's onset its first pairs may name
+/// one of its links before the spine shows on enough of them (rule 3).
+fn spine_of(f: &Finding) -> Option<Component> {
+    if f.component.kind != Kind::Link {
+        return None;
+    }
+    let (a, b) = f.hit_pairs.first()?;
+    let spines = path(a, b).into_iter().filter(|c| c.kind == Kind::Spine);
+    beneath(f, spines.collect::<Vec<_>>().iter())
 }
 
 /// One of `parents` other than `f`'s own component that every one of `f`'s
