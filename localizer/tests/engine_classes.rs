@@ -271,6 +271,33 @@ fn a_gray_tor_whose_few_hit_pairs_share_a_nic_is_the_tor() {
     );
 }
 
+/// A gray spine drops 2% of every flow through it (80 probes a pair over a
+/// 0.1% background, six ToRs over three spines): it shows on too few pairs
+/// for the ECMP rule's count, yet all its pairs bear it out, and it passes
+/// as any component does. Before the fix it was paged as one of its ToRs.
+#[test]
+fn a_gray_spine_on_every_flow_passes_as_a_component() {
+    let f = Fabric {
+        spine_of: vec![0, 1, 2, 0, 1, 2],
+        hosts: 4,
+    };
+    let pairs = window_with(&f, 80.0, 1e-3, &|k, i| Effect {
+        loss: if k == Kind::Spine && i == "spine-0" {
+            0.02
+        } else {
+            0.0
+        },
+        ..Default::default()
+    });
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(
+        named(&report),
+        ["spine:spine-0:loss"],
+        "{}",
+        detail(&report)
+    );
+}
+
 /// Significance is not importance: on a large window (24 ToRs × 16 hosts,
 /// 1,000 probes a pair) three ToRs add 0.2% loss, which is overwhelmingly
 /// significant and not worth a page; a NIC adds 2%. Before the fix the

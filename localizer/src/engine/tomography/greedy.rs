@@ -3,17 +3,20 @@
 //! strongest one that passes, explain it away, repeat; then re-test each
 //! accepted fault given all the others and drop those that no longer pass.
 //!
-//! A spine whose every pair also crosses an accepted non-ECMP fault (two
+//! A spine whose every pair also crosses an accepted non-spine fault (two
 //! ToRs under one spine: each cross-ToR pair crosses both ToRs) is never
 //! accepted beside it: whatever it would explain, that fault explains too,
 //! and a fault that grows or shrinks during the window (loss escalating to
 //! an outage, probes of some sources read later than others) leaves more
 //! loss on some of its pairs than on others — the very shape of a second,
 //! partial (ECMP) fault on the subset. One component is the explanation.
+//! This holds whichever rule the spine passed (the ECMP count, or the
+//! component rule of a gray spine dropping on every flow).
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
 use super::hypothesis::{Chance, Tester, Verdict};
+use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
 /// Accepted and cleared verdicts of one symptom, from the Lasso's
@@ -104,11 +107,12 @@ impl<F: Family> Greedy<'_, F> {
         }
     }
 
-    /// Whether ECMP verdict `v`'s pairs all cross one of the non-ECMP
-    /// faults `accepted` (see the module docs).
+    /// Whether spine verdict `v`'s pairs all cross one of the non-spine
+    /// faults `accepted` (see the module docs), whichever rule it passed.
     fn nested<'v>(&self, v: &Verdict, mut accepted: impl Iterator<Item = &'v Verdict>) -> bool {
         let m = self.tester.m;
-        v.ecmp && accepted.any(|a| !a.ecmp && is_subset(m.col(v.col), m.col(a.col)))
+        let spine = |c: usize| m.columns[c].kind == Kind::Spine;
+        spine(v.col) && accepted.any(|a| !spine(a.col) && is_subset(m.col(v.col), m.col(a.col)))
     }
 
     fn evaluate(&self, model: &Model, j: usize) -> Verdict {
