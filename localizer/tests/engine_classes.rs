@@ -242,6 +242,17 @@ fn a_slow_spine_over_few_pairs_stands_out_of_everyday_noise() {
     );
 }
 
+/// The report on a window of `f` where component `id` of `kind` loses
+/// `loss` of every flow: 80 probes a pair (8 rows of 10) over a 0.1%
+/// background, where one or two lost probes are no sign.
+fn gray(f: &Fabric, kind: Kind, id: &str, loss: f64) -> Report {
+    let pairs = window_with(f, 80.0, 1e-3, &|k, i| Effect {
+        loss: if k == kind && i == id { loss } else { 0.0 },
+        ..Default::default()
+    });
+    analyze(&pairs, &Config::default())
+}
+
 /// A gray ToR (3% of its flows; 80 probes a pair over a 0.1% background)
 /// under seven ToRs of three hosts: one or two lost probes are no sign, so
 /// only two pairs show it, and both cross NIC nic-0. Its other pairs,
@@ -254,15 +265,7 @@ fn a_gray_tor_whose_few_hit_pairs_share_a_nic_is_the_tor() {
         spine_of: vec![0; 7],
         hosts: 3,
     };
-    let pairs = window_with(&f, 80.0, 1e-3, &|k, i| Effect {
-        loss: if k == Kind::Tor && i == "tor-0" {
-            0.03
-        } else {
-            0.0
-        },
-        ..Default::default()
-    });
-    let report = analyze(&pairs, &Config::default());
+    let report = gray(&f, Kind::Tor, "tor-0", 0.03);
     assert_eq!(
         named(&report),
         vec!["tor:tor-0:loss"],
@@ -281,15 +284,7 @@ fn a_gray_spine_on_every_flow_passes_as_a_component() {
         spine_of: vec![0, 1, 2, 0, 1, 2],
         hosts: 4,
     };
-    let pairs = window_with(&f, 80.0, 1e-3, &|k, i| Effect {
-        loss: if k == Kind::Spine && i == "spine-0" {
-            0.02
-        } else {
-            0.0
-        },
-        ..Default::default()
-    });
-    let report = analyze(&pairs, &Config::default());
+    let report = gray(&f, Kind::Spine, "spine-0", 0.02);
     assert_eq!(
         named(&report),
         ["spine:spine-0:loss"],
