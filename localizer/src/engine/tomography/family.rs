@@ -19,8 +19,6 @@ pub(super) struct Model {
     pub(super) effect: Vec<f64>,
     /// Pairs fully explained by an accepted ECMP fault.
     pub(super) explained: Vec<bool>,
-    /// On those pairs, the effect the ECMP fault has on its hit flows.
-    pub(super) ecmp_effect: Vec<f64>,
 }
 
 impl Model {
@@ -29,27 +27,6 @@ impl Model {
         Model {
             effect: vec![0.0; npairs],
             explained: vec![false; npairs],
-            ecmp_effect: vec![0.0; npairs],
-        }
-    }
-
-    /// The model as a candidate that is not a spine sees it: the pairs an
-    /// ECMP fault explains are evidence again, less that fault's effect on
-    /// its hit flows. A container losing beside a gray spine loses on the
-    /// very pairs the spine's flows hit; removing them took its strongest
-    /// evidence. A spine still sees them explained: subtracting a partial
-    /// fault's one fitted size leaves residuals that looked like a second,
-    /// sibling spine. Loss only ([`Family::reopens_ecmp_pairs`]).
-    pub(super) fn for_components(&self) -> Model {
-        Model {
-            effect: self
-                .effect
-                .iter()
-                .zip(&self.ecmp_effect)
-                .map(|(e, x)| e + x)
-                .collect(),
-            explained: vec![false; self.explained.len()],
-            ecmp_effect: vec![0.0; self.ecmp_effect.len()],
         }
     }
 }
@@ -131,12 +108,6 @@ pub(super) trait Family {
     fn effect(&self, param: f64) -> f64;
     /// Is an effect of this size worth reporting?
     fn big_enough(&self, rows: &[u32], param: f64) -> bool;
-    /// Do candidates other than spines see an ECMP fault's hit pairs anew,
-    /// less its effect ([`Model::for_components`])? For loss, yes: a rate
-    /// subtracts. Not for delay: a spine's delay differs by a few µs from
-    /// one pair to the next (queues), and what one fitted delay leaves on
-    /// its hit pairs was paged as their containers.
-    fn reopens_ecmp_pairs(&self) -> bool;
 }
 
 /// Loss (packets) and unreachable (dials): a binomial count per pair.
@@ -160,9 +131,6 @@ impl BinomialFamily<'_> {
 }
 
 impl Family for BinomialFamily<'_> {
-    fn reopens_ecmp_pairs(&self) -> bool {
-        true
-    }
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.n[i] > 0.0 && !model.explained[i]
     }
@@ -241,9 +209,6 @@ impl LatencyFamily<'_> {
 }
 
 impl Family for LatencyFamily<'_> {
-    fn reopens_ecmp_pairs(&self) -> bool {
-        false
-    }
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.present[i] && !model.explained[i]
     }

@@ -99,7 +99,6 @@ impl<F: Family> Greedy<'_, F> {
         if v.ecmp {
             for &i in &v.hit {
                 model.explained[i as usize] = true;
-                model.ecmp_effect[i as usize] += v.effect;
             }
         } else {
             for &i in self.tester.m.col(v.col) {
@@ -117,18 +116,7 @@ impl<F: Family> Greedy<'_, F> {
     }
 
     fn evaluate(&self, model: &Model, j: usize) -> Verdict {
-        let view = model.for_components();
-        self.test(model, &view, j, &self.chance(model))
-    }
-
-    /// Test candidate `j` against `model`, or (not a spine, a symptom
-    /// whose ECMP pairs reopen) against `view`, the model's
-    /// [`Model::for_components`].
-    fn test(&self, model: &Model, view: &Model, j: usize, chance: &Chance) -> Verdict {
-        let spine = self.tester.m.columns[j].kind == Kind::Spine;
-        let reopen = !spine && self.tester.family.reopens_ecmp_pairs();
-        self.tester
-            .evaluate(if reopen { view } else { model }, j, chance)
+        self.tester.evaluate(model, j, &self.chance(model))
     }
 
     /// Forward: accept the strongest passing candidate, explain it away,
@@ -142,10 +130,9 @@ impl<F: Family> Greedy<'_, F> {
         let mut accepted = Vec::new();
         loop {
             let chance = self.chance(&model);
-            let view = model.for_components();
             let mut best: Option<Verdict> = None;
             for &j in remaining.iter() {
-                let mut v = self.test(&model, &view, j, &chance);
+                let mut v = self.tester.evaluate(&model, j, &chance);
                 if v.passes && self.nested(&v, accepted.iter()) {
                     v.passes = false;
                 }

@@ -202,7 +202,6 @@ impl<F: Family> Tester<'_, F> {
         v.stat = stat_hit;
         v.p_value = v.p_value.max(p_count);
         v.score = f.score(hit, param_hit);
-        v.effect = f.effect(param_hit);
         // The share of its flows hit: of the pairs that its rate over all
         // of them, on every flow, would make show it (a gray 2% spine
         // shows on 7% of its pairs of 90 probes, all its flows hit).
