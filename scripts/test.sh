@@ -26,7 +26,7 @@ python3 -m unittest tests/blind/test_blind.py
 echo "== cargo test"
 # The end-to-end fabric runs last and alone, with its output shown: it
 # prints the time from each injected fault to its alert.
-e2e=(fabric_routes_and_faults_apply e2e_faults_are_localized_and_alerted e2e_link_fault_is_blamed_on_the_link)
+e2e=(fabric_routes_and_faults_apply e2e_faults_are_localized_and_alerted e2e_link_fault_is_blamed_on_the_link e2e_spine_loss_pages_the_spine)
 cargo test --workspace --no-fail-fast -- "${e2e[@]/#/--skip=}"
 echo "== end-to-end fabric"
 cargo test -p skeletonhunter-tests --test e2e -- --nocapture --test-threads=1
