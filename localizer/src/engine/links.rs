@@ -248,17 +248,11 @@ impl Greedy<'_> {
     /// met (the first link accepted takes its pairs' evidence away from
     /// the siblings, and the next passes as a link of its own).
     fn shared_router(&self, v: &Verdict) -> Option<u32> {
-        let ends = |l: u32| {
-            [
-                self.routers[2 * l as usize],
-                self.routers[2 * l as usize + 1],
-            ]
-        };
-        let mine = ends(v.link);
+        let mine = self.ends(v.link);
         self.accepted
             .iter()
             .filter(|a| !self.is_reverse(a.link, v.link))
-            .flat_map(|a| ends(a.link))
+            .flat_map(|a| self.ends(a.link))
             .find(|r| mine.contains(r))
     }
 
@@ -266,10 +260,10 @@ impl Greedy<'_> {
     /// before included, and `v` is cleared.
     fn router_found(&mut self, router: u32, v: &Verdict) {
         self.faulty_routers.insert(router);
-        let touches = |l: u32| self.routers[2 * l as usize..2 * l as usize + 2].contains(&router);
-        let (kept, of_router): (Vec<Verdict>, Vec<Verdict>) = std::mem::take(&mut self.accepted)
+        let accepted = std::mem::take(&mut self.accepted);
+        let (kept, of_router): (Vec<Verdict>, Vec<Verdict>) = accepted
             .into_iter()
-            .partition(|a| !touches(a.link));
+            .partition(|a| !self.ends(a.link).contains(&router));
         self.accepted = kept;
         for a in of_router {
             self.cleared.insert(a.link, a);
@@ -277,11 +271,42 @@ impl Greedy<'_> {
         self.cleared.insert(v.link, v.clone());
     }
 
+    /// The routers link `l` enters and leaves.
+    fn ends(&self, l: u32) -> [u32; 2] {
+        let i = 2 * l as usize;
+        [self.routers[i], self.routers[i + 1]]
+    }
+
     /// Whether `r` enters the router `l` leaves and leaves the one `l`
     /// enters: the other direction of `l`'s cable.
     fn is_reverse(&self, r: u32, l: u32) -> bool {
-        let g = |x: u32, side: u32| self.routers[(2 * x + side) as usize];
-        r != l && g(r, 0) == g(l, 1) && g(r, 1) == g(l, 0)
+        let ([r_in, r_out], [l_in, l_out]) = (self.ends(r), self.ends(l));
+        r != l && r_in == l_out && r_out == l_in
+    }
+
+    /// Explain anew, from the accepted links and the faulty routers: per
+    /// input pair, whether an accepted link explains it (`by_links`), and
+    /// per path row, that or a faulty router. Every flow of the pairs a
+    /// link touches is explained, replies included: a reply-side loss is
+    /// the same on all forward paths of a pair only on average over its
+    /// flows, and a pair of few flows would otherwise lend a spurious
+    /// contrast to its other links. Anew, not added to, since a router
+    /// found clears the links of it accepted before.
+    fn explain(&mut self, by_links: &mut [bool]) {
+        by_links.fill(false);
+        for v in &self.accepted {
+            mark_explained(self.pairs, &self.paths, v.link, by_links);
+        }
+        for (r, row) in self.paths.rows.iter().enumerate() {
+            self.explained[r] = by_links[row.pair];
+        }
+        explain_routers(
+            self.pairs,
+            &self.paths,
+            &self.routers,
+            &self.faulty_routers,
+            &mut self.explained,
+        );
     }
 
     /// Unexplained rows crossing `l`.
@@ -359,35 +384,11 @@ pub fn localize(pairs: &[&PairStats], config: &Config) -> LinkReport {
     for _ in 0..2 * candidates.len() {
         match g.round(&candidates) {
             Step::Done => break,
-            Step::RouterFound => {
-                // Anew: a link accepted before may have been cleared.
-                out.explained.fill(false);
-                for v in &g.accepted {
-                    mark_explained(pairs, &g.paths, v.link, &mut out.explained);
-                }
-                for (r, row) in g.paths.rows.iter().enumerate() {
-                    g.explained[r] = out.explained[row.pair];
-                }
-                explain_routers(
-                    pairs,
-                    &g.paths,
-                    &g.routers,
-                    &g.faulty_routers,
-                    &mut g.explained,
-                );
-            }
+            Step::RouterFound => g.explain(&mut out.explained),
             Step::Accepted(best) => {
                 g.cleared.remove(&best.link);
-                // Explain every flow of the pairs the link touches, replies
-                // included: a reply-side loss is the same on all forward
-                // paths of a pair only on average over its flows, and a
-                // pair of few flows would otherwise lend a spurious
-                // contrast to its other links.
-                mark_explained(pairs, &g.paths, best.link, &mut out.explained);
-                for (r, row) in g.paths.rows.iter().enumerate() {
-                    g.explained[r] |= out.explained[row.pair];
-                }
                 g.accepted.push(best);
+                g.explain(&mut out.explained);
             }
         }
     }
