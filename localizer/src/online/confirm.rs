@@ -445,12 +445,8 @@ fn spine_above<'a>(
 /// the pairs' labels, if any: at a spine's onset its first pairs may name
 /// one of its links before the spine shows on enough of them (rule 3).
 fn spine_of(f: &Finding) -> Option<Component> {
-    if f.component.kind != Kind::Link {
-        return None;
-    }
     let (a, b) = f.hit_pairs.first()?;
-    let spines = path(a, b).into_iter().filter(|c| c.kind == Kind::Spine);
-    beneath(f, spines.collect::<Vec<_>>().iter())
+    spine_above(f, &path(a, b))
 }
 
 /// One of `parents` other than `f`'s own component that every one of `f`'s
