@@ -450,3 +450,92 @@ fn a_gray_spine_does_not_hide_a_gray_container_elsewhere() {
         detail(&r)
     );
 }
+
+/// One ToR of six hangs off spine 1, the others off spine 0, so every
+/// cross-ToR pair crosses spine 0 and spine 1's pairs are a subset of
+/// spine 0's. Spine 1 drops 2.5% of every flow (100 probes a pair over a
+/// 0.1% background). Spine 0's hit flows (spine 1's, plus a noisy pair or
+/// two of its own) carry more evidence than spine 1's, and before the fix
+/// spine 0 was paged as a partial (ECMP) fault: its pairs outside spine 1
+/// show nothing a partial fault of its own would.
+#[test]
+fn a_gray_spine_above_one_tor_is_not_the_spine_above_all_the_others() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0, 0, 1],
+        hosts: 4,
+    };
+    let pairs = window_with(&f, 100.0, 1e-3, &|k, i| Effect {
+        loss: if k == Kind::Spine && i == "spine-1" {
+            0.025
+        } else {
+            0.0
+        },
+        ..Default::default()
+    });
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(
+        named(&report),
+        ["spine:spine-1:loss"],
+        "{}",
+        detail(&report)
+    );
+}
+
+/// ToR 2 of three adds +30 µs, and it is the only ToR under spine 1: every
+/// pair over two spines crosses it, so that level's baseline is the cap
+/// above the one-spine level and its pairs show less than +30 µs, while
+/// the ToR's same-ToR pairs show all of it. One delay fitted over both
+/// left several µs on every same-ToR pair, and before the fix a container
+/// under the ToR whose only pairs are two same-ToR ones was paged beside
+/// it.
+#[test]
+fn a_slow_tor_over_a_level_of_its_own_is_only_the_tor() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1],
+        hosts: 6,
+    };
+    let pairs: Vec<PairStats> = window(&f, 100.0, &|k, i| Effect {
+        delay_us: if k == Kind::Tor && i == "tor-2" {
+            30.0
+        } else {
+            0.0
+        },
+        ..Default::default()
+    })
+    .into_iter()
+    // node-24 (ToR 2, host 0) keeps only its two same-ToR ring pairs.
+    .filter(|p| !(p.src.node == "node-24" && p.dst.node == "node-25"))
+    .collect();
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(named(&report), ["tor:tor-2:latency"], "{}", detail(&report));
+}
+
+/// A container with two pairs: one jittery (+9.6 µs) and one a little
+/// slow (+3.8 µs, four times the noise scale). Each would pass the
+/// lenient per-pair level; together they are two stories, not one delay
+/// of the container. Before the fix the container was paged.
+#[test]
+fn two_pairs_that_disagree_are_not_one_slow_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0],
+        hosts: 6,
+    };
+    let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
+    let node = "node-13";
+    let mine: Vec<usize> = (0..pairs.len())
+        .filter(|&i| pairs[i].src.node == node || pairs[i].dst.node == node)
+        .collect();
+    assert!(mine.len() >= 2, "{} pairs", mine.len());
+    for (&i, extra) in mine.iter().zip([9.6e-6, 3.8e-6]) {
+        pairs[i].rtt_seconds = pairs[i].rtt_seconds.map(|r| r + extra);
+    }
+    // The node keeps just these two pairs.
+    let keep: Vec<PairStats> = pairs
+        .into_iter()
+        .enumerate()
+        .filter(|(i, p)| !(p.src.node == node || p.dst.node == node) || mine[..2].contains(i))
+        .map(|(_, p)| p)
+        .collect();
+    let report = analyze(&keep, &Config::default());
+    assert!(named(&report).is_empty(), "{}", detail(&report));
+}

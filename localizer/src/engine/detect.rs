@@ -58,6 +58,9 @@ pub struct LatencyObs {
     pub min_excess: Vec<f64>,
     /// Significant at the Bonferroni-corrected pair level.
     pub anomalous: Vec<bool>,
+    /// Route level of the pair (0 same host, 1 same ToR, 2 cross-ToR over
+    /// one spine, 3 over two): the pairs sharing one baseline.
+    pub level: Vec<u8>,
 }
 
 /// Per-pair evidence of all three symptoms, indexed like the path matrix rows.
@@ -394,6 +397,7 @@ fn latency_obs(
         baseline: vec![0.0; n],
         min_excess: vec![config.min_latency_excess_seconds; n],
         anomalous: vec![false; n],
+        level: route_level.iter().map(|&l| l as u8).collect(),
     };
     for i in 0..n {
         let (loc, sd) = base[route_level[i]].unwrap_or((0.0, config.min_latency_scale_seconds));

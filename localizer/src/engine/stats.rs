@@ -44,6 +44,15 @@ pub fn one_sided_lr_p_value(stat: f64) -> f64 {
     normal_upper_tail(stat.sqrt())
 }
 
+/// P(X >= x) for X chi-square with `df` degrees of freedom (1 when `df`
+/// is 0 or less).
+pub fn chi_square_upper_tail(x: f64, df: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return if x.is_finite() { 1.0 } else { 0.0 };
+    }
+    statrs::function::gamma::gamma_ur(df.max(1.0) / 2.0, x / 2.0).clamp(0.0, 1.0)
+}
+
 /// Binomial log-likelihood of `k` of `n` at rate `p`, without the constant
 /// binomial coefficient (it cancels in likelihood ratios).
 pub fn binomial_loglik(k: f64, n: f64, p: f64) -> f64 {
@@ -118,6 +127,19 @@ mod tests {
             total += c * p.powi(x as i32) * (1.0 - p).powi((n - x) as i32);
         }
         total
+    }
+
+    #[test]
+    fn chi_square_tail_matches_the_normal_for_one_degree() {
+        for z in [0.5, 1.0, 2.0, 3.5] {
+            let two_sided = 2.0 * normal_upper_tail(z);
+            let t = chi_square_upper_tail(z * z, 1.0);
+            assert!((t - two_sided).abs() < 1e-9, "z {z}: {t} vs {two_sided}");
+        }
+        // Two degrees: exp(-x/2).
+        assert!((chi_square_upper_tail(4.0, 2.0) - (-2.0f64).exp()).abs() < 1e-12);
+        assert_eq!(chi_square_upper_tail(0.0, 3.0), 1.0);
+        assert_eq!(chi_square_upper_tail(f64::INFINITY, 1.0), 0.0);
     }
 
     #[test]

@@ -10,7 +10,9 @@
 
 use crate::engine::detect::{BinomialObs, LatencyObs};
 use crate::engine::model::Config;
-use crate::engine::stats::{binomial_loglik, binomial_upper_tail, bisect_root, normal_upper_tail};
+use crate::engine::stats::{
+    binomial_loglik, binomial_upper_tail, bisect_root, median, normal_upper_tail,
+};
 
 /// The model of faults accepted so far, per pair.
 pub(super) struct Model {
@@ -106,8 +108,19 @@ pub(super) trait Family {
     fn score(&self, rows: &[u32], param: f64) -> f64;
     /// The model effect to add to each of the component's pairs.
     fn effect(&self, param: f64) -> f64;
+    /// The effect an accepted fault of model effect `effect` adds to each
+    /// of its `rows`, given the faults accepted before it: `effect`, unless
+    /// the family knows better.
+    fn applied_effect(&self, _model: &Model, _rows: &[u32], effect: f64) -> f64 {
+        effect
+    }
     /// Is an effect of this size worth reporting?
     fn big_enough(&self, rows: &[u32], param: f64) -> bool;
+    /// How far `rows` disagree with one shared effect `param` (their joint
+    /// fit): a chi-square statistic with `rows.len() - 1` degrees of
+    /// freedom. A component adds one effect to each of its flows; two
+    /// pairs, one slowed by 10 µs and one by 4, are two stories.
+    fn heterogeneity(&self, model: &Model, rows: &[u32], param: f64) -> f64;
 }
 
 /// Loss (packets) and unreachable (dials): a binomial count per pair.
@@ -185,7 +198,22 @@ impl Family for BinomialFamily<'_> {
     fn big_enough(&self, _rows: &[u32], q: f64) -> bool {
         q > 0.0 && q >= self.config.min_loss_excess
     }
+    /// Twice the log-likelihood each pair gains from a rate of its own.
+    fn heterogeneity(&self, model: &Model, rows: &[u32], q: f64) -> f64 {
+        self.rows(model, rows)
+            .into_iter()
+            .map(|r| {
+                let own = fit_q(&[r]);
+                2.0 * (loglik_q(&[r], own) - loglik_q(&[r], q))
+            })
+            .sum::<f64>()
+            .max(0.0)
+    }
 }
+
+/// Pairs a route level needs for an accepted delay to be read on it
+/// ([`LatencyFamily::applied_effect`]).
+const LEVEL_EFFECT_PAIRS: usize = 3;
 
 /// Latency: a Gaussian excess RTT per pair.
 pub(super) struct LatencyFamily<'a> {
@@ -205,6 +233,11 @@ impl LatencyFamily<'_> {
         let spread = self.config.latency_fault_spread.max(0.0);
         let (s, e) = (self.obs.sigma[i], spread * model.effect[i].max(0.0));
         (s * s + e * e).sqrt()
+    }
+
+    /// Route level of pair `i` (see [`LatencyObs::level`]).
+    fn level(&self, i: usize) -> usize {
+        self.obs.level.get(i).map_or(0, |&l| (l as usize).min(3))
     }
 }
 
@@ -266,6 +299,27 @@ impl Family for LatencyFamily<'_> {
     fn effect(&self, d: f64) -> f64 {
         d
     }
+    /// The median of what is left of the excess on the lowest route level
+    /// with [`LEVEL_EFFECT_PAIRS`] pairs (at least 0), else `d`. Baselines
+    /// of the upper levels are lifted when a fault slows most of them (see
+    /// `detect`), so a slow ToR's cross-ToR pairs show less than its
+    /// delay; fitted over all its pairs, the delay left several µs on each
+    /// of its same-ToR pairs, and its containers were paged beside it. The
+    /// lowest level's baseline is the least lifted; a spine slowing the
+    /// ToR's cross-ToR pairs as well still shows on them.
+    fn applied_effect(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
+        let mut by_level: [Vec<f64>; 4] = Default::default();
+        for &i in rows {
+            let i = i as usize;
+            if self.usable(model, i) {
+                by_level[self.level(i)].push(self.obs.excess[i] - model.effect[i]);
+            }
+        }
+        by_level
+            .iter_mut()
+            .find(|v| v.len() >= LEVEL_EFFECT_PAIRS)
+            .map_or(d, |v| median(v).max(0.0))
+    }
     /// The fitted delay must reach the practical effect size of the pairs
     /// it was fitted on (their mean threshold: the classes may differ).
     fn big_enough(&self, rows: &[u32], d: f64) -> bool {
@@ -278,6 +332,19 @@ impl Family for LatencyFamily<'_> {
                 / rows.len() as f64
         };
         d >= floor
+    }
+    /// Cochran's Q, each pair's noise widened by the fault's own spread
+    /// ([`Config::latency_fault_spread`]) at delay `d`.
+    fn heterogeneity(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
+        let spread = self.config.latency_fault_spread.max(0.0) * d.max(0.0);
+        rows.iter()
+            .map(|&i| {
+                let i = i as usize;
+                let s = self.sd(model, i);
+                let e = self.obs.excess[i] - model.effect[i] - d;
+                e * e / (s * s + spread * spread)
+            })
+            .sum()
     }
 }
 

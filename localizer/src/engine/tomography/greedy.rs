@@ -15,7 +15,7 @@
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
-use super::hypothesis::{Chance, Tester, Verdict};
+use super::hypothesis::{is_subset, Chance, Tester, Verdict};
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
@@ -101,8 +101,10 @@ impl<F: Family> Greedy<'_, F> {
                 model.explained[i as usize] = true;
             }
         } else {
-            for &i in self.tester.m.col(v.col) {
-                model.effect[i as usize] += v.effect;
+            let rows = self.tester.m.col(v.col);
+            let add = self.tester.family.applied_effect(model, rows, v.effect);
+            for &i in rows {
+                model.effect[i as usize] += add;
             }
         }
     }
@@ -197,34 +199,5 @@ impl<F: Family> Greedy<'_, F> {
                 }
             }
         }
-    }
-}
-
-/// Whether every element of sorted `a` is in sorted `b`.
-fn is_subset(a: &[u32], b: &[u32]) -> bool {
-    if a.len() > b.len() {
-        return false;
-    }
-    let mut rest = b;
-    a.iter().all(|x| match rest.binary_search(x) {
-        Ok(i) => {
-            rest = &rest[i + 1..];
-            true
-        }
-        Err(_) => false,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_subset;
-
-    #[test]
-    fn subset_of_sorted_rows() {
-        assert!(is_subset(&[], &[1]));
-        assert!(is_subset(&[1, 4], &[1, 2, 4, 7]));
-        assert!(!is_subset(&[1, 5], &[1, 2, 4, 7]));
-        assert!(!is_subset(&[1, 2, 3], &[1, 2]));
-        assert!(!is_subset(&[8], &[1, 2, 4, 7]));
     }
 }

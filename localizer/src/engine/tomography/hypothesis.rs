@@ -5,11 +5,14 @@
 //! at least `min_pairs` pairs showing the symptom. Then:
 //! - spine (ECMP): the share of its pairs showing the symptom must exceed,
 //!   significantly, the share elsewhere in the fabric ([`Chance`]), and
-//!   reach `ecmp_min_fraction`; the score is fitted on the hit flows only
-//!   (this is what separates a partial spine fault from noisy single pairs);
+//!   reach `ecmp_min_fraction`, also on its pairs outside each smaller
+//!   spine whose pairs are all its own; the score is fitted on the hit flows
+//!   only (this is what separates a partial spine fault from noisy single
+//!   pairs);
 //! - other kinds: the evidence must survive dropping its `min_pairs`
 //!   strongest pairs (a few noisy pairs are not a component fault; unless
-//!   those are all the informative pairs it has, each hit), enough
+//!   those are all the informative pairs it has, each hit, and they agree
+//!   on one effect size), enough
 //!   pairs must show the symptom for the fitted size (coverage: a fault on a
 //!   node/nic/host/ToR hits all its pairs), and the same must hold for its
 //!   pairs outside its most-hit sub-component (so a NIC is not blamed for
@@ -17,7 +20,9 @@
 
 use super::family::{Family, Model};
 use crate::engine::model::Config;
-use crate::engine::stats::{binomial_upper_tail, median, one_sided_lr_p_value};
+use crate::engine::stats::{
+    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value,
+};
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
@@ -193,11 +198,16 @@ impl<F: Family> Tester<'_, F> {
     ) {
         let (f, config) = (self.family, self.config);
         let (n_pairs, m_hit) = (rows.len() as f64, hit.len() as f64);
-        let mut sizes: Vec<f64> = hit.iter().map(|&i| f.fit(model, &[i]).0).collect();
-        let size = ECMP_SIZE_SHARE * median(&mut sizes);
-        let strong = sizes.iter().filter(|&&s| s >= size).count() as f64;
-        let null = chance.outside(strong, n_pairs, size, config.coverage_alpha);
-        let p_count = binomial_upper_tail(strong, n_pairs, null);
+        let own: Vec<f64> = hit.iter().map(|&i| f.fit(model, &[i]).0).collect();
+        let size = ECMP_SIZE_SHARE * median(&mut own.clone());
+        let strong: Vec<u32> = hit
+            .iter()
+            .zip(&own)
+            .filter(|&(_, &s)| s >= size)
+            .map(|(&i, _)| i)
+            .collect();
+        let null = chance.outside(strong.len() as f64, n_pairs, size, config.coverage_alpha);
+        let p_count = binomial_upper_tail(strong.len() as f64, n_pairs, null);
         let (param_hit, stat_hit) = f.fit(model, hit);
         v.stat = stat_hit;
         v.p_value = v.p_value.max(p_count);
@@ -211,7 +221,47 @@ impl<F: Family> Tester<'_, F> {
             .sum();
         v.passes = p_count < self.level
             && m_hit >= config.ecmp_min_fraction * full.min(n_pairs)
-            && f.big_enough(hit, param_hit);
+            && f.big_enough(hit, param_hit)
+            && self.no_nested_spine_holds_the_hits(v.col, rows, &strong, null);
+    }
+
+    /// A spine crossed by every cross-block pair also crosses each pair of a
+    /// smaller spine beside it. When the hit flows sit under the smaller
+    /// one, "the large spine, on some of its flows" and "the small spine"
+    /// fit the same pairs, and the large one's hit flows carry more
+    /// evidence (its few noisy pairs elsewhere add to them). A partial
+    /// fault of the large spine hits its flows wherever they go; so it
+    /// must show on its pairs outside every smaller spine it contains,
+    /// significantly (`alpha`) above the chance `null` of the count.
+    fn no_nested_spine_holds_the_hits(
+        &self,
+        j: usize,
+        rows: &[u32],
+        strong: &[u32],
+        null: f64,
+    ) -> bool {
+        let m = self.m;
+        let own = m.col(j);
+        let mut nested: Vec<u32> = strong
+            .iter()
+            .flat_map(|&i| m.row(i as usize).iter().copied())
+            .filter(|&c| {
+                let c = c as usize;
+                c != j
+                    && m.columns[c].kind == Kind::Spine
+                    && m.col(c).len() < own.len()
+                    && is_subset(m.col(c), own)
+            })
+            .collect();
+        nested.sort_unstable();
+        nested.dedup();
+        nested.into_iter().all(|c| {
+            let crossed = m.col(c as usize);
+            let outside = |i: &&u32| crossed.binary_search(i).is_err();
+            let n = rows.iter().filter(outside).count() as f64;
+            let k = strong.iter().filter(outside).count() as f64;
+            binomial_upper_tail(k, n, null) < self.config.alpha
+        })
     }
 
     /// Non-ECMP rule: robustness, effect size, coverage overall and outside
@@ -271,7 +321,7 @@ impl<F: Family> Tester<'_, F> {
                 .count()
                 <= hit.len()
         {
-            return true;
+            return self.agree(model, hit);
         }
         let mut ranked: Vec<(f64, u32)> = rows
             .iter()
@@ -297,6 +347,16 @@ impl<F: Family> Tester<'_, F> {
             .filter(|&&i| f.shows_any(model, i as usize))
             .count();
         spread > self.config.min_pairs && p_rest < self.config.coverage_alpha
+    }
+
+    /// Whether the few pairs a candidate has (too few to drop any) agree on
+    /// one effect ([`Family::heterogeneity`] at `coverage_alpha`): one
+    /// noisy pair and one slightly slow pair of a container are not the
+    /// container.
+    fn agree(&self, model: &Model, hit: &[u32]) -> bool {
+        let (param, _) = self.family.fit(model, hit);
+        let q = self.family.heterogeneity(model, hit, param);
+        chi_square_upper_tail(q, hit.len() as f64 - 1.0) >= self.config.coverage_alpha
     }
 
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
@@ -380,4 +440,33 @@ fn outside_most_hit_sub_component(
         .filter(|&&i| !m.row(i as usize).contains(&c))
         .count();
     Some((outside, outside_hits))
+}
+
+/// Whether every element of sorted `a` is in sorted `b`.
+pub(super) fn is_subset(a: &[u32], b: &[u32]) -> bool {
+    if a.len() > b.len() {
+        return false;
+    }
+    let mut rest = b;
+    a.iter().all(|x| match rest.binary_search(x) {
+        Ok(i) => {
+            rest = &rest[i + 1..];
+            true
+        }
+        Err(_) => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_subset;
+
+    #[test]
+    fn subset_of_sorted_rows() {
+        assert!(is_subset(&[], &[1]));
+        assert!(is_subset(&[1, 4], &[1, 2, 4, 7]));
+        assert!(!is_subset(&[1, 5], &[1, 2, 4, 7]));
+        assert!(!is_subset(&[1, 2, 3], &[1, 2]));
+        assert!(!is_subset(&[8], &[1, 2, 4, 7]));
+    }
 }
