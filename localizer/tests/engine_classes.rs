@@ -539,3 +539,29 @@ fn two_pairs_that_disagree_are_not_one_slow_container() {
     let report = analyze(&keep, &Config::default());
     assert!(named(&report).is_empty(), "{}", detail(&report));
 }
+
+/// A container losing 2% of 100 probes a pair loses one or two on each:
+/// here 5, 1, 1 and 1 (0.04% background). Only the pair with 5 passes
+/// the lenient per-pair level, yet each of its pairs lost probes where
+/// the background makes a loss unusual, and dropping its strongest pairs
+/// still leaves more than the background. Before the fix it was not
+/// tested at all (one pair showing the loss is fewer than `min_pairs`).
+#[test]
+fn a_gray_container_whose_pairs_each_lose_a_probe_or_more_is_found() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0],
+        hosts: 4,
+    };
+    let mut pairs = window_with(&f, 100.0, 4e-4, &|_, _| Effect::default());
+    let node = "node-3";
+    let mut lost = [5.0, 1.0, 1.0, 1.0].into_iter();
+    for p in pairs
+        .iter_mut()
+        .filter(|p| p.src.node == node || p.dst.node == node)
+    {
+        p.lost = lost.next().expect("four pairs");
+    }
+    assert_eq!(lost.next(), None, "node-3 has four pairs");
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(named(&report), ["node:node-3:loss"], "{}", detail(&report));
+}

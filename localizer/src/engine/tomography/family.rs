@@ -21,6 +21,8 @@ pub(super) struct Model {
     pub(super) effect: Vec<f64>,
     /// Pairs fully explained by an accepted ECMP fault.
     pub(super) explained: Vec<bool>,
+    /// Pairs crossing an accepted ECMP fault, hit or not.
+    pub(super) under_ecmp: Vec<bool>,
 }
 
 impl Model {
@@ -29,6 +31,7 @@ impl Model {
         Model {
             effect: vec![0.0; npairs],
             explained: vec![false; npairs],
+            under_ecmp: vec![false; npairs],
         }
     }
 }

@@ -100,6 +100,9 @@ impl<F: Family> Greedy<'_, F> {
             for &i in &v.hit {
                 model.explained[i as usize] = true;
             }
+            for &i in self.tester.m.col(v.col) {
+                model.under_ecmp[i as usize] = true;
+            }
         } else {
             let rows = self.tester.m.col(v.col);
             let add = self.tester.family.applied_effect(model, rows, v.effect);
