@@ -16,6 +16,7 @@ use crate::engine::detect::{BinomialObs, Evidence, LatencyObs};
 use crate::engine::model::{Blame, Config, Fault, Report, Symptom};
 use crate::engine::stats::{binomial_upper_tail, normal_upper_quantile};
 use crate::engine::topology::PathMatrix;
+use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
 /// Weighted least-squares target of one symptom: per pair the response,
@@ -236,11 +237,18 @@ fn run_symptom<F: Family>(
     let pen = penalties(m, &reg.w, &reg.var);
     let beta = nonpositive_lasso(m, &reg.y, &reg.w, &pen, config.max_sweeps);
     let candidates: Vec<usize> = (0..m.columns.len()).filter(|&j| beta[j] < 0.0).collect();
+    let spines = m
+        .columns
+        .iter()
+        .filter(|c| c.kind == Kind::Spine)
+        .count()
+        .max(1);
     let tester = Tester {
         family,
         m,
         config,
         level,
+        ecmp_level: config.alpha / spines as f64,
     };
     confirm(&tester, &candidates, present)
 }
