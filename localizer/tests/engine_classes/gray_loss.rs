@@ -1,0 +1,81 @@
+//! Gray loss: few lost probes a pair, effect sizes that matter.
+
+use super::*;
+
+/// A gray ToR (3% of its flows; 80 probes a pair over a 0.1% background)
+/// under seven ToRs of three hosts: one or two lost probes are no sign, so
+/// only two pairs show it, and both cross NIC nic-0. Its other pairs,
+/// pooled, bear the loss out. Before the fix the ToR was set aside
+/// because a smaller column crosses all its hit pairs, and the NIC was
+/// blamed.
+#[test]
+fn a_gray_tor_whose_few_hit_pairs_share_a_nic_is_the_tor() {
+    let f = Fabric {
+        spine_of: vec![0; 7],
+        hosts: 3,
+    };
+    let report = gray(&f, Kind::Tor, "tor-0", 0.03);
+    assert_eq!(
+        named(&report),
+        vec!["tor:tor-0:loss"],
+        "{}",
+        detail(&report)
+    );
+}
+
+/// Significance is not importance: on a large window (24 ToRs × 16 hosts,
+/// 1,000 probes a pair) three ToRs add 0.2% loss, which is overwhelmingly
+/// significant and not worth a page; a NIC adds 2%. Before the fix the
+/// ToRs were reported.
+#[test]
+fn a_tiny_significant_excess_is_not_paged_and_a_gray_nic_is() {
+    let f = Fabric {
+        spine_of: (0..24).map(|t| t / 6).collect(),
+        hosts: 16,
+    };
+    let pairs = window(&f, 1000.0, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Tor, "tor-3" | "tor-11" | "tor-20") => 0.002,
+            (Kind::Nic, "nic-100") => 0.02,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    let r = analyze(&pairs, &Config::default());
+    assert_eq!(named(&r), vec!["nic:nic-100:loss"], "{}", detail(&r));
+    // The floor is a setting: without it the 0.2% excess is significant
+    // and paged (on the ToRs' hosts' NICs: below the floor the engine's
+    // choice among them is not what this test is about).
+    let no_floor = Config {
+        min_loss_excess: 0.0,
+        ..Config::default()
+    };
+    let r = analyze(&pairs, &no_floor);
+    assert!(r.faults.len() > 1, "{}", detail(&r));
+}
+
+/// A container losing 2% of 100 probes a pair loses one or two on each:
+/// here 5, 1, 1 and 1 (0.04% background). Only the pair with 5 passes
+/// the lenient per-pair level, yet each of its pairs lost probes where
+/// the background makes a loss unusual, and dropping its strongest pairs
+/// still leaves more than the background. Before the fix it was not
+/// tested at all (one pair showing the loss is fewer than `min_pairs`).
+#[test]
+fn a_gray_container_whose_pairs_each_lose_a_probe_or_more_is_found() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0],
+        hosts: 4,
+    };
+    let mut pairs = window_with(&f, 100.0, 4e-4, &|_, _| Effect::default());
+    let node = "node-3";
+    let mut lost = [5.0, 1.0, 1.0, 1.0].into_iter();
+    for p in pairs
+        .iter_mut()
+        .filter(|p| p.src.node == node || p.dst.node == node)
+    {
+        p.lost = lost.next().expect("four pairs");
+    }
+    assert_eq!(lost.next(), None, "node-3 has four pairs");
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(named(&report), ["node:node-3:loss"], "{}", detail(&report));
+}
