@@ -232,7 +232,7 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
 /// Route levels, by the switch tiers a pair's path climbs: same host,
 /// same ToR, cross-ToR over one spine (or spines unknown), cross-ToR over
 /// two spines.
-const LEVELS: usize = 4;
+pub(crate) const LEVELS: usize = 4;
 
 /// The route level of a pair and its peer key within that level (none for
 /// same-host pairs: they have no peers): the ToR for same-ToR pairs, the

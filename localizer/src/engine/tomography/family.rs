@@ -8,7 +8,7 @@
 //! [`super::hypothesis`]. A new symptom (e.g. a gray-failure rate) gets a
 //! new `Family` here.
 
-use crate::engine::detect::{BinomialObs, LatencyObs};
+use crate::engine::detect::{BinomialObs, LatencyObs, LEVELS};
 use crate::engine::model::Config;
 use crate::engine::stats::{
     binomial_loglik, binomial_upper_tail, bisect_root, median, normal_upper_tail,
@@ -240,7 +240,10 @@ impl LatencyFamily<'_> {
 
     /// Route level of pair `i` (see [`LatencyObs::level`]).
     fn level(&self, i: usize) -> usize {
-        self.obs.level.get(i).map_or(0, |&l| (l as usize).min(3))
+        self.obs
+            .level
+            .get(i)
+            .map_or(0, |&l| (l as usize).min(LEVELS - 1))
     }
 }
 
@@ -311,7 +314,7 @@ impl Family for LatencyFamily<'_> {
     /// lowest level's baseline is the least lifted; a spine slowing the
     /// ToR's cross-ToR pairs as well still shows on them.
     fn applied_effect(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
-        let mut by_level: [Vec<f64>; 4] = Default::default();
+        let mut by_level: [Vec<f64>; LEVELS] = Default::default();
         for &i in rows {
             let i = i as usize;
             if self.usable(model, i) {

@@ -277,20 +277,18 @@ impl<F: Family> Tester<'_, F> {
     ) -> bool {
         let m = self.m;
         let own = m.col(j);
-        let mut nested: Vec<u32> = strong
+        let mut spines: Vec<u32> = strong
             .iter()
             .flat_map(|&i| m.row(i as usize).iter().copied())
-            .filter(|&c| {
-                let c = c as usize;
-                c != j
-                    && m.columns[c].kind == Kind::Spine
-                    && m.col(c).len() < own.len()
-                    && is_subset(m.col(c), own)
-            })
+            .filter(|&c| c as usize != j && m.columns[c as usize].kind == Kind::Spine)
             .collect();
-        nested.sort_unstable();
-        nested.dedup();
-        nested.into_iter().all(|c| {
+        spines.sort_unstable();
+        spines.dedup();
+        let mut nested = spines.into_iter().filter(|&c| {
+            let col = m.col(c as usize);
+            col.len() < own.len() && is_subset(col, own)
+        });
+        nested.all(|c| {
             let crossed = m.col(c as usize);
             let outside = |i: &&u32| crossed.binary_search(i).is_err();
             let n = rows.iter().filter(outside).count() as f64;

@@ -32,6 +32,9 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
     let npairs = m.pairs();
     let ncol = m.columns.len().max(1);
     let level = config.alpha / ncol as f64;
+    let spines = m.columns.iter().filter(|c| c.kind == Kind::Spine).count();
+    // The ECMP count is asked of spines only (see `Tester::ecmp_level`).
+    let levels = (level, config.alpha / spines.max(1) as f64);
     let mut found: Vec<(Symptom, Verdict)> = Vec::new();
     let mut blame: Vec<Blame> = Vec::new();
 
@@ -45,7 +48,7 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
         let reg = binomial_regression(obs);
         let present: Vec<bool> = obs.n.iter().map(|&n| n > 0.0).collect();
         let family = BinomialFamily { obs, config };
-        let (acc, clr) = run_symptom(&family, m, &reg, config, level, &present);
+        let (acc, clr) = run_symptom(&family, m, &reg, config, levels, &present);
         push_results(m, symptom, acc, clr, &mut found, &mut blame);
     }
     {
@@ -56,7 +59,7 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
             config,
             z_cov: normal_upper_quantile(config.coverage_alpha),
         };
-        let (acc, clr) = run_symptom(&family, m, &reg, config, level, &obs.present);
+        let (acc, clr) = run_symptom(&family, m, &reg, config, levels, &obs.present);
         push_results(m, Symptom::Latency, acc, clr, &mut found, &mut blame);
     }
 
@@ -225,30 +228,25 @@ fn one_symptom_per_component(
         .collect()
 }
 
-/// Lasso screening, then the greedy confirmation, for one symptom.
+/// Lasso screening, then the greedy confirmation, for one symptom, at the
+/// Bonferroni level over all columns and the ECMP count's level.
 fn run_symptom<F: Family>(
     family: &F,
     m: &PathMatrix,
     reg: &Regression,
     config: &Config,
-    level: f64,
+    (level, ecmp_level): (f64, f64),
     present: &[bool],
 ) -> (Vec<Verdict>, Vec<Verdict>) {
     let pen = penalties(m, &reg.w, &reg.var);
     let beta = nonpositive_lasso(m, &reg.y, &reg.w, &pen, config.max_sweeps);
     let candidates: Vec<usize> = (0..m.columns.len()).filter(|&j| beta[j] < 0.0).collect();
-    let spines = m
-        .columns
-        .iter()
-        .filter(|c| c.kind == Kind::Spine)
-        .count()
-        .max(1);
     let tester = Tester {
         family,
         m,
         config,
         level,
-        ecmp_level: config.alpha / spines as f64,
+        ecmp_level,
     };
     confirm(&tester, &candidates, present)
 }
