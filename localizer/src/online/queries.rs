@@ -7,7 +7,7 @@ use super::settings::Settings;
 use crate::clients::prometheus::{QueryError, Sample};
 use crate::clients::Endpoint;
 use crate::input::histograms::{store_knows_native, RttForm, NATIVE_PROBE};
-use crate::input::promql::{Queries, QueryKind, QueryResults};
+use crate::input::promql::{PathSamples, Queries, QueryKind, QueryResults};
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -202,25 +202,14 @@ impl CycleQueries {
                     p.instant(&q.path_loss, t),
                     p.instant(&q.path_probes, t)
                 );
-                Ok::<_, QueryError>((h?, l?, n?))
+                Ok::<_, QueryError>(PathSamples {
+                    hops: h?,
+                    loss: l?,
+                    probes: n?,
+                })
             }),
             one(QueryKind::HostStack, &q.host_stack),
         );
-        // Hops are optional: without them paths come from labels alone.
-        let (hops, hops_error) = match hops {
-            Ok(v) => (v, None),
-            Err(e) => (Vec::new(), Some(e)),
-        };
-        // So are the per-path series: without them no link is localized.
-        let ((paths, path_loss, path_probes), paths_error) = match paths {
-            Ok(v) => (v, None),
-            Err(e) => (Default::default(), Some(e)),
-        };
-        // And the host-stack evidence: without it no pair is screened.
-        let (host_stack, host_stack_error) = match stack {
-            Ok(v) => (v, None),
-            Err(e) => (Vec::new(), Some(e)),
-        };
         let mut errors = Vec::new();
         let mut take = |name: QueryKind, r: Result<Vec<Sample>, QueryError>| match r {
             Ok(v) => v,
@@ -236,14 +225,12 @@ impl CycleQueries {
             consecutive_lost: take(QueryKind::ConsecutiveLost, streak),
             rtt_p50: take(QueryKind::RttP50, p50),
             rtt_count: cnt.map(|r| take(QueryKind::RttCount, r)),
+            // Optional: without hops paths come from labels alone, without
+            // the per-path series no link is localized, without the
+            // host-stack evidence no pair is screened.
             hops,
-            hops_error,
             paths,
-            path_loss,
-            path_probes,
-            paths_error,
-            host_stack,
-            host_stack_error,
+            host_stack: stack,
         };
         if errors.is_empty() {
             Ok(out)

@@ -163,7 +163,7 @@ fn with_path(selector: &str) -> String {
 }
 
 /// Results of the cycle's queries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct QueryResults {
     /// See [`Queries::sent`].
     pub sent: Vec<Sample>,
@@ -177,23 +177,46 @@ pub struct QueryResults {
     pub rtt_p50: Vec<Sample>,
     /// See [`Queries::rtt_count`]; `None` when not queried.
     pub rtt_count: Option<Vec<Sample>>,
-    /// See [`Queries::hops`].
-    pub hops: Vec<Sample>,
-    /// Why the hop query failed, if it did (the cycle goes on without hops).
-    pub hops_error: Option<QueryError>,
+    /// See [`Queries::hops`]; the cycle goes on without hops when it failed.
+    pub hops: Optional<Vec<Sample>>,
+    /// The per-path queries; the cycle goes on without per-path rows when
+    /// one failed.
+    pub paths: Optional<PathSamples>,
+    /// See [`Queries::host_stack`]; the cycle goes on without that evidence
+    /// when it failed.
+    pub host_stack: Optional<Vec<Sample>>,
+}
+
+/// The answer of a query the cycle can do without, or why it failed: one
+/// value, so there is never an error beside a stale answer.
+pub type Optional<T> = Result<T, QueryError>;
+
+impl Default for QueryResults {
+    fn default() -> Self {
+        QueryResults {
+            sent: Vec::new(),
+            lost: Vec::new(),
+            dial_failures: Vec::new(),
+            consecutive_lost: Vec::new(),
+            rtt_p50: Vec::new(),
+            rtt_count: None,
+            hops: Ok(Vec::new()),
+            paths: Ok(PathSamples::default()),
+            host_stack: Ok(Vec::new()),
+        }
+    }
+}
+
+/// The answers of the three per-path queries, taken together (a pair's
+/// per-path rows need all three).
+#[derive(Debug, Default)]
+pub struct PathSamples {
     /// See [`Queries::paths`].
-    pub paths: Vec<Sample>,
+    pub hops: Vec<Sample>,
     /// See [`Queries::path_loss`].
-    pub path_loss: Vec<Sample>,
+    pub loss: Vec<Sample>,
     /// See [`Queries::path_probes`].
-    pub path_probes: Vec<Sample>,
-    /// Why a path query failed, if one did (the cycle goes on without
-    /// per-path rows).
-    pub paths_error: Option<QueryError>,
-    /// See [`Queries::host_stack`].
-    pub host_stack: Vec<Sample>,
-    /// Why it failed, if it did (the cycle goes on without the evidence).
-    pub host_stack_error: Option<QueryError>,
+    pub probes: Vec<Sample>,
 }
 
 fn identity_of(s: &Sample) -> Identity {

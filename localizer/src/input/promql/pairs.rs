@@ -2,7 +2,7 @@
 //! dial failures, losses in a row and the RTT median of each pair, summed
 //! over the analyzed protocols, a cut pair told from a lossy one.
 
-use super::QueryResults;
+use super::{PathSamples, QueryResults};
 use crate::clients::prometheus::Sample;
 use crate::engine::model::{HostStack, PairStats};
 use crate::input::paths::{attach_hops, attach_paths};
@@ -131,8 +131,10 @@ pub fn assemble(
 /// Set every pair's traced hops and per-path rows from the hop and path
 /// answers of `r` (replacing what a pair kept from an earlier cycle had).
 pub fn attach_traces(pairs: &mut [PairStats], r: &QueryResults) {
-    attach_hops(pairs, &r.hops);
-    attach_paths(pairs, &r.paths, &r.path_loss, &r.path_probes);
+    attach_hops(pairs, r.hops.as_deref().unwrap_or_default());
+    let none = PathSamples::default();
+    let p = r.paths.as_ref().unwrap_or(&none);
+    attach_paths(pairs, &p.hops, &p.loss, &p.probes);
 }
 
 /// The engine's pairs from the per-pair queries of `r` alone (sent, lost,

@@ -139,13 +139,13 @@ fn traced_hops_fill_pairs_without_silent_hops_or_the_destination() {
     let r = QueryResults {
         sent: vec![pair("a", "b", "udp", 100.0), pair("b", "a", "udp", 100.0)],
         lost: vec![pair("a", "b", "udp", 0.0), pair("b", "a", "udp", 0.0)],
-        hops: vec![
+        hops: Ok(vec![
             hop("a", "b", "10.0.0.2"),
             hop("a", "b", "10.0.0.1"),
             hop("a", "b", ""),
             hop("a", "b", "198.18.0.2"),
             hop("c", "b", "10.0.0.9"),
-        ],
+        ]),
         ..Default::default()
     };
     let out = assemble(&r, &topo, &protos());

@@ -75,7 +75,7 @@ impl Localizer {
         // The hop and path queries are not sharded: every pair's are set
         // anew, kept pairs included.
         attach_traces(&mut assembled.pairs, &results);
-        assembled.host_stack = host_stack_from(&results.host_stack);
+        assembled.host_stack = host_stack_from(results.host_stack.as_deref().unwrap_or_default());
         tracing::debug!(
             "assembled {} pair(s), {} of {} shard(s) anew",
             assembled.pairs.len(),
@@ -88,10 +88,10 @@ impl Localizer {
 
     /// Log the hop, path and host-stack queries' failures once per outage.
     fn log_hops(&mut self, results: &QueryResults) {
-        let (hops, paths) = (results.hops_error.as_ref(), results.paths_error.as_ref());
+        let (hops, paths) = (results.hops.as_ref().err(), results.paths.as_ref().err());
         self.hops_failing = Optional::Hops.log(hops, self.hops_failing);
         self.paths_failing = Optional::Paths.log(paths, self.paths_failing);
-        let stack = results.host_stack_error.as_ref();
+        let stack = results.host_stack.as_ref().err();
         self.host_stack_failing = Optional::HostStack.log(stack, self.host_stack_failing);
     }
 
