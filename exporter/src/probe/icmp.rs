@@ -8,7 +8,7 @@
 //! sees every echo reply) and the 16-bit ICMP sequence wraps.
 
 use super::{receive_task, Completion, Prober, Reader, Sent, SharedInFlight, Target};
-use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
+use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::sock::{
     async_fd, enable_rx_drop_count, enable_rx_timestamps, grow_recv_buffer, set_dont_fragment,
     set_icmp_filter_only,
@@ -164,11 +164,7 @@ impl IcmpProber {
             metrics,
         });
         for s in p.v4.iter().chain(p.v6.iter()).cloned() {
-            let reader = Reader::new(
-                2048,
-                p.metrics.socket_drops(OwnSocket::IcmpProber),
-                p.metrics.host_stack(Protocol::Icmp, StackStage::Receive),
-            );
+            let reader = Reader::new(2048, &p.metrics, OwnSocket::IcmpProber, Protocol::Icmp);
             tokio::spawn(receive_loop(s, Arc::downgrade(&p), reader));
         }
         Ok(p)

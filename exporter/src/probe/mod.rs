@@ -36,10 +36,10 @@ pub use peer_info::PeerInfo;
 pub use scheduler::{ScheduleConfig, Scheduler};
 pub use target::{NodeClaim, Ports, Target};
 
-use crate::model::Protocol;
+use crate::model::{OwnSocket, Protocol, StackStage};
 use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::time::wall_ns;
-use crate::telemetry::SocketDrops;
+use crate::telemetry::{Metrics, SocketDrops};
 use prometheus_client::metrics::histogram::Histogram;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -110,16 +110,22 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    /// A reader of datagrams up to `buf_len` bytes that counts the kernel's
-    /// drops in `drops` and the time each datagram waited between its
-    /// kernel receive timestamp and the read in `waited` (the receive
-    /// stage of `skeletonhunter_host_stack_delay_seconds`: a starved or
-    /// paused prober reads late).
-    pub(crate) fn new(buf_len: usize, drops: SocketDrops, waited: Histogram) -> Reader {
+    /// The reader of `protocol`'s prober socket `socket`, for datagrams up
+    /// to `buf_len` bytes: it counts the kernel's drops on that socket and
+    /// the time each datagram waited between its kernel receive timestamp
+    /// and the read (the receive stage of
+    /// `skeletonhunter_host_stack_delay_seconds`: a starved or paused
+    /// prober reads late).
+    pub(crate) fn new(
+        buf_len: usize,
+        metrics: &Metrics,
+        socket: OwnSocket,
+        protocol: Protocol,
+    ) -> Reader {
         Reader {
             batch: RecvBatch::new(buf_len),
-            drops,
-            waited,
+            drops: metrics.socket_drops(socket),
+            waited: metrics.host_stack(protocol, StackStage::Receive),
         }
     }
 

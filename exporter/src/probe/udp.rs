@@ -25,7 +25,7 @@ use super::{
     DRAIN_CALLS,
 };
 use crate::model::ProbeLabels;
-use crate::model::{OwnSocket, ProbeErrorReason, Protocol, StackStage};
+use crate::model::{OwnSocket, ProbeErrorReason, Protocol};
 use crate::sys::batch::{RecvBatch, BATCH};
 use crate::sys::sock::{
     async_fd_with, enable_rx_drop_count, enable_rx_timestamps, enable_tx_timestamps,
@@ -141,11 +141,7 @@ impl UdpProber {
             })),
         });
         for s in p.v4.iter().chain(&p.v6).cloned() {
-            let reader = Reader::new(
-                65536,
-                p.metrics.socket_drops(OwnSocket::UdpProber),
-                p.metrics.host_stack(Protocol::Udp, StackStage::Receive),
-            );
+            let reader = Reader::new(65536, &p.metrics, OwnSocket::UdpProber, Protocol::Udp);
             tokio::spawn(receive_loop(s, Arc::downgrade(&p), reader));
         }
         Ok(p)
