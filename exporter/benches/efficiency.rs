@@ -11,6 +11,10 @@
 //! the same time, one quiet probe at a time (see `efficiency/reference.rs`);
 //! the RTT error is the exporter's median (native histograms, ~4 %
 //! resolution) minus the reference's. Runs alternate baseline and new.
+//! Each round also runs the floor (`efficiency/floor.rs`): a bare prober
+//! sending the same probes on the same schedule with nothing but the
+//! system calls, whose CPU is what the kernel alone charges for them here;
+//! the table ends with it and each build's CPU over it.
 //!
 //! Run as root (network namespaces, raw ICMP):
 //!   BENCH_BASELINE_BIN=/path/to/old/skeletonhunter-exporter \
@@ -28,6 +32,8 @@
 //! (after `cargo bench --no-run`, which would rebuild the binary) and run
 //! the executable `cargo bench --no-run` named, with `--bench`.
 
+#[path = "efficiency/floor.rs"]
+mod floor;
 #[path = "efficiency/native.rs"]
 mod native;
 #[path = "efficiency/reference.rs"]
@@ -132,7 +138,9 @@ fn exporter_median(ns: &Ns, p: &Process, protocol: Protocol) -> Option<f64> {
     )
 }
 
-fn run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> Figures {
+/// A fresh namespace, a directory for the configurations and, for UDP,
+/// the responder (`bin`) every probe is answered by.
+fn stage(bin: &Path, protocol: Protocol) -> (Ns, PathBuf, Option<Process>) {
     let ns = Ns::new("bench-eff").expect("create a network namespace");
     let dir = std::env::temp_dir().join(format!("shbench-eff-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -146,6 +154,28 @@ fn run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> Figure
             RESPONDER_METRICS,
         )
     });
+    (ns, dir, responder)
+}
+
+/// The bare prober of [`floor`] over the same targets, for `window`
+/// (UDP answered by the responder of `bin`).
+fn floor_run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> floor::Floor {
+    let (ns, dir, responder) = stage(bin, protocol);
+    let udp = protocol == Protocol::Udp;
+    let f = ns
+        .run_in(move || floor::run(udp, &targets(peers), UDP_PORT, window))
+        .expect("enter the namespace")
+        .expect("open the floor's socket");
+    if let Some(mut r) = responder {
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    f
+}
+
+fn run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> Figures {
+    let (ns, dir, responder) = stage(bin, protocol);
     let prober = spawn(
         &ns,
         bin,
@@ -244,6 +274,27 @@ fn print_table(protocol: Protocol, peers: usize, names: &[&str], runs: &[Figures
     );
 }
 
+/// The floor's median CPU and each build's CPU against it.
+fn print_floor(floors: &[floor::Floor], runs: &[Figures]) {
+    let mut cpu: Vec<f64> = floors.iter().map(|f| f.cpu).collect();
+    cpu.sort_by(f64::total_cmp);
+    let Some(&c) = cpu.get(cpu.len() / 2) else {
+        return;
+    };
+    let sent: u64 = floors.iter().map(|f| f.sent).sum();
+    let answered: u64 = floors.iter().map(|f| f.answered).sum();
+    print!(
+        "{:<28}{:>22}",
+        "floor CPU (bare syscalls)",
+        format!("{:.2} %", 100.0 * c)
+    );
+    println!("   ({answered} answers to {sent} probes)");
+    print!("{:<28}", "prober CPU / floor");
+    runs.iter()
+        .for_each(|r| print!("{:>22}", format!("{:.2}", r.cpu / c.max(1e-9))));
+    println!();
+}
+
 fn list<T>(name: &str, default: &str, parse: impl Fn(&str) -> T) -> Vec<T> {
     std::env::var(name)
         .unwrap_or_else(|_| default.into())
@@ -295,6 +346,7 @@ fn main() {
             // Rounds alternate the order of the builds, so drift in the
             // machine's load does not favour one.
             let mut per_build: Vec<Vec<Figures>> = builds.iter().map(|_| Vec::new()).collect();
+            let mut floors = Vec::new();
             for round in 0..rounds {
                 let mut order: Vec<usize> = (0..builds.len()).collect();
                 if round % 2 == 1 {
@@ -303,9 +355,11 @@ fn main() {
                 for b in order {
                     per_build[b].push(run(&builds[b].1, p, n, window));
                 }
+                floors.push(floor_run(&builds[builds.len() - 1].1, p, n, window));
             }
             let runs: Vec<Figures> = per_build.iter().map(|r| median(r)).collect();
             print_table(p, n, &names, &runs);
+            print_floor(&floors, &runs);
         }
     }
 }
