@@ -166,12 +166,17 @@ fn floor_run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> 
         .run_in(move || floor::run(udp, &targets(peers), UDP_PORT, window))
         .expect("enter the namespace")
         .expect("open the floor's socket");
-    if let Some(mut r) = responder {
-        let _ = r.child.kill();
-        let _ = r.child.wait();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    teardown(&dir, responder);
     f
+}
+
+/// Stop `processes` and remove the run's directory.
+fn teardown(dir: &Path, processes: impl IntoIterator<Item = Process>) {
+    for mut p in processes {
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> Figures {
@@ -215,11 +220,7 @@ fn run(bin: &Path, protocol: Protocol, peers: usize, window: Duration) -> Figure
         let replies = "skeletonhunter_responder_replies_total";
         f.replies = sum(&text(&ns, r), replies) - r1.as_deref().map_or(0.0, |b| sum(b, replies));
     }
-    for mut p in [Some(prober), responder].into_iter().flatten() {
-        let _ = p.child.kill();
-        let _ = p.child.wait();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    teardown(&dir, [Some(prober), responder].into_iter().flatten());
     f
 }
 

@@ -9,6 +9,7 @@
 //! read against it (on loopback it includes the far end's answer, which
 //! the kernel does inside the sender's `sendto`).
 
+use crate::support::cpu_seconds_in;
 use skeletonhunter_exporter::probe::icmp::encode_echo;
 use skeletonhunter_exporter::sys::batch::RecvBatch;
 use skeletonhunter_exporter::sys::poll::poll_readable;
@@ -27,6 +28,8 @@ const TICK: Duration = Duration::from_millis(2);
 /// The exporter's default UDP request size.
 const UDP_SIZE: usize = 256;
 const SESSION: u64 = 0x464c_4f4f_5246_4c52;
+/// The calling thread's stat(5) file.
+const THREAD_STAT: &str = "/proc/thread-self/stat";
 
 /// What one floor run measured.
 pub struct Floor {
@@ -76,7 +79,7 @@ pub fn run(
     let mut batch = RecvBatch::new(2048);
     let mut req = Vec::with_capacity(UDP_SIZE);
     let (mut sent, mut answered) = (0u64, 0u64);
-    let cpu0 = thread_cpu_seconds();
+    let cpu0 = cpu_seconds_in(THREAD_STAT);
     let start = Instant::now();
     let spacing = Duration::from_secs(1) / dsts.len().max(1) as u32;
     let mut next = start;
@@ -111,18 +114,8 @@ pub fn run(
     }
     let secs = start.elapsed().as_secs_f64();
     Ok(Floor {
-        cpu: (thread_cpu_seconds() - cpu0) / secs,
+        cpu: (cpu_seconds_in(THREAD_STAT) - cpu0) / secs,
         sent,
         answered,
     })
-}
-
-/// utime + stime of the calling thread, in seconds.
-fn thread_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields 14 and 15 of stat(5), counted after the command name.
-    (ticks(11) + ticks(12)) / 100.0
 }

@@ -28,7 +28,13 @@ pub fn targets(n: usize) -> Vec<Ipv4Addr> {
 
 /// utime + stime of `pid` in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_seconds_in(&format!("/proc/{pid}/stat"))
+}
+
+/// utime + stime, in seconds, of the process or thread whose stat(5)
+/// file is `path` (`/proc/thread-self/stat`: the calling thread).
+pub fn cpu_seconds_in(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the parenthesised command name.
     let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
