@@ -178,18 +178,18 @@ pub struct QueryResults {
     /// See [`Queries::rtt_count`]; `None` when not queried.
     pub rtt_count: Option<Vec<Sample>>,
     /// See [`Queries::hops`]; the cycle goes on without hops when it failed.
-    pub hops: Optional<Vec<Sample>>,
+    pub hops: OptionalAnswer<Vec<Sample>>,
     /// The per-path queries; the cycle goes on without per-path rows when
     /// one failed.
-    pub paths: Optional<PathSamples>,
+    pub paths: OptionalAnswer<PathSamples>,
     /// See [`Queries::host_stack`]; the cycle goes on without that evidence
     /// when it failed.
-    pub host_stack: Optional<Vec<Sample>>,
+    pub host_stack: OptionalAnswer<Vec<Sample>>,
 }
 
 /// The answer of a query the cycle can do without, or why it failed: one
 /// value, so there is never an error beside a stale answer.
-pub type Optional<T> = Result<T, QueryError>;
+pub type OptionalAnswer<T> = Result<T, QueryError>;
 
 impl Default for QueryResults {
     fn default() -> Self {
