@@ -4,85 +4,36 @@
 //! may use every module, and none uses it.
 
 use crate::config::{http_connection_cap, Args, Config};
+use crate::containers;
 use crate::discovery::traffic_source::SourceKind;
 use crate::discovery::{self, PeerSet};
 use crate::http::{self, Health, State};
 use crate::model::Protocol;
 use crate::pathtrace::mapper::{self, Mapper};
 use crate::pathtrace::{self, TraceConfig, Tracer};
-use crate::probe::registry::{self as probers, Probers};
-use crate::probe::{Ports, ScheduleConfig, Scheduler};
+use crate::probe::registry::Probers;
 use crate::reload::Reloader;
-use crate::responder;
+use crate::stack::{self, Shutdown};
 use crate::sys;
 use crate::telemetry::Metrics;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use std::future::Future;
-use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::unix::AsyncFd;
 use tokio::net::TcpListener;
-use tokio::net::TcpListener as Acceptor;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
-
-/// One stop signal for every task (the idea of mini-redis's `Shutdown`):
-/// each task gets a future from [`Shutdown::stopped`] that resolves once
-/// [`Shutdown::trigger`] was called.
-#[derive(Clone)]
-pub struct Shutdown {
-    tx: Arc<watch::Sender<bool>>,
-}
-
-impl Default for Shutdown {
-    fn default() -> Self {
-        Shutdown {
-            tx: Arc::new(watch::channel(false).0),
-        }
-    }
-}
-
-impl Shutdown {
-    /// Resolves when the exporter is stopping.
-    pub fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.tx.subscribe();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    }
-
-    /// Tell every task to stop.
-    pub fn trigger(&self) {
-        self.tx.send_replace(true);
-    }
-}
 
 /// The sockets bound before anything starts, so a busy port fails start-up
 /// with a clear error.
 struct Bound {
     http: TcpListener,
-    udp: Option<AsyncFd<UdpSocket>>,
-    tcp: Option<Acceptor>,
+    responders: stack::Responders,
 }
 
 async fn bind(cfg: &Config) -> Result<Bound> {
     let http = skeletonhunter_common::http::bind(cfg.listen).await?;
-    let udp = match cfg.udp_listen {
-        Some(a) => Some(responder::bind_udp(a)?),
-        None => None,
-    };
-    let tcp = match cfg.tcp_listen {
-        Some(a) => Some(bind_tcp(a).await?),
-        None => None,
-    };
-    Ok(Bound { http, udp, tcp })
-}
-
-async fn bind_tcp(a: SocketAddr) -> Result<Acceptor> {
-    Acceptor::bind(a)
-        .await
-        .with_context(|| format!("cannot listen for TCP dials on {a}"))
+    let responders = stack::bind_responders(cfg).await?;
+    Ok(Bound { http, responders })
 }
 
 fn log_start(cfg: &Config) {
@@ -102,39 +53,6 @@ fn log_start(cfg: &Config) {
         ecmp_width = cfg.flows.ecmp_width,
         "skeletonhunter-exporter starting"
     );
-}
-
-/// Start the responders; returns the UDP responder's departure flag, if
-/// it runs.
-fn spawn_responders(
-    cfg: &Config,
-    peers: &PeerSet,
-    bound: &mut Bound,
-    metrics: &Arc<Metrics>,
-    probers: &Probers,
-    shutdown: &Shutdown,
-    tasks: &mut JoinSet<()>,
-) -> Option<responder::Leaving> {
-    if let Some(l) = bound.tcp.take() {
-        tasks.spawn(responder::run_tcp(l, metrics.clone(), shutdown.stopped()));
-    }
-    let sock = bound.udp.take()?;
-    if cfg.responder.open() {
-        tracing::info!("the UDP responder answers any source (set responder.allow or responder.allow_peers to restrict it)");
-    }
-    metrics.zero_responder_drops(&responder::udp::drop_reasons());
-    let leaving = responder::Leaving::default();
-    tasks.spawn(responder::run_udp(
-        sock,
-        responder::Guard::new(cfg.responder.clone(), peers),
-        cfg.identity.clone(),
-        metrics.clone(),
-        probers.peer_info.clone(),
-        probers.advertise.clone(),
-        leaving.clone(),
-        shutdown.stopped(),
-    ));
-    Some(leaving)
 }
 
 fn tracing_context(
@@ -165,25 +83,6 @@ fn tracing_context(
         src_ports: probers.udp_source_ports.clone(),
         mapper: std::sync::Mutex::new(mapper),
     })
-}
-
-fn scheduler(cfg: &Config, probers: Probers, peers: PeerSet, metrics: Arc<Metrics>) -> Scheduler {
-    Scheduler {
-        config: ScheduleConfig {
-            interval: cfg.interval,
-            min_tick: Duration::from_millis(2),
-            expire_every: (cfg.timeout / 10)
-                .clamp(Duration::from_millis(5), Duration::from_millis(100)),
-            ports: Ports {
-                udp: cfg.udp_port,
-                tcp: cfg.tcp_port,
-            },
-        },
-        peer_info: probers.peer_info.clone(),
-        probers: probers.list,
-        peers,
-        metrics,
-    }
 }
 
 /// Raise the soft open-file limit to the hard one and fit the HTTP
@@ -217,24 +116,31 @@ fn http_limits(cfg: &Config) -> skeletonhunter_common::http::Limits {
 /// raw fallback is already open); with RDMA probing, locked memory for the
 /// queue pairs registered as peers come; with the polling discovery and
 /// cgroup filters, reading other processes' `/proc/<pid>/fd` at every
-/// poll. Everything used only at start — `CAP_BPF`, `CAP_PERFMON`,
+/// poll; with containers probed from, entering their namespaces as they
+/// come (`CAP_SYS_ADMIN` for `setns`, `CAP_SYS_PTRACE` to open another
+/// user's `/proc/<pid>/ns`). Everything used only at start — `CAP_BPF`, `CAP_PERFMON`,
 /// `CAP_DAC_READ_SEARCH` (tracefs), `CAP_SYS_ADMIN` (uprobes, mounting
 /// tracefs), `CAP_NET_ADMIN` (forced receive buffers), `CAP_SYS_RESOURCE`
 /// (memlock) — and anything else is dropped. See docs/operations.md,
 /// "Privileges".
-pub fn runtime_capabilities(protocols: &[Protocol], polls_cgroups: bool) -> sys::caps::CapMask {
-    use sys::caps::{bit, CAP_IPC_LOCK, CAP_NET_RAW, CAP_SYS_PTRACE};
+pub fn runtime_capabilities(
+    protocols: &[Protocol],
+    polls_cgroups: bool,
+    containers: bool,
+) -> sys::caps::CapMask {
+    use sys::caps::{bit, CAP_IPC_LOCK, CAP_NET_RAW, CAP_SYS_ADMIN, CAP_SYS_PTRACE};
     let when = |yes: bool, cap| if yes { bit(cap) } else { 0 };
     bit(CAP_NET_RAW)
         | when(protocols.contains(&Protocol::Rdma), CAP_IPC_LOCK)
-        | when(polls_cgroups, CAP_SYS_PTRACE)
+        | when(polls_cgroups || containers, CAP_SYS_PTRACE)
+        | when(containers, CAP_SYS_ADMIN)
 }
 
 /// Drop, in every thread, the capabilities set-up needed and the run does
 /// not; log what is left.
 fn drop_capabilities(cfg: &Config, traffic: Option<SourceKind>) {
     let polls_cgroups = traffic == Some(SourceKind::Poll) && !cfg.ebpf.cgroups.is_empty();
-    let keep = runtime_capabilities(&cfg.protocols, polls_cgroups);
+    let keep = runtime_capabilities(&cfg.protocols, polls_cgroups, cfg.containers.enabled());
     let before = sys::caps::current().map(|(_, p)| p).unwrap_or(0);
     match sys::caps::keep_only(keep) {
         Ok(()) => tracing::info!(
@@ -278,18 +184,17 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
     let peers = PeerSet::new(Some(metrics.clone()));
     let shutdown = Shutdown::default();
     let mut bound = bind(&cfg).await?;
-    let opts = probers::Options {
-        timeout: cfg.timeout,
-        udp_size: cfg.udp_size,
-        nic: cfg.identity.nic.clone(),
-        flows: cfg.flows.flows,
-        flow_window: cfg.flows.window,
-    };
-    let probers = probers::start(&cfg.protocols, &opts, &metrics)?;
+    let probers = stack::start_probers(&cfg, &metrics)?;
     log_start(&cfg);
     let mut tasks = JoinSet::new();
-    let leaving = spawn_responders(
-        &cfg, &peers, &mut bound, &metrics, &probers, &shutdown, &mut tasks,
+    let leaving = stack::spawn_responders(
+        &cfg,
+        &peers,
+        &mut bound.responders,
+        &metrics,
+        &probers,
+        &shutdown,
+        &mut tasks,
     );
     let health = Health::default();
     let tracing_ctx = tracing_context(&cfg, &metrics, &peers, &probers);
@@ -303,6 +208,15 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         cfg.ebpf.mode.as_str(),
     );
     drop_capabilities(&cfg, traffic);
+    let containers = containers::Running::default();
+    if cfg.containers.enabled() {
+        tasks.spawn(containers::run(
+            Arc::new(cfg.clone()),
+            metrics.clone(),
+            containers.clone(),
+            shutdown.stopped(),
+        ));
+    }
     let reloader = Arc::new(Reloader::start(
         args,
         cfg.clone(),
@@ -324,29 +238,32 @@ pub async fn run(args: Args, cfg: Config) -> Result<()> {
         cfg.web.clone(),
         shutdown.stopped(),
     ));
-    let scheduler = scheduler(&cfg, probers, peers, metrics);
+    let scheduler = stack::scheduler(&cfg, probers, peers, metrics);
     health.set_ready(true);
     tasks.spawn(scheduler.run(shutdown.stopped()));
     tasks.spawn(trim_after_bursts(shutdown.stopped()));
     wait_for_signal(&reloader).await;
     reloader.stop();
-    if let Some(leaving) = leaving {
-        give_notice(&health, &leaving, cfg.departure_notice).await;
+    if leaving.is_some() || !containers.is_empty() {
+        if let Some(l) = &leaving {
+            l.announce();
+        }
+        containers.announce_leaving();
+        give_notice(&health, cfg.departure_notice).await;
     }
     stop(&health, &shutdown, tasks).await;
     Ok(())
 }
 
-/// The departure notice: for `notice` every UDP reply says this exporter
-/// is leaving, so its peers stop counting it instead of seeing it fail (a
+/// The departure notice: for `notice` every UDP reply (the host's and each
+/// container's, already flagged by the caller) says it is leaving, so its peers stop counting it instead of seeing it fail (a
 /// job that ends, a pod deleted or moved, a rollout). A second SIGTERM or
 /// SIGINT cuts it short.
-async fn give_notice(health: &Health, leaving: &responder::Leaving, notice: Duration) {
+async fn give_notice(health: &Health, notice: Duration) {
     if notice.is_zero() {
         return;
     }
     health.set_ready(false);
-    leaving.announce();
     tracing::info!(
         notice_ms = notice.as_millis() as u64,
         "stopping: replies say this exporter is leaving (responder.departure_notice)"
@@ -415,18 +332,22 @@ mod tests {
     #[test]
     fn the_run_keeps_raw_sockets_and_only_what_its_probes_and_discovery_use() {
         let udp = [Protocol::Udp, Protocol::Tcp, Protocol::Icmp];
-        assert_eq!(runtime_capabilities(&udp, false), bit(CAP_NET_RAW));
+        assert_eq!(runtime_capabilities(&udp, false, false), bit(CAP_NET_RAW));
+        assert_eq!(
+            names(runtime_capabilities(&udp, false, true)),
+            ["CAP_NET_RAW", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"]
+        );
         let rdma = [Protocol::Udp, Protocol::Rdma];
         assert_eq!(
-            names(runtime_capabilities(&rdma, true)),
+            names(runtime_capabilities(&rdma, true, false)),
             ["CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_SYS_PTRACE"]
         );
         assert_eq!(
-            runtime_capabilities(&rdma, false),
+            runtime_capabilities(&rdma, false, false),
             bit(CAP_NET_RAW) | bit(CAP_IPC_LOCK)
         );
         assert_eq!(
-            runtime_capabilities(&udp, true),
+            runtime_capabilities(&udp, true, false),
             bit(CAP_NET_RAW) | bit(CAP_SYS_PTRACE)
         );
     }

@@ -8,8 +8,8 @@
 //! 2. [`sys`] (the only `unsafe`), [`wire`] (packet and event formats).
 //! 3. [`config`], [`telemetry`].
 //! 4. [`probe`], [`responder`], [`discovery`], [`pathtrace`].
-//! 5. [`http`].
-//! 6. [`reload`].
+//! 5. [`http`], [`stack`] (the probing half, host or container).
+//! 6. [`reload`], [`containers`] (probing from each container).
 //! 7. [`app`], [`fuzz`] (the fuzz targets of the outside-fed parsers).
 
 pub mod model;
@@ -27,7 +27,9 @@ pub mod probe;
 pub mod responder;
 
 pub mod http;
+pub mod stack;
 
+pub mod containers;
 pub mod reload;
 
 pub mod app;

@@ -4,9 +4,15 @@
 //! exactly its part of the overlay while the underlay stays clean; and
 //! the whole loop on it, each fault paged on its own layer.
 
-use skeletonhunter_tests::fabric::{reachable, DataPlane, Fabric, FabricSpec, Stack, StackOpts};
-use skeletonhunter_tests::process::bin_path;
+use skeletonhunter_tests::exposition::sample;
+use skeletonhunter_tests::fabric::{
+    container_host_config, exporter_get, reachable, Containers, DataPlane, Fabric, FabricSpec,
+    Node, Stack, StackOpts,
+};
+use skeletonhunter_tests::process::{bin_path, ChildGuard};
+use skeletonhunter_tests::servers::TempDir;
 use skeletonhunter_tests::{require_privileges, wait_until};
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 #[test]
@@ -233,4 +239,129 @@ fn each_fault_is_paged_on_its_own_layer() {
     paged(&stack, "loss at a ToR", &tor, &overlay_side);
     f.tor_loss(1, 0).expect("ToR loss undone");
     stack.check_running().expect("stack running");
+}
+
+/// What `exporter` counts from `src` to `dst` over UDP: (probes sent,
+/// probes lost, replies timed). `None` while the series does not exist.
+fn udp_pair(f: &Fabric, exporter: &Node, src: &str, dst: &str) -> Option<(f64, f64, f64)> {
+    let body = exporter_get(f, exporter, "/metrics").ok()?;
+    let l = [
+        format!("src_node=\"{src}\""),
+        format!("dst_node=\"{dst}\""),
+        "protocol=\"udp\"".to_string(),
+    ];
+    let l: Vec<&str> = l.iter().map(String::as_str).collect();
+    Some((
+        sample(&body, "skeletonhunter_probe_sent_total", &l)?,
+        sample(&body, "skeletonhunter_probe_lost_total", &l)?,
+        sample(&body, "skeletonhunter_probe_rtt_seconds_count", &l)?,
+    ))
+}
+
+/// One exporter per host, as the DaemonSet runs it, probing from inside
+/// each training container: the container on host A finds its peer on
+/// host B from its own open connection and probes it across the overlay
+/// under its own name, beside the host's underlay probes; a fault on the
+/// container's switch port shows on its series only; and when the
+/// container ends its series leave the exporter.
+#[test]
+fn one_exporter_per_host_probes_from_inside_each_container() {
+    if !require_privileges("one_exporter_per_host_probes_from_inside_each_container") {
+        return;
+    }
+    let f = Fabric::overlay(FabricSpec::default()).expect("build the overlay fabric");
+    let (a, b) = (f.node("t0-h0-c0").unwrap(), f.node("t1-h2-c0").unwrap());
+    let mut ctrs = Containers::start(&f, &[a, b]).expect("start the containers");
+    // A training connection, b to a, held open for the whole test.
+    let a_ip = a.data_ip;
+    let listener =
+        a.ns.run_in(move || TcpListener::bind((a_ip, 29500)))
+            .unwrap()
+            .unwrap();
+    let _client =
+        b.ns.run_in(move || TcpStream::connect((a_ip, 29500)))
+            .unwrap()
+            .unwrap();
+    let _server = listener.accept().expect("accept");
+
+    let opts = StackOpts::new(bin_path("skeletonhunter-exporter"), None);
+    let dir = TempDir::new("containers").unwrap();
+    let underlay = |n: &Node| {
+        let host = &f.host_of(n).name;
+        f.underlay
+            .iter()
+            .find(|u| &u.identity.node == host)
+            .unwrap()
+    };
+    let (host_a, host_b) = (underlay(a), underlay(b));
+    let mut exporters = Vec::new();
+    for u in [host_a, host_b] {
+        let name = &u.identity.node;
+        let path = dir.path().join(format!("{name}.yaml"));
+        let yaml = container_host_config(&f, u, &opts, &ctrs.pattern(name), &ctrs.root);
+        std::fs::write(&path, yaml).unwrap();
+        let mut cmd = u.ns.net_command(&opts.exporter_bin.to_string_lossy());
+        cmd.arg("--config").arg(&path);
+        exporters.push(ChildGuard::spawn(&format!("exporter-{name}"), cmd).unwrap());
+    }
+    let (an, bn) = (a.identity.node.as_str(), b.identity.node.as_str());
+    let answered = |src: &str, dst: &str, at: &Node| {
+        wait_until(
+            &format!("{src} -> {dst} answered, counted by {}", at.identity.node),
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || udp_pair(&f, at, src, dst).filter(|(_, _, rtt)| *rtt >= 10.0),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}; log: {}", exporters[0].log()))
+    };
+    // Each side finds the other from the one connection (its own end).
+    answered(an, bn, host_a);
+    answered(bn, an, host_b);
+    // The host's own probes, host to host, run beside them.
+    let (ha, hb) = (host_a.identity.node.as_str(), host_b.identity.node.as_str());
+    answered(ha, hb, host_a);
+    let body = exporter_get(&f, host_a, "/metrics").unwrap();
+    assert!(
+        body.contains(&format!("node_id=\"{an}\"")),
+        "container node info"
+    );
+
+    // Its switch port dropping everything: a's overlay probes are lost,
+    // the host's underlay probes are not.
+    let (_, lost_before, _) = udp_pair(&f, host_a, an, bn).unwrap();
+    let (_, under_lost_before, _) = udp_pair(&f, host_a, ha, hb).unwrap();
+    f.port_loss(a, 100).expect("port fault");
+    wait_until(
+        "a's overlay probes lost",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || udp_pair(&f, host_a, an, bn).filter(|(_, lost, _)| *lost >= lost_before + 10.0),
+    )
+    .unwrap();
+    let (_, under_lost, _) = udp_pair(&f, host_a, ha, hb).unwrap();
+    assert_eq!(under_lost, under_lost_before, "the underlay lost probes");
+    f.port_loss(a, 0).expect("port fault undone");
+
+    // The container ends: its prober and every series it had go.
+    ctrs.end(&f, an).expect("end the container");
+    wait_until(
+        "a's series removed",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let body = exporter_get(&f, host_a, "/metrics").ok()?;
+            (!body.contains(&format!("\"{an}\""))).then_some(())
+        },
+    )
+    .unwrap();
+    for e in &mut exporters {
+        e.check_running().expect("exporter running");
+    }
+    for line in exporters[0]
+        .log()
+        .lines()
+        .filter(|l| l.contains("containers:"))
+    {
+        println!("{line}");
+    }
 }

@@ -28,6 +28,8 @@ pub struct FileConfig {
     pub discovery: FileDiscovery,
     /// `metrics`: how `/metrics` represents histograms.
     pub metrics: FileMetrics,
+    /// `containers`: the containers on this host to probe from.
+    pub containers: super::containers::FileContainers,
 }
 
 /// `metrics:` the exposition's shape.

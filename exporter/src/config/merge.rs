@@ -148,6 +148,7 @@ impl Config {
             tor_mesh,
             ebpf,
             histograms: histogram_mode(&file.metrics)?,
+            containers: file.containers.build()?,
         })
     }
 }

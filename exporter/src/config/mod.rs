@@ -13,6 +13,7 @@
 //! configures.
 
 pub mod args;
+pub mod containers;
 pub mod ecmp;
 pub mod error;
 pub mod file;
@@ -29,6 +30,7 @@ pub mod traffic;
 pub mod validate;
 
 pub use args::Args;
+pub use containers::ContainerSettings;
 pub use ecmp::FlowSettings;
 pub use error::{ConfigError, ListFileError};
 pub use file::{parse_file, parse_mesh_list, read_mesh_list, FileConfig, MeshEntry};

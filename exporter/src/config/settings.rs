@@ -120,4 +120,6 @@ pub struct Config {
     pub ebpf: TrafficSettings,
     /// `metrics.histograms`: classic, native or both.
     pub histograms: HistogramMode,
+    /// The containers on this host probed from (`containers`).
+    pub containers: super::containers::ContainerSettings,
 }

@@ -18,7 +18,8 @@ use crate::sys::ebpf::EbpfSource;
 use crate::telemetry::Metrics;
 use crate::wire::discovery::Event;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,11 @@ pub struct Worker {
     own_pid: u32,
     dropped_seen: u64,
     published: Vec<Peer>,
+    /// Whose `net/tcp{,6}` is read: `/proc/self`, or `/proc/thread-self`
+    /// for a worker in a container's namespace.
+    proc_root: PathBuf,
+    /// Set to end the loop (a container's worker); `None`: run forever.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Worker {
@@ -70,7 +76,22 @@ impl Worker {
             own_pid: std::process::id(),
             dropped_seen: 0,
             published: Vec::new(),
+            proc_root: PathBuf::from("/proc/self"),
+            stop: None,
         }
+    }
+
+    /// Read connections through `proc_root` and end when `stop` is set.
+    pub fn scoped(mut self, proc_root: PathBuf, stop: Arc<AtomicBool>) -> Worker {
+        self.proc_root = proc_root;
+        self.stop = Some(stop);
+        self
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
     fn event(&self, name: DiscoveryEvent) {
@@ -209,14 +230,12 @@ impl Worker {
             alive
         });
         let snapshot: Option<HashSet<u64>> = if tcp_snapshot && !self.settings.all_namespaces {
-            sockdiag::established(Path::new("/proc/self"))
-                .ok()
-                .map(|s| {
-                    sockdiag::to_conns(&s, self.netns, &HashMap::new())
-                        .into_iter()
-                        .map(|c| c.key)
-                        .collect()
-                })
+            sockdiag::established(&self.proc_root).ok().map(|s| {
+                sockdiag::to_conns(&s, self.netns, &HashMap::new())
+                    .into_iter()
+                    .map(|c| c.key)
+                    .collect()
+            })
         } else {
             None
         };
@@ -240,7 +259,7 @@ impl Worker {
         // connections that were already open when we attached (own
         // namespace; other namespaces are learned as they connect).
         if matches!(source, Source::Ebpf(_)) && !self.settings.all_namespaces {
-            match sockdiag::established(Path::new("/proc/self")) {
+            match sockdiag::established(&self.proc_root) {
                 Ok(s) => self.sync(&s, Instant::now(), DiscoveryEvent::Seed),
                 Err(e) => tracing::warn!("traffic discovery: cannot seed from /proc: {e:#}"),
             }
@@ -251,7 +270,7 @@ impl Worker {
         let mut next_reconcile = Instant::now() + Duration::from_secs(60);
         let mut source = source;
         let mut next_poll = Instant::now();
-        loop {
+        while !self.stopped() {
             let now = Instant::now();
             match &mut source {
                 Source::Ebpf(src) => {
@@ -283,7 +302,7 @@ impl Worker {
                 }
                 Source::Poll => {
                     if now >= next_poll {
-                        match sockdiag::established(Path::new("/proc/self")) {
+                        match sockdiag::established(&self.proc_root) {
                             Ok(s) => self.sync(&s, now, DiscoveryEvent::Poll),
                             Err(e) => {
                                 self.event(DiscoveryEvent::PollError);

@@ -10,6 +10,8 @@ use crate::sys::ebpf::{self, EbpfSource};
 use crate::sys::sock::local_addresses;
 use crate::telemetry::Metrics;
 use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Which source ended up active, and why.
@@ -32,12 +34,33 @@ skeletonhunter_common::labelled_enum! {
     }
 }
 
+/// A discovery that watches one container from inside its network
+/// namespace (started from a thread that entered it): it polls the
+/// namespace's connections and ends when `stop` is set.
+pub struct Scope {
+    /// Set to end the discovery thread.
+    pub stop: Arc<AtomicBool>,
+    /// The discovery thread's name.
+    pub thread: String,
+}
+
 /// Select the source (eBPF first in `auto` mode) and start discovery on its
 /// own thread, publishing into `peers`. Returns `None` when mode is `off`.
 pub fn spawn(
     settings: TrafficSettings,
     peers: PeerSet,
     metrics: Option<Arc<Metrics>>,
+) -> Result<Option<Active>> {
+    spawn_in(settings, peers, metrics, None)
+}
+
+/// [`spawn`], in a container's namespace when `scope` is given: polling
+/// only (the eBPF programs are the host's), through `/proc/thread-self`.
+pub fn spawn_in(
+    settings: TrafficSettings,
+    peers: PeerSet,
+    metrics: Option<Arc<Metrics>>,
+    scope: Option<Scope>,
 ) -> Result<Option<Active>> {
     let mut settings = settings;
     // Connections to our own addresses are local, never skeleton peers.
@@ -47,6 +70,10 @@ pub fn spawn(
         }
     }
     let netns = ebpf::own_netns().unwrap_or(0);
+    if scope.is_some() && settings.mode != Mode::Off {
+        settings.mode = Mode::Poll;
+        settings.all_namespaces = false;
+    }
     let (source, active) = match settings.mode {
         Mode::Off => {
             tracing::info!("traffic discovery: off (discovery.ebpf is false or mode: off)");
@@ -90,9 +117,14 @@ pub fn spawn(
         active.source.as_str(),
         active.reason
     );
-    let worker = Worker::new(settings, peers, metrics, netns);
+    let mut worker = Worker::new(settings, peers, metrics, netns);
+    let mut thread = "discovery".to_string();
+    if let Some(scope) = scope {
+        worker = worker.scoped(PathBuf::from("/proc/thread-self"), scope.stop);
+        thread = scope.thread;
+    }
     std::thread::Builder::new()
-        .name("discovery".into())
+        .name(thread)
         .spawn(move || worker.run(source))
         .context("spawn the discovery thread")?;
     Ok(Some(active))

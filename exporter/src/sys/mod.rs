@@ -10,6 +10,7 @@ pub mod completion;
 pub mod ebpf;
 pub mod eventfd;
 pub mod host;
+pub mod netns;
 pub mod poll;
 pub mod raw;
 pub mod snmp;

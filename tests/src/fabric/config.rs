@@ -23,6 +23,16 @@ pub(super) fn secs(d: Duration) -> String {
 /// The exporter's YAML configuration for `node`: its identity, its skeleton
 /// peers (static), short probe intervals, metrics on the management address.
 pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String {
+    exporter_config_traffic(fabric, node, opts, "  ebpf: false\n")
+}
+
+/// [`exporter_config`] with `traffic` as its `discovery.ebpf` lines.
+fn exporter_config_traffic(
+    fabric: &Fabric,
+    node: &Node,
+    opts: &StackOpts,
+    traffic: &str,
+) -> String {
     let id = &node.identity;
     let mut y = String::new();
     y.push_str(&format!(
@@ -65,7 +75,9 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
     if let Some(k) = opts.flows {
         y.push_str(&format!("  flows: {k}\n"));
     }
-    y.push_str("discovery:\n  ebpf: false\n  static:\n");
+    y.push_str("discovery:\n");
+    y.push_str(traffic);
+    y.push_str("  static:\n");
     for p in fabric.peers_of(node) {
         y.push_str(&format!(
             "    - {{address: \"{}\", name: \"{}\"}}\n",
@@ -73,6 +85,26 @@ pub fn exporter_config(fabric: &Fabric, node: &Node, opts: &StackOpts) -> String
         ));
     }
     y
+}
+
+/// The configuration of a host's one exporter ([`Fabric::underlay`]'s
+/// `host_node`) that also probes from inside the host's containers: the
+/// cgroups `pattern` selects under `root`, each container's peers learned
+/// from its own connections (polled every second; a connection open for 2 s
+/// makes a peer).
+pub fn container_host_config(
+    fabric: &Fabric,
+    host_node: &Node,
+    opts: &StackOpts,
+    pattern: &str,
+    root: &std::path::Path,
+) -> String {
+    let traffic = "  ebpf:\n    mode: poll\n    poll_interval: 1s\n    long_lived: 2s\n";
+    let y = exporter_config_traffic(fabric, host_node, opts, traffic);
+    format!(
+        "{y}containers:\n  cgroups: [\"{pattern}\"]\n  cgroup_root: \"{}\"\n  rescan: 1s\n",
+        root.display()
+    )
 }
 
 /// Prometheus configuration: every exporter by management address, the

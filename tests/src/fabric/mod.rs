@@ -38,7 +38,9 @@
 //! The folder: `topology` holds the shapes (spec, nodes, hosts, ToRs) and
 //! their lookups; `build` wires the namespaces and checks they route;
 //! `faults` injects and clears faults; `overlay` builds the VXLAN data
-//! plane ([`Fabric::overlay`]) and its faults; `noise` starves or pauses an
+//! plane ([`Fabric::overlay`]) and its faults; `containers` leaves
+//! container processes in cgroups for an exporter that probes from inside
+//! them; `noise` starves or pauses an
 //! exporter (a busy host, not a fault); `stack` starts the monitoring stack
 //! on top (`opts` says how, `shipped` reads the shipped timing), from the
 //! configs `config` writes; `alerts`
@@ -50,6 +52,7 @@ mod alerts;
 mod build;
 mod cleanup;
 mod config;
+mod containers;
 mod faults;
 mod flows;
 mod noise;
@@ -64,9 +67,10 @@ pub use alerts::AlertView;
 pub use build::reachable;
 pub use cleanup::remove_namespaces_of;
 pub use config::{
-    default_rule_files, exporter_config, kubernetes_target_labels, pair_detail_rule_files,
-    prometheus_config, shipped_rule_files,
+    container_host_config, default_rule_files, exporter_config, kubernetes_target_labels,
+    pair_detail_rule_files, prometheus_config, shipped_rule_files,
 };
+pub use containers::{cgroup2_root, Containers};
 pub use flows::{exporter_get, flow_traces, spines_by_pair, FlowTrace};
 pub use noise::{CpuQuota, Pauses};
 pub use opts::{StackOpts, Timing};

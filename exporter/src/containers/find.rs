@@ -1,0 +1,131 @@
+//! Finding the containers to probe from: the cgroup directories the
+//! configured globs select, one process in each, and that process's
+//! network namespace. A pod's containers share one namespace, so
+//! containers are keyed by it; a cgroup in the exporter's own namespace
+//! (host-network pods) has no container network to probe and is skipped.
+
+use crate::sys::netns::Namespaces;
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// At most this many containers are probed from (a thread each); the
+/// rest are logged and skipped until some end.
+pub const MAX_CONTAINERS: usize = 256;
+
+/// At most this many cgroup directories are read below one selected
+/// directory while looking for a process (a pod's containers are its
+/// children; nothing legitimate is deeper or wider).
+const MAX_WALK: usize = 64;
+
+/// A selected container, its namespaces held open.
+#[derive(Debug)]
+pub struct Found {
+    /// The selected cgroup directory, relative to the cgroup2 mount.
+    pub cgroup: PathBuf,
+    /// A process of it (the one whose namespaces were opened).
+    pub pid: u32,
+    /// Its network and UTS namespaces.
+    pub ns: Namespaces,
+}
+
+/// The first process id in the text of a `cgroup.procs` file.
+pub fn first_pid(procs: &str) -> Option<u32> {
+    procs.lines().find_map(|l| l.trim().parse().ok())
+}
+
+/// A process in `dir` or, breadth first, in the cgroups below it.
+fn process_in(dir: &Path) -> Option<u32> {
+    let mut queue = VecDeque::from([dir.to_path_buf()]);
+    let mut seen = 0;
+    while let Some(d) = queue.pop_front() {
+        seen += 1;
+        if seen > MAX_WALK {
+            return None;
+        }
+        if let Some(pid) = std::fs::read_to_string(d.join("cgroup.procs"))
+            .ok()
+            .as_deref()
+            .and_then(first_pid)
+        {
+            return Some(pid);
+        }
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            let mut children: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            children.sort();
+            queue.extend(children);
+        }
+    }
+    None
+}
+
+/// Every container `patterns` select under `root` (the cgroup2 mount),
+/// one per network namespace other than `own_net`, at most
+/// [`MAX_CONTAINERS`]. Unreadable directories and processes that ended
+/// between listing and opening are skipped (found again next scan).
+pub fn scan(root: &Path, patterns: &[glob::Pattern], own_net: u64) -> Vec<Found> {
+    let mut out = Vec::new();
+    let mut namespaces = HashSet::new();
+    for p in patterns {
+        let full = root.join(p.as_str());
+        let Ok(paths) = glob::glob(&full.to_string_lossy()) else {
+            continue;
+        };
+        for dir in paths.flatten().filter(|d| d.is_dir()) {
+            let Some(pid) = process_in(&dir) else {
+                continue;
+            };
+            let Ok(ns) = Namespaces::of(pid) else {
+                continue;
+            };
+            if ns.net_inode == own_net || !namespaces.insert(ns.net_inode) {
+                continue;
+            }
+            if out.len() == MAX_CONTAINERS {
+                tracing::warn!(
+                    max = MAX_CONTAINERS,
+                    cgroup = %dir.display(),
+                    "containers: too many selected; this one is not probed from"
+                );
+                continue;
+            }
+            let cgroup = dir.strip_prefix(root).unwrap_or(&dir).to_path_buf();
+            out.push(Found { cgroup, pid, ns });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_process_of_a_cgroup_skips_blank_and_bad_lines() {
+        assert_eq!(first_pid("\n 12\n13\n"), Some(12));
+        assert_eq!(first_pid("x\n7\n"), Some(7));
+        assert_eq!(first_pid(""), None);
+    }
+
+    #[test]
+    fn a_process_is_found_in_a_child_cgroup_and_the_own_namespace_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("sh-find-{}", std::process::id()));
+        let pod = dir.join("pods/pod-a");
+        std::fs::create_dir_all(pod.join("ctr-1")).unwrap();
+        std::fs::write(pod.join("cgroup.procs"), "").unwrap();
+        let me = std::process::id();
+        std::fs::write(pod.join("ctr-1/cgroup.procs"), format!("{me}\n")).unwrap();
+        assert_eq!(process_in(&pod), Some(me));
+        let pats = [glob::Pattern::new("pods/*").unwrap()];
+        let own = crate::sys::netns::own_net_inode().unwrap();
+        assert!(scan(&dir, &pats, own).is_empty(), "own namespace");
+        let found = scan(&dir, &pats, own + 1);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].cgroup, Path::new("pods/pod-a"));
+        assert_eq!(found[0].pid, me);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

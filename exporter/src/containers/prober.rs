@@ -1,0 +1,174 @@
+//! One container probed from: a thread that enters the container's
+//! network and UTS namespaces, takes the container's host name as its
+//! node, and runs the probing half of an exporter there ([`crate::stack`])
+//! on a runtime of its own — responders that answer the container's peers,
+//! probers whose packets cross the container's virtual port, switch and
+//! tunnel, and a discovery that polls the container's own connections for
+//! its skeleton peers. Its series carry the container's identity; they are
+//! removed when the thread ends.
+
+use crate::config::Config;
+use crate::discovery::traffic_source::{self, Scope};
+use crate::discovery::PeerSet;
+use crate::responder::Leaving;
+use crate::stack::{self, Shutdown};
+use crate::sys::netns;
+use crate::telemetry::Metrics;
+use anyhow::{Context as _, Result};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use tokio::task::JoinSet;
+
+use super::find::Found;
+
+/// A running container prober.
+pub struct Handle {
+    /// The selected cgroup (for the log).
+    pub cgroup: std::path::PathBuf,
+    stop: Shutdown,
+    discovery_stop: Arc<AtomicBool>,
+    /// The UDP responder's departure flag, once it runs.
+    leaving: Arc<Mutex<Option<Leaving>>>,
+    thread: JoinHandle<()>,
+}
+
+impl Handle {
+    /// Stop the prober (its series go when its thread ends).
+    pub fn stop(&self) {
+        self.discovery_stop.store(true, Ordering::Relaxed);
+        self.stop.trigger();
+    }
+
+    /// From now on the container's replies say it is leaving.
+    pub fn announce_leaving(&self) {
+        if let Some(l) = lock(&self.leaving).as_ref() {
+            l.announce();
+        }
+    }
+
+    /// Whether the thread has ended (stopped, not selected, or failed).
+    pub fn ended(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The configuration a container's prober runs with: the host's probe
+/// settings and traffic filters, the container's host name as its node,
+/// responders on the host's ports on every address of the container, and
+/// no peers but those its own traffic shows (static, DNS and ToR-mesh
+/// peers are the host's).
+pub fn container_config(host: &Config, name: &str) -> Config {
+    let mut c = host.clone();
+    c.identity.node = name.to_string();
+    let any = |a: SocketAddr| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port());
+    c.udp_listen = host.udp_listen.map(any);
+    c.tcp_listen = host.tcp_listen.map(any);
+    c.static_peers.clear();
+    c.dns.clear();
+    c.tor_mesh = None;
+    c.containers = Default::default();
+    c
+}
+
+/// Start probing from `found` on a thread of its own.
+pub fn start(found: Found, host: Arc<Config>, metrics: Arc<Metrics>) -> Result<Handle> {
+    let stop = Shutdown::default();
+    let discovery_stop = Arc::new(AtomicBool::new(false));
+    let leaving = Arc::new(Mutex::new(None));
+    let cgroup = found.cgroup.clone();
+    let thread = {
+        let (stop, discovery_stop, leaving) =
+            (stop.clone(), discovery_stop.clone(), leaving.clone());
+        std::thread::Builder::new()
+            .name(format!("ctr-{}", found.pid))
+            .spawn(move || {
+                let cgroup = found.cgroup.display().to_string();
+                if let Err(e) = run(found, &host, &metrics, stop, discovery_stop, leaving) {
+                    tracing::warn!(%cgroup, "containers: not probing from this container: {e:#}");
+                }
+            })
+            .context("spawn a container prober thread")?
+    };
+    Ok(Handle {
+        cgroup,
+        stop,
+        discovery_stop,
+        leaving,
+        thread,
+    })
+}
+
+fn run(
+    found: Found,
+    host: &Config,
+    metrics: &Metrics,
+    stop: Shutdown,
+    discovery_stop: Arc<AtomicBool>,
+    leaving: Arc<Mutex<Option<Leaving>>>,
+) -> Result<()> {
+    netns::enter(&found.ns).context("enter its namespaces")?;
+    let name = netns::hostname().context("read its host name")?;
+    if !host.containers.selects(&name) {
+        tracing::info!(
+            cgroup = %found.cgroup.display(),
+            name,
+            "containers: host name not selected (containers.hostnames)"
+        );
+        return Ok(());
+    }
+    let cfg = container_config(host, &name);
+    let view = Arc::new(metrics.view(&cfg.identity));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("build its runtime")?;
+    let outcome = rt.block_on(serve(&cfg, &view, stop, discovery_stop.clone(), leaving));
+    drop(rt);
+    discovery_stop.store(true, Ordering::Relaxed);
+    view.retire();
+    tracing::info!(node = %name, cgroup = %found.cgroup.display(), "containers: stopped probing from this container");
+    outcome
+}
+
+async fn serve(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+    stop: Shutdown,
+    discovery_stop: Arc<AtomicBool>,
+    leaving: Arc<Mutex<Option<Leaving>>>,
+) -> Result<()> {
+    let peers = PeerSet::new(None);
+    let mut responders = stack::bind_responders(cfg).await?;
+    let probers = stack::start_probers(cfg, metrics)?;
+    let mut tasks = JoinSet::new();
+    *lock(&leaving) = stack::spawn_responders(
+        cfg,
+        &peers,
+        &mut responders,
+        metrics,
+        &probers,
+        &stop,
+        &mut tasks,
+    );
+    let scope = Scope {
+        stop: discovery_stop,
+        thread: format!("disc-{}", cfg.identity.node),
+    };
+    traffic_source::spawn_in(
+        cfg.ebpf.clone(),
+        peers.clone(),
+        Some(metrics.clone()),
+        Some(scope),
+    )?;
+    tracing::info!(node = %cfg.identity.node, "containers: probing from this container");
+    let scheduler = stack::scheduler(cfg, probers, peers, metrics.clone());
+    scheduler.run(stop.stopped()).await;
+    tasks.shutdown().await;
+    Ok(())
+}

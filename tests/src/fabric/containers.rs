@@ -1,0 +1,133 @@
+//! Training containers as a container runtime leaves them on a host, for
+//! an exporter that probes from inside each one: a process in the
+//! container's network namespace and a UTS namespace of its own (its host
+//! name is the container's name, as a pod's is), placed in a cgroup of
+//! its own under one cgroup per host — the layout the exporter's
+//! `containers.cgroups` globs select. The container runtime itself cannot
+//! run here; this is its result. Dropping [`Containers`] kills the
+//! processes and removes the cgroups.
+
+use super::topology::{Fabric, Node};
+use crate::process::{wait_until, ChildGuard};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The cgroup2 mount of this machine.
+pub fn cgroup2_root() -> Result<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts")?;
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && f[2] == "cgroup2").then(|| PathBuf::from(f[1]))
+        })
+        .context("no cgroup2 hierarchy is mounted")
+}
+
+/// The containers started, by name.
+pub struct Containers {
+    /// The cgroup2 mount.
+    pub root: PathBuf,
+    /// This set's cgroup, relative to `root`: `<base>/<host>/<container>`.
+    pub base: String,
+    procs: BTreeMap<String, ChildGuard>,
+}
+
+impl Containers {
+    /// Start a container process for each of `nodes`.
+    pub fn start(fabric: &Fabric, nodes: &[&Node]) -> Result<Containers> {
+        let root = cgroup2_root()?;
+        let base = format!("skeletonhunter-test-{}", std::process::id());
+        let mut set = Containers {
+            root,
+            base,
+            procs: BTreeMap::new(),
+        };
+        for n in nodes {
+            set.start_one(fabric, n)?;
+        }
+        Ok(set)
+    }
+
+    /// The glob that selects the containers of `host` (for its exporter's
+    /// `containers.cgroups`).
+    pub fn pattern(&self, host: &str) -> String {
+        format!("{}/{host}/*", self.base)
+    }
+
+    fn dir(&self, host: &str, name: &str) -> PathBuf {
+        self.root.join(&self.base).join(host).join(name)
+    }
+
+    fn start_one(&mut self, fabric: &Fabric, node: &Node) -> Result<()> {
+        let name = node.identity.node.clone();
+        let host = fabric.host_of(node).name.clone();
+        let dir = self.dir(&host, &name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let mut cmd = node.ns.net_command("unshare");
+        let script = format!("hostname {name} && exec sleep 3600");
+        cmd.args(["--uts", "sh", "-c", &script]);
+        let child = ChildGuard::spawn(&format!("container-{name}"), cmd)?;
+        let pid = child.pid();
+        // Into its cgroup only once it is in its namespaces with its name
+        // set (`sleep` runs), so the exporter never sees it half made.
+        let comm = Path::new("/proc").join(pid.to_string()).join("comm");
+        wait_until(
+            &format!("container {name} started"),
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            || {
+                let c = std::fs::read_to_string(&comm).ok()?;
+                (c.trim() == "sleep").then_some(())
+            },
+        )?;
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+            .with_context(|| format!("move {pid} into {}", dir.display()))?;
+        self.procs.insert(name, child);
+        Ok(())
+    }
+
+    /// End the container `name` (its process killed, its cgroup removed),
+    /// as a finished job's container ends.
+    pub fn end(&mut self, fabric: &Fabric, name: &str) -> Result<()> {
+        let Some(mut child) = self.procs.remove(name) else {
+            bail!("no container {name}");
+        };
+        child.terminate(Duration::from_secs(5))?;
+        let host = fabric.host_of(fabric.node(name)?).name.clone();
+        remove_when_empty(&self.dir(&host, name))
+    }
+}
+
+/// Remove a cgroup directory; its processes may take a moment to leave.
+fn remove_when_empty(dir: &Path) -> Result<()> {
+    wait_until(
+        &format!("remove {}", dir.display()),
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || (std::fs::remove_dir(dir).is_ok() || !dir.exists()).then_some(()),
+    )
+}
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        for (_, mut c) in std::mem::take(&mut self.procs) {
+            let _ = c.terminate(Duration::from_secs(5));
+        }
+        // Leaves first: a cgroup with children cannot be removed.
+        let base = self.root.join(&self.base);
+        if let Ok(hosts) = std::fs::read_dir(&base) {
+            for h in hosts.flatten() {
+                if let Ok(ctrs) = std::fs::read_dir(h.path()) {
+                    for c in ctrs.flatten().filter(|c| c.path().is_dir()) {
+                        let _ = remove_when_empty(&c.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(h.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&base);
+    }
+}
