@@ -33,7 +33,7 @@ COPY --from=build /out/ /usr/local/bin/
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libibverbs1 ibverbs-providers libcap2-bin ca-certificates \
- && setcap cap_net_raw,cap_bpf,cap_perfmon,cap_dac_read_search+ep /usr/local/bin/skeletonhunter-exporter \
+ && setcap cap_net_raw,cap_bpf,cap_perfmon,cap_dac_read_search,cap_sys_admin,cap_sys_ptrace+ep /usr/local/bin/skeletonhunter-exporter \
  && apt-get purge -y libcap2-bin && apt-get autoremove -y \
  && rm -rf /var/lib/apt/lists/* \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} +

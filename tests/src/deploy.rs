@@ -429,31 +429,6 @@ pub fn tool(tool: &str, args: &[&str], dir: &Path) -> Result<ToolOutput> {
     run_tool(tool, args, Some(dir))
 }
 
-/// Capability names as the kernel spells them (`CAP_NET_RAW`), sorted, from
-/// any of the spellings in our files: `NET_RAW`, `cap_net_raw`, `+net_raw`.
-pub fn caps(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<String> {
-    let mut out: Vec<String> = names
-        .into_iter()
-        .map(|n| {
-            n.as_ref()
-                .trim()
-                .trim_start_matches('+')
-                .to_ascii_uppercase()
-        })
-        .filter(|n| !n.is_empty())
-        .map(|n| {
-            if n.starts_with("CAP_") {
-                n
-            } else {
-                format!("CAP_{n}")
-            }
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
 /// The label names of the README's metric table (the exporter's series).
 pub fn exposed_labels() -> Result<BTreeSet<String>> {
     let readme = read("README.md")?;
@@ -491,95 +466,9 @@ pub fn exposed_labels() -> Result<BTreeSet<String>> {
     Ok(out)
 }
 
-/// The capabilities documented as needed at start: the `setpriv` example
-/// of docs/operations.md, "Privileges".
-pub fn documented_caps() -> Result<Vec<String>> {
-    let doc = read("docs/operations.md")?;
-    let line = doc
-        .lines()
-        .find(|l| l.contains("--ambient-caps="))
-        .context("docs/operations.md: no setpriv --ambient-caps line")?;
-    let list = line
-        .split("--ambient-caps=")
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .next()
-        .unwrap_or("");
-    Ok(caps(list.split(',').filter(|c| c.starts_with('+'))))
-}
-
-/// The last value of `key=` in a systemd unit.
-pub fn unit_value(unit: &str, key: &str) -> Option<String> {
-    let prefix = format!("{key}=");
-    unit.lines()
-        .filter_map(|l| l.strip_prefix(&prefix))
-        .next_back()
-        .map(String::from)
-}
-
-/// The run-time contract the Dockerfile states.
-#[derive(Debug)]
-pub struct Image {
-    /// Numeric user of the last `USER`.
-    pub uid: u64,
-    /// Numeric group of the last `USER`.
-    pub gid: u64,
-    /// The exporter's file capabilities (`setcap`), normalised by [`caps`].
-    pub caps: Vec<String>,
-    /// `EXPOSE` entries, like `9466/udp`.
-    pub expose: Vec<String>,
-}
-
-/// The Dockerfile's last `USER`, its `setcap` list and its `EXPOSE` ports.
-pub fn dockerfile_contract() -> Result<Image> {
-    let df = read("Dockerfile")?;
-    let user = df
-        .lines()
-        .filter_map(|l| l.strip_prefix("USER "))
-        .next_back()
-        .context("no USER")?;
-    let (u, g) = user.trim().split_once(':').context("USER uid:gid")?;
-    let setcap = df.split("setcap ").nth(1).context("no setcap")?;
-    let list = setcap
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .trim_end_matches("+ep");
-    Ok(Image {
-        uid: u.parse().context("numeric USER uid")?,
-        gid: g.parse().context("numeric USER gid")?,
-        caps: caps(list.split(',')),
-        expose: df
-            .lines()
-            .filter_map(|l| l.strip_prefix("EXPOSE "))
-            .flat_map(|l| l.split_whitespace().map(String::from))
-            .collect(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn caps_normalise_every_spelling() {
-        assert_eq!(
-            caps([
-                "NET_RAW",
-                "+bpf",
-                "cap_perfmon",
-                " CAP_DAC_READ_SEARCH",
-                "net_raw"
-            ]),
-            [
-                "CAP_BPF",
-                "CAP_DAC_READ_SEARCH",
-                "CAP_NET_RAW",
-                "CAP_PERFMON"
-            ]
-        );
-    }
 
     #[test]
     fn indent_keeps_empty_lines_empty() {

@@ -15,6 +15,7 @@
 pub mod sys;
 
 pub mod browser;
+pub mod contract;
 pub mod dashboards;
 pub mod deploy;
 pub mod exporter;

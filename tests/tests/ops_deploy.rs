@@ -13,7 +13,10 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::RESERVED_TARGET_LABELS;
-use skeletonhunter_tests::deploy::{self, caps, find, manifests, read};
+use skeletonhunter_tests::contract::{
+    self, caps, dockerfile_contract, documented_caps, documented_container_caps, unit_value, Image,
+};
+use skeletonhunter_tests::deploy::{self, find, manifests, read};
 use skeletonhunter_tests::exporter;
 use skeletonhunter_tests::process::bin_path;
 use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
@@ -305,20 +308,22 @@ fn monitors_scrape_what_the_rules_expect() -> Result<()> {
 }
 
 /// Image, DaemonSet, Deployment, systemd units and docs agree: a numeric
-/// non-root user, the documented capabilities and no others, every
-/// capability dropped from the localizer, read-only root file systems,
-/// mounts for the tracefs paths the exporter reads, exposed ports.
+/// non-root user, the documented capabilities (containers' too but in the
+/// host's unit) and no others, every capability dropped from the localizer,
+/// read-only root file systems, the exporter's mounts, exposed ports.
 #[test]
 fn image_manifests_and_units_agree_on_the_runtime_contract() -> Result<()> {
-    let deploy::Image {
+    let Image {
         uid,
         gid,
         caps: file_caps,
         expose,
-    } = deploy::dockerfile_contract()?;
+    } = dockerfile_contract()?;
     assert!(uid != 0 && gid != 0, "USER must not be root");
-    let want = deploy::documented_caps()?;
-    assert_eq!(want.len(), 4, "{want:?}");
+    let host_caps = documented_caps()?;
+    assert_eq!(host_caps.len(), 4, "{host_caps:?}");
+    let want = caps(host_caps.iter().chain(&documented_container_caps()?));
+    assert_eq!(want.len(), 6, "{want:?}");
     assert_eq!(file_caps, want, "Dockerfile setcap vs docs/operations.md");
 
     let objs = manifests()?;
@@ -356,19 +361,19 @@ fn image_manifests_and_units_agree_on_the_runtime_contract() -> Result<()> {
 
     let unit = read("deploy/systemd/skeletonhunter-exporter.service")?;
     for key in ["AmbientCapabilities", "CapabilityBoundingSet"] {
-        let v = deploy::unit_value(&unit, key).with_context(|| format!("exporter unit: {key}"))?;
-        assert_eq!(caps(v.split_whitespace()), want, "exporter unit {key}");
+        let v = unit_value(&unit, key).with_context(|| format!("exporter unit: {key}"))?;
+        assert_eq!(caps(v.split_whitespace()), host_caps, "exporter unit {key}");
     }
     let unit = read("deploy/systemd/skeletonhunter-localizer.service")?;
     for key in ["AmbientCapabilities", "CapabilityBoundingSet"] {
         assert_eq!(
-            deploy::unit_value(&unit, key).as_deref(),
+            unit_value(&unit, key).as_deref(),
             Some(""),
             "localizer unit {key}"
         );
     }
 
-    check_tracefs_mounts(ds)?;
+    check_exporter_mounts(ds, &objs)?;
     let mut ports: Vec<String> = [ds, dep]
         .iter()
         .map(|w| container(w))
@@ -390,39 +395,28 @@ fn image_manifests_and_units_agree_on_the_runtime_contract() -> Result<()> {
     Ok(())
 }
 
-/// Every `/sys/...` path the exporter's sources read is mounted into the
-/// DaemonSet, but tracefs' debugfs fallback (for kernels without tracefs)
-/// and the container's own cgroup (`/sys/fs/cgroup`: runtimes mount it).
-fn check_tracefs_mounts(ds: &Value) -> Result<()> {
+/// The DaemonSet mounts every `/sys` path the exporter reads, and what its
+/// `containers` section needs: the cgroup root and the host's PID namespace.
+fn check_exporter_mounts(ds: &Value, objs: &[Value]) -> Result<()> {
     let mounts: Vec<String> = container(ds)?["volumeMounts"]
         .as_array()
         .context("volumeMounts")?
         .iter()
         .filter_map(|m| m["mountPath"].as_str().map(String::from))
         .collect();
-    let mut paths = BTreeSet::new();
-    for e in std::fs::read_dir(repo_root().join("exporter/src/sys"))? {
-        let path = e?.path();
-        if !path.is_file() {
-            continue;
-        }
-        let text = std::fs::read_to_string(path)?;
-        for piece in text.split('"').skip(1).step_by(2) {
-            if piece.starts_with("/sys/") {
-                paths.insert(piece.to_string());
-            }
-        }
-    }
-    assert!(paths.contains("/sys/kernel/tracing"), "{paths:?}");
-    for p in paths
-        .iter()
-        .filter(|p| *p != "/sys/kernel/debug/tracing" && !p.starts_with("/sys/fs/cgroup"))
-    {
-        assert!(
-            mounts.iter().any(|m| p.starts_with(m.as_str())),
-            "{p} not mounted: {mounts:?}"
-        );
-    }
+    contract::check_sys_mounts(&mounts)?;
+    let cm = find(objs, "ConfigMap", EXPORTER)?;
+    let cfg: Value = yaml_serde::from_str(cm["data"]["exporter.yaml"].as_str().context("cfg")?)?;
+    let root = cfg["containers"]["cgroup_root"].as_str();
+    let root = root.context("the shipped exporter probes from containers")?;
+    assert!(
+        mounts.iter().any(|m| m == root),
+        "{root} not mounted: {mounts:?}"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["hostPID"], true,
+        "containers need hostPID"
+    );
     Ok(())
 }
 

@@ -10,7 +10,8 @@
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, dockerfile_contract, require_tool};
+use skeletonhunter_tests::contract::{self, dockerfile_contract};
+use skeletonhunter_tests::deploy::{self, require_tool};
 use skeletonhunter_tests::process::{bin_path, run_tool};
 use skeletonhunter_tests::repo::repo_root;
 use skeletonhunter_tests::require_privileges;
@@ -79,7 +80,7 @@ fn file_caps(file: &Path) -> Result<Vec<String>> {
         return Ok(Vec::new());
     };
     assert!(list.ends_with("=ep"), "{file:?}: {list} is not =ep");
-    Ok(deploy::caps(list.trim_end_matches("=ep").split(',')))
+    Ok(contract::caps(list.trim_end_matches("=ep").split(',')))
 }
 
 /// Check the image's config (`skopeo inspect`) against the Dockerfile.

@@ -262,8 +262,9 @@ fn udp_pair(f: &Fabric, exporter: &Node, src: &str, dst: &str) -> Option<(f64, f
 /// each training container: the container on host A finds its peer on
 /// host B from its own open connection and probes it across the overlay
 /// under its own name, beside the host's underlay probes; a fault on the
-/// container's switch port shows on its series only; and when the
-/// container ends its series leave the exporter.
+/// container's switch port shows on its series only; a container without
+/// training connections is not probed from; and when the container ends
+/// its series leave the exporter.
 #[test]
 fn one_exporter_per_host_probes_from_inside_each_container() {
     if !require_privileges("one_exporter_per_host_probes_from_inside_each_container") {
@@ -271,7 +272,9 @@ fn one_exporter_per_host_probes_from_inside_each_container() {
     }
     let f = Fabric::overlay(FabricSpec::default()).expect("build the overlay fabric");
     let (a, b) = (f.node("t0-h0-c0").unwrap(), f.node("t1-h2-c0").unwrap());
-    let mut ctrs = Containers::start(&f, &[a, b]).expect("start the containers");
+    // a's sibling holds no connection: not a training container.
+    let idle = f.node("t0-h0-c1").unwrap();
+    let mut ctrs = Containers::start(&f, &[a, b, idle]).expect("start the containers");
     // A training connection, b to a, held open for the whole test.
     let a_ip = a.data_ip;
     let listener =

@@ -2,9 +2,16 @@
 //! configured globs select, one process in each, and that process's
 //! network namespace. A pod's containers share one namespace, so
 //! containers are keyed by it; a cgroup in the exporter's own namespace
-//! (host-network pods) has no container network to probe and is skipped.
+//! (host-network pods) has no container network to probe and is skipped,
+//! and so is a container without training traffic: it is probed from once
+//! it holds a connection the traffic discovery's filters count (its own
+//! `net/tcp{,6}`, read through its process), so a selection as wide as
+//! "every pod" probes from the training pods only.
 
+use crate::discovery::sockdiag;
+use crate::model::traffic::Filter;
 use crate::sys::netns::Namespaces;
+use std::collections::HashMap;
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -62,11 +69,36 @@ fn process_in(dir: &Path) -> Option<u32> {
     None
 }
 
+/// Whether the network namespace of `pid` holds an established connection
+/// that `filter` counts (its cgroup filter aside: the container is chosen
+/// by cgroup already).
+pub fn has_training_traffic(pid: u32, filter: &Filter) -> bool {
+    sockdiag::established(&Path::new("/proc").join(pid.to_string()))
+        .is_ok_and(|sockets| counts_any(&sockets, filter))
+}
+
+/// Whether `filter` counts one of `sockets` (its cgroup filter aside).
+fn counts_any(sockets: &[sockdiag::Socket], filter: &Filter) -> bool {
+    let filter = Filter {
+        cgroups: Default::default(),
+        ..filter.clone()
+    };
+    sockdiag::to_conns(sockets, 0, &HashMap::new())
+        .iter()
+        .any(|c| filter.check(c).is_ok())
+}
+
 /// Every container `patterns` select under `root` (the cgroup2 mount),
-/// one per network namespace other than `own_net`, at most
+/// one per network namespace other than `own_net`, whose process `traffic`
+/// says has training traffic ([`has_training_traffic`]), at most
 /// [`MAX_CONTAINERS`]. Unreadable directories and processes that ended
 /// between listing and opening are skipped (found again next scan).
-pub fn scan(root: &Path, patterns: &[glob::Pattern], own_net: u64) -> Vec<Found> {
+pub fn scan(
+    root: &Path,
+    patterns: &[glob::Pattern],
+    own_net: u64,
+    traffic: impl Fn(u32) -> bool,
+) -> Vec<Found> {
     let mut out = Vec::new();
     let mut namespaces = HashSet::new();
     for p in patterns {
@@ -82,6 +114,9 @@ pub fn scan(root: &Path, patterns: &[glob::Pattern], own_net: u64) -> Vec<Found>
                 continue;
             };
             if ns.net_inode == own_net || !namespaces.insert(ns.net_inode) {
+                continue;
+            }
+            if !traffic(pid) {
                 continue;
             }
             if out.len() == MAX_CONTAINERS {
@@ -111,6 +146,32 @@ mod tests {
     }
 
     #[test]
+    fn training_traffic_is_what_the_discovery_filter_counts() {
+        let sock = |remote: &str, remote_port| sockdiag::Socket {
+            local: "198.18.100.10".parse().unwrap(),
+            local_port: 40000,
+            remote: remote.parse().unwrap(),
+            remote_port,
+            inode: 1,
+        };
+        let f = Filter {
+            exclude_ports: vec!["443".parse().unwrap()],
+            cgroups: [7].into(),
+            ..Filter::default()
+        };
+        assert!(
+            counts_any(&[sock("198.18.100.11", 29500)], &f),
+            "cgroup filter aside"
+        );
+        assert!(
+            !counts_any(&[sock("198.18.100.11", 443)], &f),
+            "an excluded port"
+        );
+        assert!(!counts_any(&[sock("127.0.0.1", 29500)], &f), "loopback");
+        assert!(!counts_any(&[], &f), "no connection");
+    }
+
+    #[test]
     fn a_process_is_found_in_a_child_cgroup_and_the_own_namespace_is_skipped() {
         let dir = std::env::temp_dir().join(format!("sh-find-{}", std::process::id()));
         let pod = dir.join("pods/pod-a");
@@ -121,8 +182,12 @@ mod tests {
         assert_eq!(process_in(&pod), Some(me));
         let pats = [glob::Pattern::new("pods/*").unwrap()];
         let own = crate::sys::netns::own_net_inode().unwrap();
-        assert!(scan(&dir, &pats, own).is_empty(), "own namespace");
-        let found = scan(&dir, &pats, own + 1);
+        assert!(scan(&dir, &pats, own, |_| true).is_empty(), "own namespace");
+        assert!(
+            scan(&dir, &pats, own + 1, |_| false).is_empty(),
+            "no traffic"
+        );
+        let found = scan(&dir, &pats, own + 1, |p| p == me);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].cgroup, Path::new("pods/pod-a"));
         assert_eq!(found[0].pid, me);

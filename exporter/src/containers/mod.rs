@@ -109,9 +109,12 @@ pub async fn run(
             _ = &mut stopped => break,
             _ = tick.tick() => {}
         }
-        let (r, patterns) = (root.clone(), cfg.containers.cgroups.clone());
-        let Ok(found) = tokio::task::spawn_blocking(move || find::scan(&r, &patterns, own)).await
-        else {
+        let (r, c) = (root.clone(), cfg.clone());
+        let scan = move || {
+            let traffic = |pid| find::has_training_traffic(pid, &c.ebpf.filter);
+            find::scan(&r, &c.containers.cgroups, own, traffic)
+        };
+        let Ok(found) = tokio::task::spawn_blocking(scan).await else {
             continue;
         };
         rescan(&cfg, &metrics, &running, found);
