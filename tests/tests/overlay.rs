@@ -148,6 +148,7 @@ fn paged(stack: &Stack, what: &str, want: &Expect, wrong: &[(&str, String)]) {
 
 /// Wait until no component alert is left (the fault removed).
 fn quiet(stack: &Stack, what: &str) {
+    let t0 = std::time::Instant::now();
     wait_until(
         what,
         Duration::from_secs(180),
@@ -155,15 +156,18 @@ fn quiet(stack: &Stack, what: &str) {
         || stack.component_alerts().ok().filter(Vec::is_empty),
     )
     .unwrap_or_else(|e| panic!("{e:#}; alerts: {:#?}", stack.component_alerts()));
+    println!("{what} after {:.1} s", t0.elapsed().as_secs_f64());
 }
 
-/// The whole loop on the overlay fabric: an exporter in every container
-/// (the overlay plane) and one in every host's namespace (the underlay,
-/// host NIC to host NIC). A host's tunnel blocked is paged as its virtual
-/// switch, a container's switch port dropping everything as its virtual
-/// port — both on layer `overlay`, never as the host's NIC or host; the
-/// host's uplink cut, which both planes see, as its NIC on layer
-/// `underlay`, and 30 % loss at a ToR as the ToR, `underlay`.
+/// The whole loop on the overlay fabric, deployed as the shipped DaemonSet
+/// is: one exporter per host, probing host NIC to host NIC (the underlay)
+/// and from inside each of its containers to the containers they hold
+/// training connections with (the overlay). A host's tunnel blocked is
+/// paged as its virtual switch; a container's switch port dropping
+/// everything, or every other host's forwarding entry for it deleted, as
+/// its virtual port — on layer `overlay`, never as the host's NIC or host;
+/// the host's uplink cut, which both planes see, as its NIC on layer
+/// `underlay`; 30 % loss at a ToR as the ToR, `underlay`.
 #[test]
 fn each_fault_is_paged_on_its_own_layer() {
     if !require_privileges("each_fault_is_paged_on_its_own_layer") {
@@ -174,6 +178,7 @@ fn each_fault_is_paged_on_its_own_layer() {
         Some(bin_path("skeletonhunter-localizer")),
     );
     opts.data_plane = DataPlane::Vxlan;
+    opts.from_containers = true;
     let mut stack = Stack::start(&opts).expect("start the stack");
     stack
         .wait_healthy(Duration::from_secs(90))
@@ -209,6 +214,30 @@ fn each_fault_is_paged_on_its_own_layer() {
     paged(&stack, "switch port dropping", &vport, &wrong);
     f.port_loss(node, 0).expect("port fault undone");
     quiet(&stack, "the port's alert resolved");
+
+    // The control plane forgets where the container lives: every other
+    // host's forwarding entry for it deleted. Its underlay is clean; its
+    // virtual port is the one component on every failing path.
+    // Another container than the port's, which may still be flapping.
+    let forgotten = f.node("t0-h0-c1").expect("node");
+    let its_host = f.host_of(forgotten);
+    for h in f.hosts.iter().filter(|h| h.name != its_host.name) {
+        f.forwarding_entry(h, forgotten, false)
+            .expect("delete the entry");
+    }
+    let vport = Expect {
+        kind: "vport",
+        component: forgotten.identity.node.clone(),
+        layer: "overlay",
+    };
+    let wrong = [
+        ("node", forgotten.identity.node.clone()),
+        ("host", its_host.name.clone()),
+        ("nic", its_host.nic_ip.to_string()),
+    ];
+    paged(&stack, "forwarding entries deleted", &vport, &wrong);
+    f.clear_faults().expect("entries written back");
+    quiet(&stack, "the entries' alert resolved");
 
     f.host_link(host, false).expect("cut the uplink");
     let nic_down = Expect {

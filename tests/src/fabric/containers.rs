@@ -11,6 +11,7 @@ use super::topology::{Fabric, Node};
 use crate::process::{wait_until, ChildGuard};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,6 +27,10 @@ pub fn cgroup2_root() -> Result<PathBuf> {
         .context("no cgroup2 hierarchy is mounted")
 }
 
+/// The port every container's training connections are made to
+/// (torch.distributed's rendezvous port).
+pub const TRAINING_PORT: u16 = 29500;
+
 /// The containers started, by name.
 pub struct Containers {
     /// The cgroup2 mount.
@@ -33,6 +38,8 @@ pub struct Containers {
     /// This set's cgroup, relative to `root`: `<base>/<host>/<container>`.
     pub base: String,
     procs: BTreeMap<String, ChildGuard>,
+    /// Training connections held open (both ends).
+    links: Vec<TcpStream>,
 }
 
 impl Containers {
@@ -44,9 +51,42 @@ impl Containers {
             root,
             base,
             procs: BTreeMap::new(),
+            links: Vec::new(),
         };
         for n in nodes {
             set.start_one(fabric, n)?;
+        }
+        Ok(set)
+    }
+
+    /// A container for every node of `fabric`, each holding a training
+    /// connection to each of its skeleton peers ([`Fabric::skeleton_peers`]),
+    /// as a job's ranks do: what their probers learn their peers from.
+    pub fn start_jobs(fabric: &Fabric) -> Result<Containers> {
+        let nodes: Vec<&Node> = fabric.nodes.iter().collect();
+        let mut set = Containers::start(fabric, &nodes)?;
+        let mut listeners = Vec::new();
+        for n in &nodes {
+            let ip = n.data_ip;
+            let l =
+                n.ns.run_in(move || TcpListener::bind((ip, TRAINING_PORT)))??;
+            listeners.push(l);
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            for p in fabric.skeleton_peers(n) {
+                let j = nodes
+                    .iter()
+                    .position(|m| m.identity.node == p.identity.node);
+                let j = j.context("skeleton peer not in the fabric")?;
+                if j < i {
+                    continue;
+                }
+                let ip = p.data_ip;
+                let c =
+                    n.ns.run_in(move || TcpStream::connect((ip, TRAINING_PORT)))??;
+                let (s, _) = listeners[j].accept()?;
+                set.links.extend([c, s]);
+            }
         }
         Ok(set)
     }
@@ -113,6 +153,7 @@ fn remove_when_empty(dir: &Path) -> Result<()> {
 
 impl Drop for Containers {
     fn drop(&mut self) {
+        self.links.clear();
         for (_, mut c) in std::mem::take(&mut self.procs) {
             let _ = c.terminate(Duration::from_secs(5));
         }

@@ -56,6 +56,11 @@ pub struct StackOpts {
     /// and so hides the cgroup hierarchy: an exporter then sees its own
     /// CPU throttling, as it does in a container.
     pub exporters_see_cgroups: bool,
+    /// One exporter per host (the overlay fabric only), probing from inside
+    /// each of its containers as the shipped DaemonSet does, instead of one
+    /// exporter in every container: the containers are processes in
+    /// cgroups ([`super::Containers`]) holding their training connections.
+    pub from_containers: bool,
 }
 
 impl StackOpts {
@@ -76,6 +81,7 @@ impl StackOpts {
             localizer_args: Vec::new(),
             flows: None,
             exporters_see_cgroups: false,
+            from_containers: false,
         }
     }
 

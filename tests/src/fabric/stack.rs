@@ -3,9 +3,10 @@
 
 use super::alerts::AlertView;
 use super::config::{
-    exporter_config, prometheus_config, prometheus_config_of, secs, shipped_alertmanager_files,
+    container_host_config, exporter_config, prometheus_config_of, secs, shipped_alertmanager_files,
     shipped_rule_files,
 };
+use super::containers::Containers;
 use super::opts::{StackOpts, Timing};
 use super::ports;
 use super::topology::{DataPlane, Fabric, Node};
@@ -29,12 +30,16 @@ pub struct Stack {
     pub localizer: Option<ChildGuard>,
     /// One exporter per node, in `fabric.nodes` order (without the
     /// containers of a job [`Stack::end_job`] ended), then one per host's
-    /// own endpoint ([`Fabric::underlay`]).
+    /// own endpoint ([`Fabric::underlay`]); with
+    /// [`StackOpts::from_containers`] only the hosts'.
     pub exporters: Vec<ChildGuard>,
     /// Prometheus in the monitoring namespace.
     pub prometheus: Server,
     /// Alertmanager in the monitoring namespace.
     pub alertmanager: Server,
+    /// With [`StackOpts::from_containers`]: the containers, their
+    /// processes and cgroups and their training connections.
+    pub containers: Option<Containers>,
     /// What the shipped receivers were sent: a sink on their placeholder
     /// address in the monitoring namespace ([`ports::PAGER`]).
     pub pager: Sink,
@@ -55,22 +60,31 @@ pub struct Stack {
 pub fn start_exporters(fabric: &Fabric, opts: &StackOpts, dir: &Path) -> Result<Vec<ChildGuard>> {
     fabric
         .probers()
-        .map(|node| start_exporter(fabric, node, opts, dir))
+        .map(|node| start_exporter(fabric, node, opts, dir, None))
         .collect()
 }
 
-/// Start the exporter of `node` (its config written to `dir`).
+/// Start the exporter of `node` (its config written to `dir`); with
+/// `containers`, a host's exporter probing from inside its containers.
 fn start_exporter(
     fabric: &Fabric,
     node: &Node,
     opts: &StackOpts,
     dir: &Path,
+    containers: Option<&Containers>,
 ) -> Result<ChildGuard> {
     let path = dir.join(format!("exporter-{}.yaml", node.identity.node));
-    std::fs::write(&path, exporter_config(fabric, node, opts))
-        .with_context(|| format!("write {}", path.display()))?;
+    let config = match containers {
+        Some(c) => {
+            let pattern = c.pattern(&node.identity.node);
+            container_host_config(fabric, node, opts, &pattern, &c.root)
+        }
+        None => exporter_config(fabric, node, opts),
+    };
+    std::fs::write(&path, config).with_context(|| format!("write {}", path.display()))?;
     let bin = opts.exporter_bin.to_string_lossy();
-    let mut cmd = match opts.exporters_see_cgroups {
+    // The cgroup tree must be visible to find containers in.
+    let mut cmd = match opts.exporters_see_cgroups || containers.is_some() {
         true => node.ns.net_command(&bin),
         false => node.ns.command(&bin),
     };
@@ -89,7 +103,22 @@ impl Stack {
             DataPlane::Vxlan => Fabric::overlay(opts.spec)?,
         };
         let dir = TempDir::new("stack")?;
-        let exporters = start_exporters(&fabric, opts, dir.path())?;
+        let containers = match opts.from_containers {
+            false => None,
+            true => {
+                ensure!(
+                    opts.data_plane == DataPlane::Vxlan,
+                    "probing from containers needs the overlay fabric"
+                );
+                Some(Containers::start_jobs(&fabric)?)
+            }
+        };
+        let exporters = match &containers {
+            None => start_exporters(&fabric, opts, dir.path())?,
+            Some(c) => (fabric.underlay.iter())
+                .map(|u| start_exporter(&fabric, u, opts, dir.path(), Some(c)))
+                .collect::<Result<_>>()?,
+        };
 
         let pager = Sink::start_in(
             &fabric.mon,
@@ -110,7 +139,9 @@ impl Stack {
         let names: Vec<String> = rules.iter().map(|(n, _)| n.clone()).collect();
         let mut prom_opts = ServerOpts::new(
             SocketAddr::from(([127, 0, 0, 1], ports::PROMETHEUS)),
-            &prometheus_config(&fabric, opts, &names),
+            &prometheus_config_of(&fabric, opts, &names, &|n| {
+                !opts.from_containers || is_underlay(&fabric, n)
+            }),
         )
         .in_netns(&fabric.mon);
         for (name, p) in &rules {
@@ -130,6 +161,7 @@ impl Stack {
             exporters,
             prometheus,
             alertmanager,
+            containers,
             pager,
             fabric,
             dir,
@@ -177,6 +209,9 @@ impl Stack {
     /// the job's containers still running probe the ended ones.
     pub fn end_job(&mut self, tenant: &str, gap: Duration) -> Result<Vec<String>> {
         let ends = |n: &Node| n.identity.tenant == tenant;
+        if let Some(c) = &mut self.containers {
+            return end_containers(&self.fabric, c, tenant, gap);
+        }
         let ended: Vec<usize> = (0..self.fabric.nodes.len())
             .filter(|&i| ends(&self.fabric.nodes[i]))
             .collect();
@@ -220,7 +255,9 @@ impl Stack {
             .find(|n| format!("exporter-{}", n.identity.node) == name)
             .with_context(|| format!("no node of {name}"))?;
         old.terminate(timeout)?;
-        self.exporters[index] = start_exporter(&self.fabric, node, &self.opts, self.dir.path())?;
+        let containers = self.containers.as_ref();
+        self.exporters[index] =
+            start_exporter(&self.fabric, node, &self.opts, self.dir.path(), containers)?;
         let new = &mut self.exporters[index];
         let what = format!("{name} probing after its restart");
         wait_until(&what, timeout, Duration::from_millis(100), || {
@@ -235,7 +272,11 @@ impl Stack {
     /// every skeleton pair has UDP probe results, and no pair lost a probe
     /// over the last few seconds.
     pub fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {
-        let targets = self.fabric.probers().count() + usize::from(self.localizer.is_some());
+        let exporters = match self.opts.from_containers {
+            true => self.fabric.underlay.len(),
+            false => self.fabric.probers().count(),
+        };
+        let targets = exporters + usize::from(self.localizer.is_some());
         let pairs = self.skeleton_pairs();
         let deadline = std::time::Instant::now() + timeout;
         let mut last: String;
@@ -373,4 +414,35 @@ fn localizer_command(
     }
     cmd.args(&opts.localizer_args);
     cmd
+}
+
+/// Whether `n` is a host's own endpoint (its exporter probes from the host).
+fn is_underlay(fabric: &Fabric, n: &Node) -> bool {
+    fabric
+        .underlay
+        .iter()
+        .any(|u| u.identity.node == n.identity.node)
+}
+
+/// [`Stack::end_job`] with one exporter per host: the job's containers end
+/// (their processes, then their cgroups), one every `gap`; the hosts'
+/// exporters stay and no scrape target changes.
+fn end_containers(
+    fabric: &Fabric,
+    c: &mut Containers,
+    tenant: &str,
+    gap: Duration,
+) -> Result<Vec<String>> {
+    let ended: Vec<String> = (fabric.nodes.iter())
+        .filter(|n| n.identity.tenant == tenant)
+        .map(|n| n.identity.node.clone())
+        .collect();
+    ensure!(!ended.is_empty(), "no container of job {tenant}");
+    for (k, name) in ended.iter().enumerate() {
+        if k > 0 {
+            std::thread::sleep(gap);
+        }
+        c.end(fabric, name)?;
+    }
+    Ok(ended)
 }
