@@ -1,15 +1,17 @@
 //! A rollout and a training job that ends are not faults: on the overlay
 //! namespace fabric (containers on each host's bridge, hosts joined by
-//! VXLAN, each host's own endpoint probing the underlay; see
-//! `skeletonhunter_tests::fabric`) every exporter is restarted
+//! VXLAN; see `skeletonhunter_tests::fabric`), deployed as the shipped
+//! DaemonSet is — one exporter per host, probing the underlay host to host
+//! and from inside each of its containers — every exporter is restarted
 //! one by one (a DaemonSet rollout), then one job's containers go away pod
-//! by pod, seconds apart, as Kubernetes deletes them — their exporters stop
-//! and their scrape targets leave Prometheus — while the other job keeps
-//! training. Each stopping exporter gives its departure notice (its replies
-//! say it is leaving), so its peers, the ended job's containers still
-//! running among them, stop counting it. Nothing may be notified or fire
-//! for minutes after, and the localizer's series of the ended job must be
-//! gone while the surviving job stays covered.
+//! by pod, seconds apart, as Kubernetes deletes them — their processes end,
+//! their training connections close, their cgroups go — while the other
+//! job keeps training. A restarting exporter gives its departure notice
+//! for the host and every container it probes from (their replies say they
+//! are leaving); an ended container's prober stops and its series go with
+//! it. Nothing may be notified or fire for minutes after, and the
+//! localizer's series of the ended job must be gone while the surviving
+//! job stays covered.
 
 use serde_json::Value;
 use skeletonhunter_tests::fabric::{DataPlane, Stack, StackOpts};
@@ -237,6 +239,7 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
         Some(bin_path("skeletonhunter-localizer")),
     );
     opts.data_plane = DataPlane::Vxlan;
+    opts.from_containers = true;
     let mut stack = Stack::start(&opts).expect("start the stack");
     stack
         .wait_healthy(Duration::from_secs(90))
@@ -307,6 +310,13 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
         "skeletonhunter_overview_pairs{{scope=\"tenant\",id=\"{staying}\",state=\"unreachable\"}}"
     );
     assert_eq!(value(&stack, &unreachable), Some(0.0), "{staying} intact");
+    // One exporter serves a host's identity and each container's: every
+    // query that joins on the scrape target still answers.
+    let failed: Vec<String> = (localizer_says(&stack).lines())
+        .filter(|l| l.contains("query failed"))
+        .map(String::from)
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
     let cov = coverage(&stack);
     assert_eq!(
         cov,

@@ -11,6 +11,7 @@
 use crate::discovery::sockdiag;
 use crate::model::traffic::Filter;
 use crate::sys::netns::Namespaces;
+use skeletonhunter_common::Kind;
 use std::collections::HashMap;
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -33,28 +34,93 @@ pub struct Found {
     pub pid: u32,
     /// Its network and UTS namespaces.
     pub ns: Namespaces,
+    /// The identity fields it names for itself ([`identity_env`]).
+    pub own: Vec<(Kind, String)>,
 }
 
-/// The first process id in the text of a `cgroup.procs` file.
-pub fn first_pid(procs: &str) -> Option<u32> {
-    procs.lines().find_map(|l| l.trim().parse().ok())
+/// The identity fields a container may name for itself, in its processes'
+/// environment under the exporter's own variable names
+/// (`SKELETONHUNTER_NODE`, `SKELETONHUNTER_TENANT`; e.g. the job from the
+/// training operator's job-name label through the downward API). Where it
+/// sits (host, NIC, ToR, ...) is the host's to say.
+pub const OWN_FIELDS: [Kind; 2] = [Kind::Node, Kind::Tenant];
+
+/// At most this much of a process's environment is read.
+const ENVIRON_CAP: u64 = 64 << 10;
+
+/// At most this many processes of a container are asked for
+/// [`OWN_FIELDS`] (a pod's pause container has none of them).
+const MAX_PROCS: usize = 64;
+
+/// The [`OWN_FIELDS`] set in `environ` (the NUL-separated `KEY=value`
+/// block of `/proc/<pid>/environ`), non-empty values only, first wins.
+pub fn identity_env(environ: &[u8]) -> Vec<(Kind, String)> {
+    let mut out: Vec<(Kind, String)> = Vec::new();
+    for entry in environ.split(|b| *b == 0) {
+        let Ok(entry) = std::str::from_utf8(entry) else {
+            continue;
+        };
+        let Some((key, value)) = entry.split_once('=') else {
+            continue;
+        };
+        let value = value.trim();
+        for k in OWN_FIELDS {
+            let name = format!("SKELETONHUNTER_{}", k.as_str().to_ascii_uppercase());
+            if key == name && !value.is_empty() && !out.iter().any(|(o, _)| *o == k) {
+                out.push((k, value.chars().take(253).collect()));
+            }
+        }
+    }
+    out
+}
+
+/// The [`OWN_FIELDS`] the first process in `dir`'s subtree that names any
+/// gives.
+fn own_identity(dir: &Path) -> Vec<(Kind, String)> {
+    use std::io::Read as _;
+    for pid in processes_in(dir).into_iter().take(MAX_PROCS) {
+        let path = Path::new("/proc").join(pid.to_string()).join("environ");
+        let mut buf = Vec::new();
+        let Ok(f) = std::fs::File::open(path) else {
+            continue;
+        };
+        if f.take(ENVIRON_CAP).read_to_end(&mut buf).is_err() {
+            continue;
+        }
+        let own = identity_env(&buf);
+        if !own.is_empty() {
+            return own;
+        }
+    }
+    Vec::new()
 }
 
 /// A process in `dir` or, breadth first, in the cgroups below it.
 fn process_in(dir: &Path) -> Option<u32> {
+    walk(dir, true).into_iter().next()
+}
+
+/// The processes in `dir`'s subtree, breadth first (bounded).
+fn processes_in(dir: &Path) -> Vec<u32> {
+    walk(dir, false)
+}
+
+/// The processes of `dir`'s subtree, breadth first, at most [`MAX_WALK`]
+/// directories; with `first`, stop at the first directory that has any.
+fn walk(dir: &Path, first: bool) -> Vec<u32> {
+    let mut out = Vec::new();
     let mut queue = VecDeque::from([dir.to_path_buf()]);
     let mut seen = 0;
     while let Some(d) = queue.pop_front() {
         seen += 1;
-        if seen > MAX_WALK {
-            return None;
+        if seen > MAX_WALK || out.len() >= MAX_PROCS {
+            break;
         }
-        if let Some(pid) = std::fs::read_to_string(d.join("cgroup.procs"))
-            .ok()
-            .as_deref()
-            .and_then(first_pid)
-        {
-            return Some(pid);
+        if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
+            out.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            if first && !out.is_empty() {
+                break;
+            }
         }
         if let Ok(entries) = std::fs::read_dir(&d) {
             let mut children: Vec<PathBuf> = entries
@@ -66,7 +132,7 @@ fn process_in(dir: &Path) -> Option<u32> {
             queue.extend(children);
         }
     }
-    None
+    out
 }
 
 /// Whether the network namespace of `pid` holds an established connection
@@ -128,7 +194,13 @@ pub fn scan(
                 continue;
             }
             let cgroup = dir.strip_prefix(root).unwrap_or(&dir).to_path_buf();
-            out.push(Found { cgroup, pid, ns });
+            let own = own_identity(&dir);
+            out.push(Found {
+                cgroup,
+                pid,
+                ns,
+                own,
+            });
         }
     }
     out
@@ -139,10 +211,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_process_of_a_cgroup_skips_blank_and_bad_lines() {
-        assert_eq!(first_pid("\n 12\n13\n"), Some(12));
-        assert_eq!(first_pid("x\n7\n"), Some(7));
-        assert_eq!(first_pid(""), None);
+    fn a_container_names_its_node_and_job_in_its_environment_and_nothing_else() {
+        let env = b"PATH=/bin\0SKELETONHUNTER_TENANT=llama-70b\0SKELETONHUNTER_TOR=asw-1\0\
+SKELETONHUNTER_NODE= \0SKELETONHUNTER_TENANT=other\0\xff\xfe=x\0";
+        assert_eq!(identity_env(env), [(Kind::Tenant, "llama-70b".to_string())]);
+        let env = b"SKELETONHUNTER_NODE=llama-worker-3\0";
+        assert_eq!(
+            identity_env(env),
+            [(Kind::Node, "llama-worker-3".to_string())]
+        );
+        assert!(identity_env(b"").is_empty());
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::stack::{self, Shutdown};
 use crate::sys::netns;
 use crate::telemetry::Metrics;
 use anyhow::{Context as _, Result};
+use skeletonhunter_common::Kind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,16 +42,16 @@ impl Handle {
         self.stop.trigger();
     }
 
+    /// Whether the thread has ended (stopped, not selected, or failed).
+    pub fn ended(&self) -> bool {
+        self.thread.is_finished()
+    }
+
     /// From now on the container's replies say it is leaving.
     pub fn announce_leaving(&self) {
         if let Some(l) = lock(&self.leaving).as_ref() {
             l.announce();
         }
-    }
-
-    /// Whether the thread has ended (stopped, not selected, or failed).
-    pub fn ended(&self) -> bool {
-        self.thread.is_finished()
     }
 }
 
@@ -59,13 +60,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The configuration a container's prober runs with: the host's probe
-/// settings and traffic filters, the container's host name as its node,
+/// settings and traffic filters, `name` as its node and the fields it
+/// names for itself (`own`, [`super::find::OWN_FIELDS`]) over the host's,
 /// responders on the host's ports on every address of the container, and
 /// no peers but those its own traffic shows (static, DNS and ToR-mesh
 /// peers are the host's).
-pub fn container_config(host: &Config, name: &str) -> Config {
+pub fn container_config(host: &Config, name: &str, own: &[(Kind, String)]) -> Config {
     let mut c = host.clone();
     c.identity.node = name.to_string();
+    for (k, v) in own {
+        c.identity.set(*k, v.clone());
+    }
     let any = |a: SocketAddr| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port());
     c.udp_listen = host.udp_listen.map(any);
     c.tcp_listen = host.tcp_listen.map(any);
@@ -113,16 +118,17 @@ fn run(
     leaving: Arc<Mutex<Option<Leaving>>>,
 ) -> Result<()> {
     netns::enter(&found.ns).context("enter its namespaces")?;
-    let name = netns::hostname().context("read its host name")?;
-    if !host.containers.selects(&name) {
+    let hostname = netns::hostname().context("read its host name")?;
+    if !host.containers.selects(&hostname) {
         tracing::info!(
             cgroup = %found.cgroup.display(),
-            name,
+            hostname,
             "containers: host name not selected (containers.hostnames)"
         );
         return Ok(());
     }
-    let cfg = container_config(host, &name);
+    let cfg = container_config(host, &hostname, &found.own);
+    let name = cfg.identity.node.clone();
     let view = Arc::new(metrics.view(&cfg.identity));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -166,9 +172,47 @@ async fn serve(
         Some(metrics.clone()),
         Some(scope),
     )?;
-    tracing::info!(node = %cfg.identity.node, "containers: probing from this container");
+    tracing::info!(
+        node = %cfg.identity.node,
+        tenant = %cfg.identity.tenant,
+        "containers: probing from this container"
+    );
     let scheduler = stack::scheduler(cfg, probers, peers, metrics.clone());
     scheduler.run(stop.stopped()).await;
     tasks.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Args, Config};
+    use clap::Parser as _;
+
+    #[test]
+    fn a_container_is_the_host_but_for_its_name_job_and_peers() {
+        let args = Args::parse_from([
+            "x", "--node", "h1", "--host", "h1", "--tor", "t1", "--tenant", "infra", "--peers",
+            "10.0.0.9",
+        ]);
+        let host = Config::merge(Default::default(), &args).unwrap();
+        let own = [(Kind::Tenant, "llama".to_string())];
+        let c = container_config(&host, "llama-worker-0", &own);
+        assert_eq!(
+            (c.identity.node.as_str(), c.identity.tenant.as_str()),
+            ("llama-worker-0", "llama")
+        );
+        assert_eq!(
+            (c.identity.host.as_str(), c.identity.tor.as_str()),
+            ("h1", "t1")
+        );
+        assert!(c.static_peers.is_empty() && !host.static_peers.is_empty());
+        assert_eq!(c.udp_listen.map(|a| a.ip().is_unspecified()), Some(true));
+        assert!(!c.containers.enabled());
+        let own = [(Kind::Node, "rank-7".to_string())];
+        assert_eq!(
+            container_config(&host, "pod-x", &own).identity.node,
+            "rank-7"
+        );
+    }
 }

@@ -30,9 +30,10 @@ impl Running {
         }
     }
 
-    /// How many containers are probed from (or being set up).
+    /// How many containers are probed from (or being set up); not those
+    /// whose prober ended (not selected, or failed to start).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().values().filter(|h| !h.ended()).count()
     }
 
     /// Whether no container is probed from.
@@ -121,8 +122,20 @@ fn rescan(cfg: &Arc<Config>, metrics: &Arc<Metrics>, running: &Running, found: V
     let (gone, new) = plan(&keys, &found_keys);
     for k in gone {
         if let Some(h) = map.remove(&k) {
-            tracing::info!(cgroup = %h.cgroup.display(), "containers: container ended");
-            h.stop();
+            // Its prober still holds the namespace: while the network
+            // lasts, its replies say it left, so its peers stop counting
+            // it (as an exporter that stops does), then it stops.
+            let notice = cfg.departure_notice;
+            tracing::info!(
+                cgroup = %h.cgroup.display(),
+                notice_ms = notice.as_millis() as u64,
+                "containers: container ended; its replies say it left"
+            );
+            h.announce_leaving();
+            tokio::spawn(async move {
+                tokio::time::sleep(notice).await;
+                h.stop();
+            });
         }
     }
     for f in found.into_iter().filter(|f| new.contains(&f.ns.net_inode)) {

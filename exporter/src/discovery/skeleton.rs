@@ -32,6 +32,8 @@ pub struct SkeletonPeer {
     /// cgroup id of the most recent connection to it (0 = unknown): which of
     /// this host's containers the peer belongs to.
     pub cgroup: u64,
+    /// It had a standing (long-lived) connection and has none open now.
+    pub closed: bool,
 }
 
 #[derive(Debug)]
@@ -49,6 +51,10 @@ struct Remote {
     open: u32,
     peer: bool,
     cgroup: u64,
+    /// A connection to it stayed open for `long_lived`: it trains over a
+    /// standing connection, so none open means it left (a remote that
+    /// reconnects now and then has none open between its connections).
+    standing: bool,
 }
 
 /// What one call changed, for metrics and logs.
@@ -98,6 +104,7 @@ impl Tracker {
             open: 0,
             peer: false,
             cgroup,
+            standing: false,
         });
         if r.windows.back() != Some(&w) {
             if r.windows.len() == max {
@@ -203,6 +210,9 @@ impl Tracker {
                 }
                 return false;
             }
+            if long_lived.contains(addr) {
+                r.standing = true;
+            }
             if !r.peer && (r.windows.len() >= min || long_lived.contains(addr)) {
                 r.peer = true;
                 ch.added += 1;
@@ -221,6 +231,7 @@ impl Tracker {
             .map(|(a, r)| SkeletonPeer {
                 addr: *a,
                 cgroup: r.cgroup,
+                closed: r.standing && r.open == 0,
             })
             .collect();
         v.sort_by_key(|p| p.addr);
@@ -404,5 +415,30 @@ mod tests {
         assert_eq!(gid_to_ip(ib.octets()), None);
         let v6: Ipv6Addr = "fd00::7".parse().unwrap();
         assert_eq!(gid_to_ip(v6.octets()), Some(IpAddr::V6(v6)));
+    }
+
+    #[test]
+    fn a_peer_whose_standing_connection_closed_is_closed_a_reconnecting_one_never() {
+        let (t0, mut t) = tracker();
+        let lived = timing().long_lived.as_secs_f64();
+        t.up(conn(1, "198.18.0.2"), secs(t0, 0.1));
+        t.tick(secs(t0, lived + 0.2));
+        assert!(!t.peers()[0].closed, "open");
+        t.down(1, secs(t0, lived + 0.3));
+        t.tick(secs(t0, lived + 0.4));
+        assert!(t.peers()[0].closed, "its standing connection closed");
+        t.up(conn(3, "198.18.0.2"), secs(t0, lived + 0.5));
+        t.tick(secs(t0, lived + 0.6));
+        assert!(!t.peers()[0].closed, "back");
+
+        // Brief connections in enough windows: a peer, never closed.
+        let (t0, mut t) = tracker();
+        for i in 0..4u64 {
+            t.up(conn(10 + i, "198.18.0.4"), secs(t0, i as f64 + 0.1));
+            t.down(10 + i, secs(t0, i as f64 + 0.2));
+            t.tick(secs(t0, i as f64 + 0.5));
+        }
+        assert_eq!(addrs(&t), vec!["198.18.0.4"]);
+        assert!(!t.peers()[0].closed);
     }
 }

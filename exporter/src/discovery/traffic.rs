@@ -183,7 +183,10 @@ impl Worker {
         let current = self.tracker.peers();
         let list: Vec<Peer> = current
             .iter()
-            .map(|p| Peer::new(p.addr, PeerSource::Ebpf))
+            .map(|p| Peer {
+                closed: p.closed,
+                ..Peer::new(p.addr, PeerSource::Ebpf)
+            })
             .collect();
         if list != self.published {
             for p in &current {

@@ -32,6 +32,11 @@ pub struct Peer {
     pub name: Option<String>,
     /// The source that contributed this entry.
     pub source: PeerSource,
+    /// Traffic discovery: every connection to it has closed (it stays a
+    /// peer until its TTL). A peer that closed its connections and stops
+    /// answering has left — a finished or deleted job's container — and
+    /// its silence is no loss ([`crate::probe`]).
+    pub closed: bool,
 }
 
 impl Peer {
@@ -43,6 +48,7 @@ impl Peer {
             tcp_port: None,
             name: None,
             source,
+            closed: false,
         }
     }
 

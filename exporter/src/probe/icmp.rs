@@ -247,7 +247,11 @@ impl Prober for IcmpProber {
     }
 
     fn expire(&self, now: Instant) {
-        self.inflight.expire_lost(now);
+        let (_, left) = self.inflight.expire_lost(now);
+        for t in left {
+            self.metrics.forget_peer(t.addr());
+            self.metrics.peer_left();
+        }
     }
 }
 

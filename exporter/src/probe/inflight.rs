@@ -298,17 +298,30 @@ impl<F> SharedInFlight<Sent<F>> {
     }
 
     /// Take the probes past their deadline and count them lost; those of
-    /// retired targets leave uncounted. Returns the counted ones.
-    pub fn expire_lost(&self, now: Instant) -> Vec<Sent<F>> {
+    /// retired targets leave uncounted, and so do those of a peer that
+    /// closed every standing connection ([`crate::model::Peer::closed`]):
+    /// it left (a finished job's container), and it is marked away
+    /// ([`Target::leave`]). Returns the counted ones and the peers newly
+    /// marked away (the caller removes their series).
+    pub fn expire_lost(&self, now: Instant) -> (Vec<Sent<F>>, Vec<Arc<Target>>) {
         let expired = self.lock().expire(now);
         let mut lost = Vec::with_capacity(expired.len());
+        let mut left = Vec::new();
         for p in expired {
-            if !p.data.target.is_retired() {
-                p.data.series.lost_one();
-                lost.push(p.data);
+            let t = &p.data.target;
+            if t.is_retired() {
+                continue;
             }
+            if t.peer.closed {
+                if t.leave() {
+                    left.push(t.clone());
+                }
+                continue;
+            }
+            p.data.series.lost_one();
+            lost.push(p.data);
         }
-        lost
+        (lost, left)
     }
 }
 

@@ -244,11 +244,17 @@ impl UdpProber {
     /// forgotten (nothing traces it), and its probes count nowhere.
     fn peer_left(&self, target: &Target) {
         if target.leave() {
-            self.metrics.forget_peer(target.addr());
-            self.book.forget(target.addr());
-            self.metrics.peer_left();
+            self.forget_left(target);
             tracing::info!(peer = %target.addr(), dst_node = %target.dst_node(), "peer is leaving (its reply says so): its series are removed and its probes not counted until it answers again");
         }
+    }
+
+    /// `target` left (marked away): its series and flows go, and the
+    /// departure is counted.
+    fn forget_left(&self, target: &Target) {
+        self.metrics.forget_peer(target.addr());
+        self.book.forget(target.addr());
+        self.metrics.peer_left();
     }
 
     fn on_datagram(&self, data: &[u8], from: SocketAddr, rx_ns: u64) {
@@ -421,8 +427,13 @@ impl Prober for UdpProber {
     }
 
     fn expire(&self, now: Instant) {
-        for lost in self.inflight.expire_lost(now) {
+        let (lost, left) = self.inflight.expire_lost(now);
+        for lost in lost {
             self.finished(&lost, true, now);
+        }
+        for t in left {
+            self.forget_left(&t);
+            tracing::info!(peer = %t.addr(), dst_node = %t.dst_node(), "peer closed its connections and went silent: it left; its series are removed and its probes not counted until it answers again");
         }
         self.book.sweep(now);
     }

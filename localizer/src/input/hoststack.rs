@@ -6,9 +6,9 @@
 //! engine's [`HostStack`].
 //!
 //! The metric carries no node label (it is the exporter's own, not a
-//! pair's), so the query joins it to the identity the same exporter
-//! serves, on the target labels Prometheus attaches to both (`instance`,
-//! `job`). Per node it is the worst stage's 99th percentile over the
+//! pair's), so the query joins it to the identities the same exporter
+//! serves (its host's, and each container's it probes from), on the target
+//! labels Prometheus attaches to both (`instance`, `job`). Per node it is the worst stage's 99th percentile over the
 //! window, the protocols summed: a paused or throttled exporter shows in
 //! whichever stage it was caught in. Exporters that do not serve the
 //! metric answer nothing, which is no evidence rather than an error.
@@ -30,17 +30,24 @@ pub fn query(form: RttForm, w: &str, sel: &dyn Fn(&str) -> String) -> String {
         sel,
     };
     let delay = quantile(form, "0.99", METRIC, "instance, job, stage", &over);
-    let info = format!(
-        "on (instance, job) group_left (node_id) max by (instance, job, node_id) ({})",
-        sel("skeletonhunter_node_info")
-    );
     let throttled = format!(
         "sum by (instance, job) (rate({}[{w}]))",
         sel("skeletonhunter_host_cpu_throttled_seconds_total")
     );
+    // Every node an exporter probes as (its host, and each container it
+    // probes from) shares the process and its delays: node info is the
+    // many side of the join, one value per scrape target the other.
+    let per_node = |x: &str| {
+        format!(
+            "max by (node_id) (max by (instance, job, node_id) ({}) \
+             * on (instance, job) group_left () max by (instance, job) ({x}))",
+            sel("skeletonhunter_node_info")
+        )
+    };
     format!(
-        "max by (node_id) (({delay}) * {info}) or label_replace(max by (node_id) \
-         (({throttled}) * {info}), \"{EVIDENCE}\", \"{THROTTLED}\", \"\", \"\")"
+        "{} or label_replace({}, \"{EVIDENCE}\", \"{THROTTLED}\", \"\", \"\")",
+        per_node(&delay),
+        per_node(&throttled)
     )
 }
 
@@ -93,7 +100,9 @@ mod tests {
         let sel = |m: &str| format!("{m}{{job=\"x\"}}");
         let q = query(RttForm::Classic, "1m", &sel);
         assert!(q.contains("rate(skeletonhunter_host_stack_delay_seconds_bucket{job=\"x\"}[1m])"));
-        assert!(q.contains("on (instance, job) group_left (node_id)"));
+        // Node info is the many side: an exporter probing from containers
+        // serves one per container beside its host's.
+        assert!(q.contains("max by (instance, job, node_id) (skeletonhunter_node_info{job=\"x\"}) * on (instance, job) group_left () max by (instance, job) ("));
         assert!(q.contains("skeletonhunter_node_info{job=\"x\"}"));
         assert!(q.contains("rate(skeletonhunter_host_cpu_throttled_seconds_total{job=\"x\"}[1m])"));
         assert!(
@@ -101,7 +110,10 @@ mod tests {
             "{q}"
         );
         let both = query(RttForm::NativeOrClassic, "1m", &sel);
-        assert!(both.contains("rate(skeletonhunter_host_stack_delay_seconds{job=\"x\"}[1m]))) or "));
+        assert!(
+            both.contains("rate(skeletonhunter_host_stack_delay_seconds{job=\"x\"}[1m]))) or "),
+            "{both}"
+        );
     }
 
     #[test]

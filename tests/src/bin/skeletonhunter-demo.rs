@@ -186,7 +186,7 @@ fn run(args: Args) -> Result<()> {
     let mut opts = StackOpts::new(exporter, localizer);
     match args.fault {
         Fault::Link => opts.spec = FabricSpec::multipath(),
-        Fault::Overlay => opts.data_plane = DataPlane::Vxlan,
+        Fault::Overlay => (opts.data_plane, opts.from_containers) = (DataPlane::Vxlan, true),
         Fault::Tor(_) | Fault::Host | Fault::Node => {}
     }
 
@@ -418,12 +418,13 @@ fn inject(stack: &Stack, fault: Fault, on: bool) -> Result<()> {
 fn print_fabric(stack: &Stack) {
     let f = &stack.fabric;
     println!(
-        "fabric: {} ToRs x {} hosts x {} containers under {} spine(s) ({}); monitoring namespace {}",
+        "fabric: {} ToRs x {} hosts x {} containers under {} spine(s) ({}){}; monitoring namespace {}",
         f.spec.tors,
         f.spec.hosts_per_tor,
         f.spec.containers_per_host,
         f.spec.spines,
         f.spine_name,
+        if stack.containers.is_some() { ", one exporter per host probing from its containers" } else { "" },
         f.mon.name()
     );
     for n in &f.nodes {

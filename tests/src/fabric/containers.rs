@@ -1,7 +1,8 @@
 //! Training containers as a container runtime leaves them on a host, for
 //! an exporter that probes from inside each one: a process in the
 //! container's network namespace and a UTS namespace of its own (its host
-//! name is the container's name, as a pod's is), placed in a cgroup of
+//! name is the container's name, as a pod's is; its job in its
+//! environment, as the downward API puts it), placed in a cgroup of
 //! its own under one cgroup per host — the layout the exporter's
 //! `containers.cgroups` globs select. The container runtime itself cannot
 //! run here; this is its result. Dropping [`Containers`] kills the
@@ -38,8 +39,9 @@ pub struct Containers {
     /// This set's cgroup, relative to `root`: `<base>/<host>/<container>`.
     pub base: String,
     procs: BTreeMap<String, ChildGuard>,
-    /// Training connections held open (both ends).
-    links: Vec<TcpStream>,
+    /// Each container's ends of its training connections, closed when it
+    /// ends (its peers then see the connection go, as from a dead rank).
+    links: BTreeMap<String, Vec<TcpStream>>,
 }
 
 impl Containers {
@@ -51,7 +53,7 @@ impl Containers {
             root,
             base,
             procs: BTreeMap::new(),
-            links: Vec::new(),
+            links: BTreeMap::new(),
         };
         for n in nodes {
             set.start_one(fabric, n)?;
@@ -85,7 +87,14 @@ impl Containers {
                 let c =
                     n.ns.run_in(move || TcpStream::connect((ip, TRAINING_PORT)))??;
                 let (s, _) = listeners[j].accept()?;
-                set.links.extend([c, s]);
+                set.links
+                    .entry(n.identity.node.clone())
+                    .or_default()
+                    .push(c);
+                set.links
+                    .entry(p.identity.node.clone())
+                    .or_default()
+                    .push(s);
             }
         }
         Ok(set)
@@ -109,6 +118,8 @@ impl Containers {
         let mut cmd = node.ns.net_command("unshare");
         let script = format!("hostname {name} && exec sleep 3600");
         cmd.args(["--uts", "sh", "-c", &script]);
+        // Its job, as a pod gets it from its job-name label (downward API).
+        cmd.env("SKELETONHUNTER_TENANT", &node.identity.tenant);
         let child = ChildGuard::spawn(&format!("container-{name}"), cmd)?;
         let pid = child.pid();
         // Into its cgroup only once it is in its namespaces with its name
@@ -136,6 +147,7 @@ impl Containers {
             bail!("no container {name}");
         };
         child.terminate(Duration::from_secs(5))?;
+        self.links.remove(name);
         let host = fabric.host_of(fabric.node(name)?).name.clone();
         remove_when_empty(&self.dir(&host, name))
     }
