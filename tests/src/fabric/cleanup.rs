@@ -1,8 +1,10 @@
 //! Removing what a process left behind when its destructors could not run.
 
 /// Delete every namespace left by process `pid` (names `sh-<tag>-<pid>-<n>`),
-/// killing what runs inside. The demo calls it from its signal handler so
-/// Ctrl-C leaves nothing behind even though destructors do not run.
+/// killing what runs inside, then the container cgroups it made
+/// ([`super::containers::remove_cgroups_of`]). The demo calls it from its
+/// signal handler so Ctrl-C leaves nothing behind even though destructors
+/// do not run.
 pub fn remove_namespaces_of(pid: u32) -> usize {
     let Ok(out) = std::process::Command::new("ip")
         .args(["netns", "list"])
@@ -35,5 +37,6 @@ pub fn remove_namespaces_of(pid: u32) -> usize {
             .unwrap_or(false);
         removed += usize::from(ok);
     }
+    super::containers::remove_cgroups_of(pid);
     removed
 }

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// The cgroup2 mount of this machine.
@@ -48,7 +49,10 @@ impl Containers {
     /// Start a container process for each of `nodes`.
     pub fn start(fabric: &Fabric, nodes: &[&Node]) -> Result<Containers> {
         let root = cgroup2_root()?;
-        let base = format!("skeletonhunter-test-{}", std::process::id());
+        // Tests of one binary run at once, with the same host names.
+        static SETS: AtomicU32 = AtomicU32::new(0);
+        let n = SETS.fetch_add(1, Ordering::Relaxed);
+        let base = format!("skeletonhunter-test-{}-{n}", std::process::id());
         let mut set = Containers {
             root,
             base,
@@ -163,24 +167,49 @@ fn remove_when_empty(dir: &Path) -> Result<()> {
     )
 }
 
+/// Remove a set's cgroup tree `<base>/<host>/<container>`, leaves first (a
+/// cgroup with children cannot be removed); its processes must be ending.
+fn remove_tree(base: &Path) {
+    if let Ok(hosts) = std::fs::read_dir(base) {
+        for h in hosts.flatten().filter(|h| h.path().is_dir()) {
+            if let Ok(ctrs) = std::fs::read_dir(h.path()) {
+                for c in ctrs.flatten().filter(|c| c.path().is_dir()) {
+                    let _ = remove_when_empty(&c.path());
+                }
+            }
+            let _ = std::fs::remove_dir(h.path());
+        }
+    }
+    let _ = std::fs::remove_dir(base);
+}
+
+/// Remove the container cgroups a process `pid` left behind (its
+/// destructors did not run); its containers' processes die with the
+/// namespaces they run in. Returns how many sets were removed.
+pub fn remove_cgroups_of(pid: u32) -> usize {
+    let Ok(root) = cgroup2_root() else {
+        return 0;
+    };
+    let prefix = format!("skeletonhunter-test-{pid}-");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            remove_tree(&e.path());
+            removed += usize::from(!e.path().exists());
+        }
+    }
+    removed
+}
+
 impl Drop for Containers {
     fn drop(&mut self) {
         self.links.clear();
         for (_, mut c) in std::mem::take(&mut self.procs) {
             let _ = c.terminate(Duration::from_secs(5));
         }
-        // Leaves first: a cgroup with children cannot be removed.
-        let base = self.root.join(&self.base);
-        if let Ok(hosts) = std::fs::read_dir(&base) {
-            for h in hosts.flatten() {
-                if let Ok(ctrs) = std::fs::read_dir(h.path()) {
-                    for c in ctrs.flatten().filter(|c| c.path().is_dir()) {
-                        let _ = remove_when_empty(&c.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(h.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&base);
+        remove_tree(&self.root.join(&self.base));
     }
 }
