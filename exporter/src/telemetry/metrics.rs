@@ -66,16 +66,7 @@ impl Metrics {
     pub fn with_histograms(identity: &Identity, mode: HistogramMode) -> Metrics {
         let mut registry = Registry::default();
         let f = Families::register(&mut registry, mode);
-        let m = Metrics {
-            registry,
-            f,
-            src_node: Mutex::new(String::new()),
-            info: Mutex::new(None),
-            owned: Mutex::new(HashMap::new()),
-            rcvbuf_errors: KernelCounter::default(),
-            http_idle_closed: KernelCounter::default(),
-            throttled: KernelCounter::default(),
-        };
+        let m = Metrics::over(registry, f);
         // Host-side loss is present at 0 from the start.
         for socket in [OwnSocket::UdpProber, OwnSocket::UdpResponder] {
             drop(m.socket_drops(socket));
@@ -91,18 +82,24 @@ impl Metrics {
     /// beside this one's. A view renders nothing itself; call
     /// [`Metrics::retire`] when its prober stops.
     pub fn view(&self, identity: &Identity) -> Metrics {
-        let m = Metrics {
-            registry: Registry::default(),
-            f: self.f.clone(),
+        let m = Metrics::over(Registry::default(), self.f.clone());
+        m.set_identity(identity);
+        m
+    }
+
+    /// A handle over `f` (rendered through `registry`) with no identity and
+    /// no series of its own yet.
+    fn over(registry: Registry, f: Families) -> Metrics {
+        Metrics {
+            registry,
+            f,
             src_node: Mutex::new(String::new()),
             info: Mutex::new(None),
             owned: Mutex::new(HashMap::new()),
             rcvbuf_errors: KernelCounter::default(),
             http_idle_closed: KernelCounter::default(),
             throttled: KernelCounter::default(),
-        };
-        m.set_identity(identity);
-        m
+        }
     }
 
     /// Remove every series this handle created and its node info: its
