@@ -3,7 +3,8 @@
 //! VXLAN; see `skeletonhunter_tests::fabric`), deployed as the shipped
 //! DaemonSet is — one exporter per host, probing the underlay host to host
 //! and from inside each of its containers — every exporter is restarted
-//! one by one (a DaemonSet rollout), then one job's containers go away pod
+//! one by one (a DaemonSet rollout), one container of the job that stays
+//! is re-created on its host, then one job's containers go away pod
 //! by pod, seconds apart, as Kubernetes deletes them — their processes end,
 //! their training connections close, their cgroups go — while the other
 //! job keeps training. A restarting exporter gives its departure notice
@@ -271,6 +272,45 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
     let departures = roll_out(&mut stack);
     println!(
         "rollout: {departures} departures counted by the exporters (after their own restarts)"
+    );
+    // A pod of the job that stays is deleted and created again on its
+    // host (its controller re-creates it): it leaves, comes back under its
+    // name and connects to its peers again.
+    let moved = "t0-h1-c0";
+    let t1 = Instant::now();
+    let host = stack
+        .fabric
+        .host_of(stack.fabric.node(moved).unwrap())
+        .name
+        .clone();
+    let said = |stack: &Stack, what: &str| {
+        let log = stack.exporter_log(&host).unwrap_or_default();
+        let line = |l: &&str| l.contains(what) && l.contains(&format!("node={moved} "));
+        log.lines().filter(line).count()
+    };
+    // logfmt: msg="containers: probing from this container" node=...
+    let (probing, stopped) = (
+        "\"containers: probing from",
+        "\"containers: stopped probing",
+    );
+    let started = said(&stack, probing);
+    stack.container(moved, false).expect("delete a container");
+    let every = Duration::from_millis(200);
+    wait_until("its prober stopped", Duration::from_secs(30), every, || {
+        (said(&stack, stopped) > 0).then_some(())
+    })
+    .expect("the ended container's prober stops");
+    stack.container(moved, true).expect("create it again");
+    wait_until("a new prober", Duration::from_secs(30), every, || {
+        (said(&stack, probing) > started).then_some(())
+    })
+    .expect("the new container probed from");
+    stack
+        .wait_healthy(Duration::from_secs(90))
+        .expect("every pair probed again, without loss, after the container came back");
+    println!(
+        "reschedule: {moved} back and probed again in {:.1} s",
+        t1.elapsed().as_secs_f64()
     );
     let t0 = Instant::now();
     let ended = stack.end_job(ending, POD_GAP).expect("end the job");

@@ -16,6 +16,7 @@ use crate::sys::netns;
 use crate::telemetry::Metrics;
 use anyhow::{Context as _, Result};
 use skeletonhunter_common::Kind;
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ pub struct Handle {
     discovery_stop: Arc<AtomicBool>,
     /// The UDP responder's departure flag, once it runs.
     leaving: Arc<Mutex<Option<Leaving>>>,
+    /// Set when the prober could not start (tried again at a later scan).
+    failed: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
 
@@ -47,11 +50,35 @@ impl Handle {
         self.thread.is_finished()
     }
 
+    /// Whether the prober failed to start (its ports busy while an ended
+    /// container's prober still gives its notice in the same namespace, a
+    /// process gone mid-way): the container is tried again.
+    pub fn failed(&self) -> bool {
+        self.ended() && self.failed.load(Ordering::Relaxed)
+    }
+
     /// From now on the container's replies say it is leaving.
     pub fn announce_leaving(&self) {
         if let Some(l) = lock(&self.leaving).as_ref() {
             l.announce();
         }
+    }
+}
+
+/// The node names probed from now, one prober each: a container re-created
+/// under its old name waits until the ended one's prober (still giving its
+/// departure notice) has stopped and removed its series, which are the
+/// new one's label sets too.
+#[derive(Clone, Default)]
+pub struct Names(Arc<Mutex<HashSet<String>>>);
+
+impl Names {
+    fn claim(&self, name: &str) -> bool {
+        lock(&self.0).insert(name.to_string())
+    }
+
+    fn release(&self, name: &str) {
+        lock(&self.0).remove(name);
     }
 }
 
@@ -82,20 +109,39 @@ pub fn container_config(host: &Config, name: &str, own: &[(Kind, String)]) -> Co
 }
 
 /// Start probing from `found` on a thread of its own.
-pub fn start(found: Found, host: Arc<Config>, metrics: Arc<Metrics>) -> Result<Handle> {
+pub fn start(
+    found: Found,
+    host: Arc<Config>,
+    metrics: Arc<Metrics>,
+    names: Names,
+) -> Result<Handle> {
     let stop = Shutdown::default();
     let discovery_stop = Arc::new(AtomicBool::new(false));
     let leaving = Arc::new(Mutex::new(None));
+    let failed = Arc::new(AtomicBool::new(false));
     let cgroup = found.cgroup.clone();
     let thread = {
-        let (stop, discovery_stop, leaving) =
-            (stop.clone(), discovery_stop.clone(), leaving.clone());
+        let (stop, discovery_stop, leaving, fail) = (
+            stop.clone(),
+            discovery_stop.clone(),
+            leaving.clone(),
+            failed.clone(),
+        );
         std::thread::Builder::new()
             .name(format!("ctr-{}", found.pid))
             .spawn(move || {
                 let cgroup = found.cgroup.display().to_string();
-                if let Err(e) = run(found, &host, &metrics, stop, discovery_stop, leaving) {
-                    tracing::warn!(%cgroup, "containers: not probing from this container: {e:#}");
+                let probe = Probe {
+                    host: &host,
+                    metrics: &metrics,
+                    names,
+                    stop,
+                    discovery_stop,
+                    leaving,
+                };
+                if let Err(e) = run(found, probe) {
+                    fail.store(true, Ordering::Relaxed);
+                    tracing::warn!(%cgroup, "containers: not probing from this container (tried again at the next scan): {e:#}");
                 }
             })
             .context("spawn a container prober thread")?
@@ -105,21 +151,25 @@ pub fn start(found: Found, host: Arc<Config>, metrics: Arc<Metrics>) -> Result<H
         stop,
         discovery_stop,
         leaving,
+        failed,
         thread,
     })
 }
 
-fn run(
-    found: Found,
-    host: &Config,
-    metrics: &Metrics,
+/// What a prober's thread runs with.
+struct Probe<'a> {
+    host: &'a Config,
+    metrics: &'a Metrics,
+    names: Names,
     stop: Shutdown,
     discovery_stop: Arc<AtomicBool>,
     leaving: Arc<Mutex<Option<Leaving>>>,
-) -> Result<()> {
+}
+
+fn run(found: Found, p: Probe<'_>) -> Result<()> {
     netns::enter(&found.ns).context("enter its namespaces")?;
     let hostname = netns::hostname().context("read its host name")?;
-    if !host.containers.selects(&hostname) {
+    if !p.host.containers.selects(&hostname) {
         tracing::info!(
             cgroup = %found.cgroup.display(),
             hostname,
@@ -127,17 +177,28 @@ fn run(
         );
         return Ok(());
     }
-    let cfg = container_config(host, &hostname, &found.own);
+    let cfg = container_config(p.host, &hostname, &found.own);
     let name = cfg.identity.node.clone();
-    let view = Arc::new(metrics.view(&cfg.identity));
-    let rt = tokio::runtime::Builder::new_current_thread()
+    if !p.names.claim(&name) {
+        anyhow::bail!("{name} is still probed from by the prober of an ended container");
+    }
+    let view = Arc::new(p.metrics.view(&cfg.identity));
+    let outcome = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("build its runtime")?;
-    let outcome = rt.block_on(serve(&cfg, &view, stop, discovery_stop.clone(), leaving));
-    drop(rt);
-    discovery_stop.store(true, Ordering::Relaxed);
+        .context("build its runtime")
+        .and_then(|rt| {
+            rt.block_on(serve(
+                &cfg,
+                &view,
+                p.stop,
+                p.discovery_stop.clone(),
+                p.leaving,
+            ))
+        });
+    p.discovery_stop.store(true, Ordering::Relaxed);
     view.retire();
+    p.names.release(&name);
     tracing::info!(node = %name, cgroup = %found.cgroup.display(), "containers: stopped probing from this container");
     outcome
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 /// The running container probers, by network namespace inode. Shared with
 /// the exporter's shutdown, which announces every container's departure.
 #[derive(Clone, Default)]
-pub struct Running(Arc<Mutex<HashMap<u64, prober::Handle>>>);
+pub struct Running(Arc<Mutex<HashMap<u64, prober::Handle>>>, prober::Names);
 
 impl Running {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, prober::Handle>> {
@@ -117,6 +117,7 @@ pub async fn run(
 
 fn rescan(cfg: &Arc<Config>, metrics: &Arc<Metrics>, running: &Running, found: Vec<find::Found>) {
     let mut map = running.lock();
+    map.retain(|_, h| !h.failed());
     let keys: Vec<u64> = map.keys().copied().collect();
     let found_keys: Vec<u64> = found.iter().map(|f| f.ns.net_inode).collect();
     let (gone, new) = plan(&keys, &found_keys);
@@ -141,7 +142,7 @@ fn rescan(cfg: &Arc<Config>, metrics: &Arc<Metrics>, running: &Running, found: V
     for f in found.into_iter().filter(|f| new.contains(&f.ns.net_inode)) {
         let (key, cgroup) = (f.ns.net_inode, f.cgroup.display().to_string());
         tracing::info!(%cgroup, pid = f.pid, "containers: new container");
-        match prober::start(f, cfg.clone(), metrics.clone()) {
+        match prober::start(f, cfg.clone(), metrics.clone(), running.1.clone()) {
             Ok(h) => {
                 map.insert(key, h);
             }

@@ -43,6 +43,8 @@ pub struct Containers {
     /// Each container's ends of its training connections, closed when it
     /// ends (its peers then see the connection go, as from a dead rank).
     links: BTreeMap<String, Vec<TcpStream>>,
+    /// Each container's listener on [`TRAINING_PORT`].
+    listeners: BTreeMap<String, TcpListener>,
 }
 
 impl Containers {
@@ -58,6 +60,7 @@ impl Containers {
             base,
             procs: BTreeMap::new(),
             links: BTreeMap::new(),
+            listeners: BTreeMap::new(),
         };
         for n in nodes {
             set.start_one(fabric, n)?;
@@ -71,37 +74,55 @@ impl Containers {
     pub fn start_jobs(fabric: &Fabric) -> Result<Containers> {
         let nodes: Vec<&Node> = fabric.nodes.iter().collect();
         let mut set = Containers::start(fabric, &nodes)?;
-        let mut listeners = Vec::new();
         for n in &nodes {
             let ip = n.data_ip;
             let l =
                 n.ns.run_in(move || TcpListener::bind((ip, TRAINING_PORT)))??;
-            listeners.push(l);
+            set.listeners.insert(n.identity.node.clone(), l);
         }
         for (i, n) in nodes.iter().enumerate() {
             for p in fabric.skeleton_peers(n) {
-                let j = nodes
+                // Each pair once: from the one earlier in fabric order.
+                if nodes[..i]
                     .iter()
-                    .position(|m| m.identity.node == p.identity.node);
-                let j = j.context("skeleton peer not in the fabric")?;
-                if j < i {
-                    continue;
+                    .all(|m| m.identity.node != p.identity.node)
+                {
+                    set.connect(n, p)?;
                 }
-                let ip = p.data_ip;
-                let c =
-                    n.ns.run_in(move || TcpStream::connect((ip, TRAINING_PORT)))??;
-                let (s, _) = listeners[j].accept()?;
-                set.links
-                    .entry(n.identity.node.clone())
-                    .or_default()
-                    .push(c);
-                set.links
-                    .entry(p.identity.node.clone())
-                    .or_default()
-                    .push(s);
             }
         }
         Ok(set)
+    }
+
+    /// A training connection from `n` to `p`, both ends held.
+    fn connect(&mut self, n: &Node, p: &Node) -> Result<()> {
+        let ip = p.data_ip;
+        let c =
+            n.ns.run_in(move || TcpStream::connect((ip, TRAINING_PORT)))??;
+        let listener = (self.listeners.get(&p.identity.node))
+            .with_context(|| format!("{} does not listen", p.identity.node))?;
+        let (s, _) = listener.accept()?;
+        self.links
+            .entry(n.identity.node.clone())
+            .or_default()
+            .push(c);
+        self.links
+            .entry(p.identity.node.clone())
+            .or_default()
+            .push(s);
+        Ok(())
+    }
+
+    /// After [`Containers::end`]: a new container of the same name starts
+    /// on the same host (a pod created again by its job's controller) and
+    /// connects to its skeleton peers again.
+    pub fn start_again(&mut self, fabric: &Fabric, name: &str) -> Result<()> {
+        let node = fabric.node(name)?;
+        self.start_one(fabric, node)?;
+        for p in fabric.skeleton_peers(node) {
+            self.connect(node, p)?;
+        }
+        Ok(())
     }
 
     /// The glob that selects the containers of `host` (for its exporter's

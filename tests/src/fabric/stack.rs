@@ -242,6 +242,24 @@ impl Stack {
             .collect())
     }
 
+    /// With [`StackOpts::from_containers`]: the container `name` ends (a
+    /// pod deleted), or with `again` starts again on its host under its
+    /// name (re-created by its job's controller).
+    pub fn container(&mut self, name: &str, again: bool) -> Result<()> {
+        let c = self.containers.as_mut().context("no containers")?;
+        match again {
+            false => c.end(&self.fabric, name),
+            true => c.start_again(&self.fabric, name),
+        }
+    }
+
+    /// The log of the exporter of `host` so far.
+    pub fn exporter_log(&self, host: &str) -> Result<String> {
+        let name = format!("exporter-{host}");
+        let e = self.exporters.iter().find(|e| e.name == name);
+        Ok(e.with_context(|| format!("no {name}"))?.log())
+    }
+
     /// Restart the exporter at `index` of [`Stack::exporters`] as a
     /// rollout does: SIGTERM, wait for it to exit (after its departure
     /// notice), start it again with the same configuration and wait until
