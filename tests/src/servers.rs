@@ -51,12 +51,30 @@ pub const AMTOOL_BIN: &str = "amtool";
 /// VictoriaMetrics' rule evaluator, used with `-dryRun` as a checker.
 pub const VMALERT_BIN: &str = "vmalert";
 
-/// A loopback address with a port that was free a moment ago. There is a
-/// small race with other processes; tests inside namespaces should use fixed
-/// ports on namespace-internal addresses instead.
+/// The ports [`free_loopback_addr`] picks from: below Linux's default
+/// ephemeral range (32768-60999), which the kernel hands to every socket
+/// bound to port 0 — an exporter's UDP probe flows among them, which took
+/// a port picked there for another exporter's responder a moment later.
+const PICKED_PORTS: std::ops::Range<u16> = 20000..32000;
+
+/// A loopback address whose port is free for TCP and UDP now, drawn at
+/// random below the ephemeral range (see [`PICKED_PORTS`]). Only another
+/// explicit pick can take it before it is used; tests inside namespaces
+/// should use fixed ports on namespace-internal addresses instead.
 pub fn free_loopback_addr() -> Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
-    Ok(l.local_addr()?)
+    use std::hash::BuildHasher as _;
+    static PICKS: AtomicU32 = AtomicU32::new(0);
+    let seed = std::collections::hash_map::RandomState::new();
+    let span = u64::from(PICKED_PORTS.end - PICKED_PORTS.start);
+    for _ in 0..256 {
+        let draw = seed.hash_one(PICKS.fetch_add(1, Ordering::Relaxed)) % span;
+        let addr = SocketAddr::from(([127, 0, 0, 1], PICKED_PORTS.start + draw as u16));
+        let tcp = TcpListener::bind(addr);
+        if tcp.is_ok() && std::net::UdpSocket::bind(addr).is_ok() {
+            return Ok(addr);
+        }
+    }
+    bail!("no free loopback port in {PICKED_PORTS:?} after 256 draws")
 }
 
 /// A directory under the system temp dir, removed on drop.
