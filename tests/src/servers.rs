@@ -51,16 +51,13 @@ pub const AMTOOL_BIN: &str = "amtool";
 /// VictoriaMetrics' rule evaluator, used with `-dryRun` as a checker.
 pub const VMALERT_BIN: &str = "vmalert";
 
-/// The ports [`free_loopback_addr`] picks from: below Linux's default
-/// ephemeral range (32768-60999), which the kernel hands to every socket
-/// bound to port 0 — an exporter's UDP probe flows among them, which took
-/// a port picked there for another exporter's responder a moment later.
+/// Below Linux's ephemeral range (32768-60999), which the kernel hands to
+/// sockets bound to port 0 (an exporter's probe flows took a port picked
+/// there for another exporter's responder).
 const PICKED_PORTS: std::ops::Range<u16> = 20000..32000;
 
-/// A loopback address whose port is free for TCP and UDP now, drawn at
-/// random below the ephemeral range (see [`PICKED_PORTS`]). Only another
-/// explicit pick can take it before it is used; tests inside namespaces
-/// should use fixed ports on namespace-internal addresses instead.
+/// A loopback address whose port is free for TCP and UDP now, drawn from
+/// [`PICKED_PORTS`]: only another pick can take it before it is used.
 pub fn free_loopback_addr() -> Result<SocketAddr> {
     use std::hash::BuildHasher as _;
     static PICKS: AtomicU32 = AtomicU32::new(0);
