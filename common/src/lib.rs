@@ -22,6 +22,7 @@ pub mod process;
 pub mod protocol;
 pub mod ratelimit;
 pub mod recent;
+pub mod sync;
 pub mod topology;
 pub mod web;
 pub mod yaml;

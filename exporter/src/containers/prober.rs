@@ -15,6 +15,7 @@ use crate::stack::{self, Shutdown};
 use crate::sys::netns;
 use crate::telemetry::Metrics;
 use anyhow::{Context as _, Result};
+use skeletonhunter_common::sync::lock;
 use skeletonhunter_common::Kind;
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -80,10 +81,6 @@ impl Names {
     fn release(&self, name: &str) {
         lock(&self.0).remove(name);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The configuration a container's prober runs with: the host's probe

@@ -18,9 +18,7 @@ pub struct Running(Arc<Mutex<HashMap<u64, prober::Handle>>>, prober::Names);
 
 impl Running {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, prober::Handle>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        skeletonhunter_common::sync::lock(&self.0)
     }
 
     /// Every container's replies say it is leaving (the exporter stops).

@@ -10,6 +10,7 @@ use super::hops::PathSeries;
 use super::{paris, Flow, Trace, TraceConfig};
 use crate::telemetry::{PathFamilies, Repeats, Verdict};
 use serde::Serialize;
+use skeletonhunter_common::sync::lock;
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
@@ -92,10 +93,6 @@ pub struct Tracer {
     denied: AtomicBool,
     auto: Mutex<AutoPolicy>,
     logs: Mutex<Repeats>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Log messages of path tracing, each aggregated over a minute.

@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
+use skeletonhunter_common::sync::lock;
 use skeletonhunter_common::{Identity, Kind};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -137,10 +138,7 @@ impl Metrics {
         }
         self.f.node_info.get_or_create(id).set(1);
         drop(info);
-        *self
-            .src_node
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = id.node.clone();
+        *lock(&self.src_node) = id.node.clone();
     }
 
     /// Publish where each identity field came from as
@@ -160,17 +158,11 @@ impl Metrics {
 
     /// This exporter's node name.
     pub fn src_node(&self) -> String {
-        self.src_node
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.src_node).clone()
     }
 
     fn own(&self, peer: IpAddr, dst_node: &str) {
-        let mut owned = self
-            .owned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut owned = lock(&self.owned);
         let set = owned.entry(peer).or_default();
         if !set.contains(dst_node) {
             set.insert(dst_node.to_string());
@@ -262,11 +254,7 @@ impl Metrics {
 
     /// Remove every series of `peer` (it left the peer set).
     pub fn forget_peer(&self, peer: IpAddr) {
-        let names = self
-            .owned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&peer);
+        let names = lock(&self.owned).remove(&peer);
         for dst in names.into_iter().flatten() {
             self.remove_dst(&dst);
         }
@@ -275,10 +263,7 @@ impl Metrics {
     /// Remove the series `peer` had under the name `old_dst_node` (its
     /// learned identity changed).
     pub fn forget_name(&self, peer: IpAddr, old_dst_node: &str) {
-        let mut owned = self
-            .owned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut owned = lock(&self.owned);
         if let Some(set) = owned.get_mut(&peer) {
             set.remove(old_dst_node);
         }
@@ -466,10 +451,6 @@ impl Metrics {
 
 /// Make `labels` the one series of the info family `f`, at 1 (Prometheus'
 /// `_info` convention: the labels carry the value).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn replace_info<L: Clone + std::hash::Hash + Eq>(f: &Family<L, Gauge>, labels: &L) {
     f.clear();
     f.get_or_create(labels).set(1);
