@@ -30,12 +30,12 @@ const MAX_WALK: usize = 64;
 pub struct Found {
     /// The selected cgroup directory, relative to the cgroup2 mount.
     pub cgroup: PathBuf,
+    /// The same directory, absolute.
+    pub dir: PathBuf,
     /// A process of it (the one whose namespaces were opened).
     pub pid: u32,
     /// Its network and UTS namespaces.
     pub ns: Namespaces,
-    /// The identity fields it names for itself ([`identity_env`]).
-    pub own: Vec<(Kind, String)>,
 }
 
 /// The identity fields a container may name for itself, in its processes'
@@ -55,6 +55,7 @@ const MAX_PROCS: usize = 64;
 /// The [`OWN_FIELDS`] set in `environ` (the NUL-separated `KEY=value`
 /// block of `/proc/<pid>/environ`), non-empty values only, first wins.
 pub fn identity_env(environ: &[u8]) -> Vec<(Kind, String)> {
+    let names = OWN_FIELDS.map(|k| format!("SKELETONHUNTER_{}", k.as_str().to_ascii_uppercase()));
     let mut out: Vec<(Kind, String)> = Vec::new();
     for entry in environ.split(|b| *b == 0) {
         let Ok(entry) = std::str::from_utf8(entry) else {
@@ -64,8 +65,7 @@ pub fn identity_env(environ: &[u8]) -> Vec<(Kind, String)> {
             continue;
         };
         let value = value.trim();
-        for k in OWN_FIELDS {
-            let name = format!("SKELETONHUNTER_{}", k.as_str().to_ascii_uppercase());
+        for (k, name) in OWN_FIELDS.into_iter().zip(&names) {
             if key == name && !value.is_empty() && !out.iter().any(|(o, _)| *o == k) {
                 out.push((k, value.chars().take(253).collect()));
             }
@@ -75,8 +75,8 @@ pub fn identity_env(environ: &[u8]) -> Vec<(Kind, String)> {
 }
 
 /// The [`OWN_FIELDS`] the first process in `dir`'s subtree that names any
-/// gives.
-fn own_identity(dir: &Path) -> Vec<(Kind, String)> {
+/// gives (read once, when its prober starts).
+pub fn own_identity(dir: &Path) -> Vec<(Kind, String)> {
     use std::io::Read as _;
     for pid in processes_in(dir).into_iter().take(MAX_PROCS) {
         let path = Path::new("/proc").join(pid.to_string()).join("environ");
@@ -194,12 +194,11 @@ pub fn scan(
                 continue;
             }
             let cgroup = dir.strip_prefix(root).unwrap_or(&dir).to_path_buf();
-            let own = own_identity(&dir);
             out.push(Found {
                 cgroup,
+                dir,
                 pid,
                 ns,
-                own,
             });
         }
     }

@@ -174,7 +174,8 @@ fn run(found: Found, p: Probe<'_>) -> Result<()> {
         );
         return Ok(());
     }
-    let cfg = container_config(p.host, &hostname, &found.own);
+    let own = super::find::own_identity(&found.dir);
+    let cfg = container_config(p.host, &hostname, &own);
     let name = cfg.identity.node.clone();
     if !p.names.claim(&name) {
         anyhow::bail!("{name} is still probed from by the prober of an ended container");

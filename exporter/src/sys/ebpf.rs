@@ -32,9 +32,8 @@ pub const LIBIBVERBS_PATHS: &[&str] = &[
 /// The network namespace inode of this process (what the BPF program
 /// compares `sk->__sk_common.skc_net` against).
 pub fn own_netns() -> Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata("/proc/self/ns/net").context("stat /proc/self/ns/net")?;
-    Ok(m.ino() as u32)
+    let ino = super::netns::own_net_inode().context("stat /proc/self/ns/net")?;
+    Ok(ino as u32)
 }
 
 /// Make sure tracefs is mounted at /sys/kernel/tracing: mount it when the
