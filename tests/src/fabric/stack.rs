@@ -139,9 +139,7 @@ impl Stack {
         let names: Vec<String> = rules.iter().map(|(n, _)| n.clone()).collect();
         let mut prom_opts = ServerOpts::new(
             SocketAddr::from(([127, 0, 0, 1], ports::PROMETHEUS)),
-            &prometheus_config_of(&fabric, opts, &names, &|n| {
-                !opts.from_containers || is_underlay(&fabric, n)
-            }),
+            &prometheus_config_of(&fabric, opts, &names, &|n| runs_exporter(&fabric, opts, n)),
         )
         .in_netns(&fabric.mon);
         for (name, p) in &rules {
@@ -290,11 +288,9 @@ impl Stack {
     /// every skeleton pair has UDP probe results, and no pair lost a probe
     /// over the last few seconds.
     pub fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {
-        let exporters = match self.opts.from_containers {
-            true => self.fabric.underlay.len(),
-            false => self.fabric.probers().count(),
-        };
-        let targets = exporters + usize::from(self.localizer.is_some());
+        let f = &self.fabric;
+        let exporters = f.probers().filter(|n| runs_exporter(f, &self.opts, n));
+        let targets = exporters.count() + usize::from(self.localizer.is_some());
         let pairs = self.skeleton_pairs();
         let deadline = std::time::Instant::now() + timeout;
         let mut last: String;
@@ -434,12 +430,14 @@ fn localizer_command(
     cmd
 }
 
-/// Whether `n` is a host's own endpoint (its exporter probes from the host).
-fn is_underlay(fabric: &Fabric, n: &Node) -> bool {
-    fabric
-        .underlay
-        .iter()
-        .any(|u| u.identity.node == n.identity.node)
+/// Whether an exporter runs for `n`: every endpoint's, or with
+/// [`StackOpts::from_containers`] only the hosts' own ([`Fabric::underlay`]).
+fn runs_exporter(fabric: &Fabric, opts: &StackOpts, n: &Node) -> bool {
+    !opts.from_containers
+        || fabric
+            .underlay
+            .iter()
+            .any(|u| u.identity.node == n.identity.node)
 }
 
 /// [`Stack::end_job`] with one exporter per host: the job's containers end
