@@ -6,7 +6,10 @@
 //! and so is a container without training traffic: it is probed from once
 //! it holds a connection the traffic discovery's filters count (its own
 //! `net/tcp{,6}`, read through its process), so a selection as wide as
-//! "every pod" probes from the training pods only.
+//! "every pod" probes from the training pods only. The check admits; it
+//! does not evict: a container already probed from stays until it ends,
+//! so a rank between connections (a restart from a checkpoint) does not
+//! take its series away and bring them back.
 
 use crate::discovery::sockdiag;
 use crate::model::traffic::Filter;
@@ -155,14 +158,16 @@ fn counts_any(sockets: &[sockdiag::Socket], filter: &Filter) -> bool {
 }
 
 /// Every container `patterns` select under `root` (the cgroup2 mount),
-/// one per network namespace other than `own_net`, whose process `traffic`
-/// says has training traffic ([`has_training_traffic`]), at most
+/// one per network namespace other than `own_net`, that is already probed
+/// from (its namespace in `running`) or whose process `traffic` says has
+/// training traffic ([`has_training_traffic`]), at most
 /// [`MAX_CONTAINERS`]. Unreadable directories and processes that ended
 /// between listing and opening are skipped (found again next scan).
 pub fn scan(
     root: &Path,
     patterns: &[glob::Pattern],
     own_net: u64,
+    running: &HashSet<u64>,
     traffic: impl Fn(u32) -> bool,
 ) -> Vec<Found> {
     let mut out = Vec::new();
@@ -182,7 +187,7 @@ pub fn scan(
             if ns.net_inode == own_net || !namespaces.insert(ns.net_inode) {
                 continue;
             }
-            if !traffic(pid) {
+            if !running.contains(&ns.net_inode) && !traffic(pid) {
                 continue;
             }
             if out.len() == MAX_CONTAINERS {
@@ -259,15 +264,23 @@ SKELETONHUNTER_NODE= \0SKELETONHUNTER_TENANT=other\0\xff\xfe=x\0";
         assert_eq!(process_in(&pod), Some(me));
         let pats = [glob::Pattern::new("pods/*").unwrap()];
         let own = crate::sys::netns::own_net_inode().unwrap();
-        assert!(scan(&dir, &pats, own, |_| true).is_empty(), "own namespace");
+        let none = HashSet::new();
         assert!(
-            scan(&dir, &pats, own + 1, |_| false).is_empty(),
+            scan(&dir, &pats, own, &none, |_| true).is_empty(),
+            "own namespace"
+        );
+        assert!(
+            scan(&dir, &pats, own + 1, &none, |_| false).is_empty(),
             "no traffic"
         );
-        let found = scan(&dir, &pats, own + 1, |p| p == me);
+        let found = scan(&dir, &pats, own + 1, &none, |p| p == me);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].cgroup, Path::new("pods/pod-a"));
         assert_eq!(found[0].pid, me);
+        // Probed from already: kept without traffic (admission, not
+        // eviction).
+        let running: HashSet<u64> = [found[0].ns.net_inode].into();
+        assert_eq!(scan(&dir, &pats, own + 1, &running, |_| false).len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::discovery::cgroup::cgroup2_root;
 use crate::sys::netns;
 use crate::telemetry::Metrics;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,16 @@ impl Running {
     /// Whether no container is probed from.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The namespaces probed from (their prober running or starting): a
+    /// rescan keeps them without asking for training traffic again.
+    fn probed(&self) -> HashSet<u64> {
+        let map = self.lock();
+        map.iter()
+            .filter(|(_, h)| !h.failed())
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     fn stop_all(&self) {
@@ -101,9 +111,10 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         let (r, c) = (root.clone(), cfg.clone());
+        let probed = running.probed();
         let scan = move || {
             let traffic = |pid| find::has_training_traffic(pid, &c.ebpf.filter);
-            find::scan(&r, &c.containers.cgroups, own, traffic)
+            find::scan(&r, &c.containers.cgroups, own, &probed, traffic)
         };
         let Ok(found) = tokio::task::spawn_blocking(scan).await else {
             continue;
