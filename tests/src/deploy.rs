@@ -21,6 +21,8 @@ pub const PROMETHEUS_RULE: &str = "deploy/kubernetes/prometheusrules.yaml";
 pub const PAIR_DETAIL_KUBE_DIR: &str = "deploy/kubernetes/pair-detail";
 /// Its generated PrometheusRules, from `rules/pair-detail/`.
 pub const PAIR_DETAIL_PROMETHEUS_RULE: &str = "deploy/kubernetes/pair-detail/prometheusrules.yaml";
+/// The sidecar option: the exporter in each training pod, no capability.
+pub const SIDECAR_KUBE_DIR: &str = "deploy/kubernetes/sidecar";
 /// The generated dashboard ConfigMaps, relative to the repository root.
 pub const DASHBOARDS: &str = "deploy/kubernetes/dashboards.yaml";
 

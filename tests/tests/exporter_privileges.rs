@@ -2,7 +2,8 @@
 //! with eBPF and serves `/metrics` as `nobody` given only the capabilities
 //! docs/operations.md lists, keeps only `CAP_NET_RAW` in every thread once
 //! set up, and without a capability it fails naming it (exit 1). The
-//! localizer needs none. Started with `setpriv` (util-linux) under
+//! localizer needs none. The sidecar option runs with no capability at
+//! all, as its manifest says. Started with `setpriv` (util-linux) under
 //! `nsenter --net` (not `ip netns exec`, which remounts /sys and so hides
 //! the host's tracefs).
 
@@ -271,4 +272,135 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["pairs_observed"], 2, "{report}");
+}
+
+/// The sidecar option as shipped (`deploy/kubernetes/sidecar`): two
+/// "training pods" `a` and `b` joined by one training connection, each
+/// with the sidecar's configuration, environment, user and security
+/// context — no capability at all, no_new_privs — started as its
+/// `command` says, through the dynamic loader, on a copy of the binary
+/// carrying the image's file capabilities (which the kernel refuses to
+/// execute directly with an empty bounding set). Each finds the other by
+/// polling its own connections and probes it over UDP and TCP, holding no
+/// capability in any thread.
+#[test]
+fn the_sidecar_runs_without_any_capability_and_probes_its_pods_peer() {
+    use skeletonhunter_tests::contract::dockerfile_contract;
+    use skeletonhunter_tests::deploy::{self, find, SIDECAR_KUBE_DIR};
+    if !require_privileges("the_sidecar_runs_without_any_capability_and_probes_its_pods_peer") {
+        return;
+    }
+    let objs = deploy::kustomized(SIDECAR_KUBE_DIR).unwrap();
+    let name = "skeletonhunter-exporter-sidecar";
+    let cfg = find(&objs, "ConfigMap", name).unwrap()["data"]["exporter.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let tpl = find(&objs, "PodTemplate", name).unwrap();
+    let c = &tpl["template"]["spec"]["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert!(sc["capabilities"]["add"].is_null(), "{sc}");
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["runAsNonRoot"], true);
+    let image = dockerfile_contract().unwrap();
+    assert_eq!(sc["runAsUser"].as_u64(), Some(image.uid));
+    let command: Vec<&str> = c["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let [loader, exporter] = command[..] else {
+        panic!("command {command:?}: the loader and the exporter")
+    };
+    assert_eq!(exporter, "/usr/local/bin/skeletonhunter-exporter");
+
+    let p = pair("psc").unwrap();
+    let dir = TempDir::new("psc").unwrap();
+    // The image's binary: its file capabilities as the Dockerfile sets them.
+    let bin = dir.path().join("skeletonhunter-exporter");
+    std::fs::copy(bin_path("skeletonhunter-exporter"), &bin).unwrap();
+    let fcaps: Vec<String> = image.caps.iter().map(|c| c.to_lowercase()).collect();
+    let set = Command::new("setcap")
+        .arg(format!("{}+ep", fcaps.join(",")))
+        .arg(&bin)
+        .status()
+        .expect("setcap (libcap2-bin)");
+    assert!(set.success());
+    let _ = Command::new("chmod")
+        .args(["a+rx", dir.path().to_str().unwrap()])
+        .status();
+    let main = deploy::manifests().unwrap();
+    let topology = deploy::shipped_topology(&main, dir.path()).unwrap();
+    let cfg = cfg.replace(
+        "/etc/skeletonhunter-topology/topology.yaml",
+        topology.to_str().unwrap(),
+    );
+    let uid = format!("--reuid={}", image.uid);
+    let gid = format!("--regid={}", image.gid);
+    let start = |ns: &Netns, node: &str, nic: &str| {
+        let mut wrap = vec!["env".to_string()];
+        for e in c["env"].as_array().unwrap() {
+            let var = e["name"].as_str().unwrap();
+            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => node,
+                Some("status.hostIP") => nic,
+                _ => "sample-value",
+            };
+            wrap.push(format!("{var}={value}"));
+        }
+        wrap.extend(
+            [
+                "setpriv",
+                &uid,
+                &gid,
+                "--clear-groups",
+                "--no-new-privs",
+                "--bounding-set=-all",
+                "--inh-caps=-all",
+                "--ambient-caps=-all",
+                "--",
+                loader,
+            ]
+            .map(String::from),
+        );
+        Launch::new(node)
+            .within(ns)
+            .net_only()
+            .bin(bin.clone())
+            .wrap(&wrap)
+            .spawn(dir.path(), &cfg)
+            .unwrap()
+    };
+    let mut a = start(&p.a, "trainer-0", "198.18.1.1");
+    let mut b = start(&p.b, "trainer-1", "198.18.1.2");
+    let _conn = training_connection(&p);
+    wait_until(
+        "each sidecar to find its pod's peer by polling and probe it over UDP and TCP",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || {
+            [(&p.a, "trainer-1"), (&p.b, "trainer-0")]
+                .iter()
+                .all(|(ns, peer)| {
+                    let Ok(body) = scrape(ns) else { return false };
+                    let dst = format!("dst_node=\"{peer}\"");
+                    ["udp", "tcp"]
+                        .iter()
+                        .all(|proto| counts(&body, &dst, &format!("protocol=\"{proto}\"")).2 > 3.0)
+                })
+                .then_some(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}; a:\n{}\nb:\n{}", a.log(), b.log()));
+    for x in [&mut a, &mut b] {
+        x.check_running().unwrap();
+        let threads = thread_caps(x.pid());
+        assert!(!threads.is_empty());
+        for (thread, [eff, prm, bnd, amb]) in &threads {
+            assert_eq!([*eff, *prm, *bnd, *amb], [0; 4], "thread {thread}");
+        }
+    }
+    assert!(a.log().contains("source=poll"), "{}", a.log());
 }

@@ -154,7 +154,8 @@ fn kustomization_lists_every_manifest() -> Result<()> {
 
 /// Core kinds pass `kubernetes-validate --strict` (unknown fields refused)
 /// for the oldest and the newest Kubernetes we document; prometheus-operator
-/// kinds are checked in `monitors_scrape_what_the_rules_expect`.
+/// kinds are checked in `monitors_scrape_what_the_rules_expect`. The
+/// sidecar option's ConfigMap and PodTemplate as well.
 #[test]
 fn kubernetes_validate_accepts_the_core_kinds() -> Result<()> {
     let tool = "kubernetes-validate";
@@ -167,7 +168,9 @@ fn kubernetes_validate_accepts_the_core_kinds() -> Result<()> {
     }
     let dir = TempDir::new("deploy-kv")?;
     let mut files = Vec::new();
-    for (i, obj) in manifests()?.iter().enumerate() {
+    let mut objs = manifests()?;
+    objs.extend(deploy::kustomized(deploy::SIDECAR_KUBE_DIR)?);
+    for (i, obj) in objs.iter().enumerate() {
         let api = obj["apiVersion"].as_str().context("apiVersion")?;
         if api.starts_with("monitoring.coreos.com/") {
             continue;

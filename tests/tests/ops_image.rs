@@ -246,5 +246,48 @@ fn image_is_built_and_keeps_the_runtime_contract() -> Result<()> {
             out.stdout
         );
     }
+    sidecar_starts(&root, &user)
+}
+
+/// The sidecar's `command` (deploy/kubernetes/sidecar) starts the exporter
+/// in the image's root with no_new_privs and a bounding set without the
+/// binary's file capabilities (only what `chroot --userspec` itself
+/// needs), where executing the binary directly is refused.
+fn sidecar_starts(root: &str, user: &str) -> Result<()> {
+    let objs = deploy::kustomized(deploy::SIDECAR_KUBE_DIR)?;
+    let tpl = deploy::find(&objs, "PodTemplate", "skeletonhunter-exporter-sidecar")?;
+    let command: Vec<&str> = tpl["template"]["spec"]["containers"][0]["command"]
+        .as_array()
+        .context("the sidecar's command")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let run = |cmd: &[&str]| {
+        let mut args = vec![
+            "--no-new-privs",
+            "--bounding-set=-all,+sys_chroot,+setuid,+setgid",
+            "--",
+            "chroot",
+            "--userspec",
+            user,
+            root,
+        ];
+        args.extend(cmd);
+        args.push("--version");
+        run_tool("setpriv", &args, None)
+    };
+    let out = run(&command)?.ok()?;
+    assert!(
+        out.stdout.contains(&version()?),
+        "{command:?}: {}",
+        out.stdout
+    );
+    let direct = run(&command[1..])?;
+    assert!(
+        !direct.success && direct.stderr.contains("not permitted"),
+        "the binary with file capabilities, outside its bounding set: {}{}",
+        direct.stdout,
+        direct.stderr
+    );
     Ok(())
 }
