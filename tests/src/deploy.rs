@@ -212,6 +212,63 @@ pub fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> 
     Ok(first)
 }
 
+/// The sidecar option's exporter as shipped in [`SIDECAR_KUBE_DIR`].
+pub struct Sidecar {
+    /// Its ConfigMap's `exporter.yaml`.
+    pub config: String,
+    /// The container of its PodTemplate.
+    pub container: Value,
+    /// That container's `command`.
+    pub command: Vec<String>,
+}
+
+/// The name of the sidecar's ConfigMap and PodTemplate.
+const SIDECAR: &str = "skeletonhunter-exporter-sidecar";
+
+/// Read [`Sidecar`] from its kustomization.
+pub fn sidecar() -> Result<Sidecar> {
+    let objs = kustomized(SIDECAR_KUBE_DIR)?;
+    let config = find(&objs, "ConfigMap", SIDECAR)?["data"]["exporter.yaml"]
+        .as_str()
+        .context("the sidecar's exporter.yaml")?
+        .to_string();
+    let container =
+        find(&objs, "PodTemplate", SIDECAR)?["template"]["spec"]["containers"][0].clone();
+    let command = container["command"]
+        .as_array()
+        .context("the sidecar's command")?
+        .iter()
+        .filter_map(|c| c.as_str().map(String::from))
+        .collect();
+    Ok(Sidecar {
+        config,
+        container,
+        command,
+    })
+}
+
+/// `container`'s environment as (name, value), each downward-API field
+/// (`valueFrom.fieldRef.fieldPath`) filled by `field`, `sample-value` where
+/// it gives none. A container without `env`, or an entry without a name,
+/// is an error.
+pub fn downward_env(
+    container: &Value,
+    field: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>> {
+    let env = container["env"].as_array().context("env")?;
+    env.iter()
+        .map(|e| {
+            let name = e["name"].as_str().context("env name")?;
+            let path = e["valueFrom"]["fieldRef"]["fieldPath"].as_str();
+            let value = path.and_then(&field);
+            Ok((
+                name.to_string(),
+                value.unwrap_or_else(|| "sample-value".into()),
+            ))
+        })
+        .collect()
+}
+
 /// Text files of `dir` ending in `ext`, sorted by name, as (name, text).
 fn sources(dir: &str, ext: &str) -> Result<Vec<(String, String)>> {
     let mut names: Vec<String> = std::fs::read_dir(repo_root().join(dir))

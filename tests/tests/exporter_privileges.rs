@@ -43,10 +43,37 @@ fn reachable(dir: &TempDir, bin: &str) -> std::path::PathBuf {
     if !to.exists() && std::fs::hard_link(bin_path(bin), &to).is_err() {
         std::fs::copy(bin_path(bin), &to).unwrap();
     }
+    searchable(dir);
+    to
+}
+
+/// Let any user search `dir` (an unprivileged exporter reads its files).
+fn searchable(dir: &TempDir) {
     let _ = Command::new("chmod")
         .args(["a+rx", dir.path().to_str().unwrap()])
         .status();
-    to
+}
+
+/// `setpriv` to run as `uid`:`gid` with exactly `caps` (inheritable,
+/// ambient and bounding; `""` for none), up to its `--`.
+fn setpriv(uid: u64, gid: u64, caps: &str) -> Vec<String> {
+    let set = |flag: &str| {
+        let list: String = caps
+            .split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| format!(",+{c}"))
+            .collect();
+        format!("--{flag}=-all{list}")
+    };
+    vec![
+        "setpriv".into(),
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".into(),
+        set("inh-caps"),
+        set("ambient-caps"),
+        set("bounding-set"),
+    ]
 }
 
 /// Start the exporter in `ns` as uid/gid 65534 with exactly `caps`
@@ -54,24 +81,7 @@ fn reachable(dir: &TempDir, bin: &str) -> std::path::PathBuf {
 fn start_as(ns: &Netns, dir: &TempDir, name: &str, cfg: &str, caps: Option<&str>) -> ChildGuard {
     let mut wrap: Vec<String> = Vec::new();
     if let Some(caps) = caps {
-        let set = |flag: &str| {
-            let list: String = caps
-                .split(',')
-                .filter(|c| !c.is_empty())
-                .map(|c| format!(",+{c}"))
-                .collect();
-            format!("--{flag}=-all{list}")
-        };
-        wrap.extend(
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-            ]
-            .map(String::from),
-        );
-        wrap.extend([set("inh-caps"), set("ambient-caps"), set("bounding-set")]);
+        wrap = setpriv(65534, 65534, caps);
         wrap.push("--".into());
     }
     Launch::new(name)
@@ -286,18 +296,12 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
 #[test]
 fn the_sidecar_runs_without_any_capability_and_probes_its_pods_peer() {
     use skeletonhunter_tests::contract::dockerfile_contract;
-    use skeletonhunter_tests::deploy::{self, find, SIDECAR_KUBE_DIR};
+    use skeletonhunter_tests::deploy;
     if !require_privileges("the_sidecar_runs_without_any_capability_and_probes_its_pods_peer") {
         return;
     }
-    let objs = deploy::kustomized(SIDECAR_KUBE_DIR).unwrap();
-    let name = "skeletonhunter-exporter-sidecar";
-    let cfg = find(&objs, "ConfigMap", name).unwrap()["data"]["exporter.yaml"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let tpl = find(&objs, "PodTemplate", name).unwrap();
-    let c = &tpl["template"]["spec"]["containers"][0];
+    let sidecar = deploy::sidecar().unwrap();
+    let c = &sidecar.container;
     let sc = &c["securityContext"];
     assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
     assert!(sc["capabilities"]["add"].is_null(), "{sc}");
@@ -305,14 +309,8 @@ fn the_sidecar_runs_without_any_capability_and_probes_its_pods_peer() {
     assert_eq!(sc["runAsNonRoot"], true);
     let image = dockerfile_contract().unwrap();
     assert_eq!(sc["runAsUser"].as_u64(), Some(image.uid));
-    let command: Vec<&str> = c["command"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|v| v.as_str())
-        .collect();
-    let [loader, exporter] = command[..] else {
-        panic!("command {command:?}: the loader and the exporter")
+    let [loader, exporter] = &sidecar.command[..] else {
+        panic!("command {:?}: the loader and the exporter", sidecar.command)
     };
     assert_eq!(exporter, "/usr/local/bin/skeletonhunter-exporter");
 
@@ -328,43 +326,24 @@ fn the_sidecar_runs_without_any_capability_and_probes_its_pods_peer() {
         .status()
         .expect("setcap (libcap2-bin)");
     assert!(set.success());
-    let _ = Command::new("chmod")
-        .args(["a+rx", dir.path().to_str().unwrap()])
-        .status();
+    searchable(&dir);
     let main = deploy::manifests().unwrap();
     let topology = deploy::shipped_topology(&main, dir.path()).unwrap();
-    let cfg = cfg.replace(
+    let cfg = sidecar.config.replace(
         "/etc/skeletonhunter-topology/topology.yaml",
         topology.to_str().unwrap(),
     );
-    let uid = format!("--reuid={}", image.uid);
-    let gid = format!("--regid={}", image.gid);
     let start = |ns: &Netns, node: &str, nic: &str| {
+        let env = deploy::downward_env(c, |field| match field {
+            "metadata.name" => Some(node.to_string()),
+            "status.hostIP" => Some(nic.to_string()),
+            _ => None,
+        })
+        .unwrap();
         let mut wrap = vec!["env".to_string()];
-        for e in c["env"].as_array().unwrap() {
-            let var = e["name"].as_str().unwrap();
-            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-                Some("metadata.name") => node,
-                Some("status.hostIP") => nic,
-                _ => "sample-value",
-            };
-            wrap.push(format!("{var}={value}"));
-        }
-        wrap.extend(
-            [
-                "setpriv",
-                &uid,
-                &gid,
-                "--clear-groups",
-                "--no-new-privs",
-                "--bounding-set=-all",
-                "--inh-caps=-all",
-                "--ambient-caps=-all",
-                "--",
-                loader,
-            ]
-            .map(String::from),
-        );
+        wrap.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        wrap.extend(setpriv(image.uid, image.gid, ""));
+        wrap.extend(["--no-new-privs".into(), "--".into(), loader.clone()]);
         Launch::new(node)
             .within(ns)
             .net_only()

@@ -447,18 +447,8 @@ fn exporter_runs_with_the_shipped_config_and_probes() -> Result<()> {
     let mut check = std::process::Command::new(bin_path(EXPORTER));
     check.arg("--config").arg(&path).arg("--check-config");
     check.arg("--topology-file").arg(&topology);
-    for e in c["env"].as_array().context("env")? {
-        let name = e["name"].as_str().context("env name")?;
-        let field = e["valueFrom"]["fieldRef"]["fieldPath"]
-            .as_str()
-            .unwrap_or("");
-        let value = if field == "status.podIP" {
-            "198.18.0.1"
-        } else {
-            "sample-value"
-        };
-        check.env(name, value);
-    }
+    let pod_ip = |f: &str| (f == "status.podIP").then(|| "198.18.0.1".to_string());
+    check.envs(deploy::downward_env(c, pod_ip)?);
     let out = check.output()?;
     assert!(
         out.status.success(),

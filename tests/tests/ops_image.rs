@@ -254,14 +254,8 @@ fn image_is_built_and_keeps_the_runtime_contract() -> Result<()> {
 /// binary's file capabilities (only what `chroot --userspec` itself
 /// needs), where executing the binary directly is refused.
 fn sidecar_starts(root: &str, user: &str) -> Result<()> {
-    let objs = deploy::kustomized(deploy::SIDECAR_KUBE_DIR)?;
-    let tpl = deploy::find(&objs, "PodTemplate", "skeletonhunter-exporter-sidecar")?;
-    let command: Vec<&str> = tpl["template"]["spec"]["containers"][0]["command"]
-        .as_array()
-        .context("the sidecar's command")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let sidecar = deploy::sidecar()?;
+    let command: Vec<&str> = sidecar.command.iter().map(String::as_str).collect();
     let run = |cmd: &[&str]| {
         let mut args = vec![
             "--no-new-privs",
