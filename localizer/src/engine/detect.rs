@@ -40,6 +40,10 @@ pub struct BinomialObs {
     pub background: f64,
     /// Significant at the Bonferroni-corrected pair level.
     pub anomalous: Vec<bool>,
+    /// Loss only, and only when every pair's source tells them
+    /// ([`PairStats::lossy_rounds`]): per pair its connected rounds and
+    /// those that lost a packet. Empty otherwise.
+    pub rounds: Vec<(f64, f64)>,
 }
 
 /// RTT evidence per pair.
@@ -161,7 +165,22 @@ fn binomial_obs(n: Vec<f64>, k: Vec<f64>, floor: f64, ceiling: f64, level: f64) 
         k,
         background,
         anomalous,
+        rounds: Vec::new(),
     }
+}
+
+/// Each pair's (connected rounds, rounds that lost a packet), when every
+/// pair knows the latter; empty otherwise.
+fn loss_rounds(pairs: &[&PairStats]) -> Vec<(f64, f64)> {
+    pairs
+        .iter()
+        .map(|p| {
+            let lossy = p.lossy_rounds?;
+            let connected = (p.rounds - p.failed_dials).max(0.0);
+            Some((connected, lossy.clamp(0.0, connected)))
+        })
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
 }
 
 /// The loss evidence with its background re-read without the pairs that
@@ -197,13 +216,11 @@ pub fn rebased_loss(
     if n.iter().sum::<f64>() <= 0.0 || rest > 0.5 * loss.background {
         return None;
     }
-    Some(binomial_obs(
-        loss.n.clone(),
-        loss.k.clone(),
-        rest,
-        rest,
-        level,
-    ))
+    let rebased = binomial_obs(loss.n.clone(), loss.k.clone(), rest, rest, level);
+    Some(BinomialObs {
+        rounds: loss.rounds.clone(),
+        ..rebased
+    })
 }
 
 /// Run the per-pair tests. `pairs` and `matrix` must come from the same
@@ -216,7 +233,10 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
     let binomial = |counts: fn(&PairStats) -> (f64, f64), floor: f64| {
         pair_binomial(pairs, counts, floor, config.max_background_rate, level)
     };
-    let loss = binomial(|p| (p.sent, p.lost), config.min_background_loss);
+    let loss = BinomialObs {
+        rounds: loss_rounds(pairs),
+        ..binomial(|p| (p.sent, p.lost), config.min_background_loss)
+    };
     let unreachable = binomial(
         |p| (p.rounds, p.failed_dials),
         config.min_background_dial_failure,

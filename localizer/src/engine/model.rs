@@ -34,6 +34,13 @@ pub struct PairStats {
     pub rtt_seconds: Option<f64>,
     /// How many RTT samples `rtt_seconds` summarizes (0 when none).
     pub rtt_samples: f64,
+    /// Connected rounds that lost at least one packet (CSV: rows with a
+    /// `loss_rate` above 0); `None` where the source cannot tell (online:
+    /// counters over a window). A burst takes several probes of a round at
+    /// once and fills few rounds; a gray fault drops probes one by one,
+    /// over many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lossy_rounds: Option<f64>,
     /// Router addresses traced on this pair's path (online: from
     /// `skeletonhunter_path_hop_info`); each joins the pair's path as a `hop`
     /// component. Empty when the pair was not traced.

@@ -22,6 +22,18 @@ pub fn binomial_upper_tail(k: f64, n: f64, p: f64) -> f64 {
     v.clamp(0.0, 1.0)
 }
 
+/// P(X >= k) for X ~ Poisson(mu), with real-valued `k`: the regularized
+/// lower incomplete gamma function P(k, mu).
+pub fn poisson_upper_tail(k: f64, mu: f64) -> f64 {
+    if k <= 0.0 {
+        return 1.0;
+    }
+    if mu <= 0.0 {
+        return 0.0;
+    }
+    statrs::function::gamma::gamma_lr(k, mu).clamp(0.0, 1.0)
+}
+
 /// P(Z >= z) for a standard normal Z.
 pub fn normal_upper_tail(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
@@ -160,6 +172,24 @@ mod tests {
         }
         assert_eq!(binomial_upper_tail(1.0, 10.0, 0.0), 0.0);
         assert_eq!(binomial_upper_tail(0.0, 10.0, 0.0), 1.0);
+    }
+
+    #[test]
+    fn poisson_tail_matches_pmf_sum() {
+        for &(k, mu) in &[(1u64, 0.3f64), (3, 0.4), (2, 2.0), (10, 4.5)] {
+            // 1 - P(X <= k - 1), the pmf summed term by term.
+            let (mut term, mut below) = ((-mu).exp(), 0.0);
+            for x in 0..k {
+                if x > 0 {
+                    term *= mu / x as f64;
+                }
+                below += term;
+            }
+            let got = poisson_upper_tail(k as f64, mu);
+            assert!((got - (1.0 - below)).abs() < 1e-10, "k={k} mu={mu}: {got}");
+        }
+        assert_eq!(poisson_upper_tail(0.0, 0.5), 1.0);
+        assert_eq!(poisson_upper_tail(1.0, 0.0), 0.0);
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! it; otherwise `--packets-per-round` when given; otherwise inferred from
 //! the lattice of the `loss_rate` values ([`super::probes`]). Rows are
 //! aggregated per pair as connected rows and a sum of rates, and multiplied
-//! by the count at the end, so the inference needs one pass.
+//! by the count at the end, so the inference needs one pass. Rows that lost
+//! any packet are counted as well ([`PairStats::lossy_rounds`]).
 //!
 //! A container that leaves mid-window costs its pairs their last failed
 //! round, not a verdict ([`departures`]).
@@ -124,6 +125,8 @@ struct Acc {
     /// Rows with a count column value: packets sent and lost.
     sent: f64,
     lost: f64,
+    /// Connected rows that lost any packet.
+    lossy: f64,
     /// When its rounds ran, for the departures of containers that left.
     timeline: Timeline,
 }
@@ -159,13 +162,8 @@ impl Acc {
     }
 }
 
-/// Read and aggregate a ping log from a file.
-pub fn read_pings_file(path: &Path, opts: &CsvOptions) -> Result<Vec<PairStats>, ReadError> {
-    read_pings_file_counted(path, opts).map(|(p, _)| p)
-}
-
-/// [`read_pings_file`], also saying what was used as the probes per row
-/// and which tasks the rows were.
+/// Read and aggregate a ping log from a file, also saying what was used
+/// as the probes per row and which tasks the rows were.
 pub fn read_pings_file_counted(
     path: &Path,
     opts: &CsvOptions,
@@ -336,6 +334,7 @@ impl<'h> Aggregator<'h> {
         a.timeline.add(round.at, round.connected);
         a.rounds += 1.0;
         if round.connected {
+            a.lossy += f64::from(u8::from(round.loss > 0.0));
             match round.count {
                 Some(c) => {
                     a.sent += c;
@@ -578,6 +577,7 @@ impl<'h> Aggregator<'h> {
             p.failed_dials += a.failed - departed;
             p.sent += a.sent + a.connected * ppr;
             p.lost += a.lost + (a.rate_sum * ppr).round();
+            p.lossy_rounds = Some(p.lossy_rounds.unwrap_or(0.0) + a.lossy);
             let pref = task::rtt_preference(a.protocol);
             let best = &mut rtt_pref[a.pair as usize];
             if rtt.is_some() && best.is_none_or(|b| pref < b) {

@@ -20,7 +20,7 @@ use super::scenario::{parse_fault, FaultError, FaultSpec, Scenario};
 use crate::engine::model::{Config, Fault, PairStats, Report, Symptom, Timings};
 use crate::engine::pipeline::{analyze, analyze_timed};
 use crate::engine::voting;
-use crate::input::csv::{read_pings_file, CsvOptions, ReadError};
+use crate::input::csv::{read_pings_file_counted, CsvOptions, ReadError};
 use skeletonhunter_common::topology::{Component, Kind};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -490,7 +490,7 @@ pub fn speed(
     let generate = t.elapsed();
     let csv_bytes = std::fs::metadata(&path)?.len();
     let t = Instant::now();
-    let pairs = read_pings_file(&path, &CsvOptions::default())?;
+    let (pairs, _) = read_pings_file_counted(&path, &CsvOptions::default())?;
     let parse = t.elapsed();
     let rows = pairs.iter().map(|p| p.rounds as usize).sum();
     let (report, timings) = analyze_timed(&pairs, &Config::default());

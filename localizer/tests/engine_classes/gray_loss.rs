@@ -79,3 +79,52 @@ fn a_gray_container_whose_pairs_each_lose_a_probe_or_more_is_found() {
     let report = analyze(&pairs, &Config::default());
     assert_eq!(named(&report), ["node:node-3:loss"], "{}", detail(&report));
 }
+
+/// A gray container: its four pairs lost 3, 3, 2 and 0 of 150 probes
+/// (15 rounds of 10) over a 0.08% background, each probe in a round of
+/// its own. Dropping its two strongest pairs leaves two lost probes of
+/// 300: too few for the probe count alone; counted in rounds as well
+/// they still lean its way, by an effect that matters (0.6%). The same
+/// probes lost in bursts, all of a pair's in one round (a microburst over
+/// a few pairs), are not the container; nor is it paged where the rounds
+/// are unknown (counters over a window).
+#[test]
+fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0],
+        hosts: 4,
+    };
+    let node = "node-3";
+    let with_rounds = |burst: bool| {
+        let mut pairs = window_with(&f, 150.0, 6e-4, &|_, _| Effect::default());
+        for p in &mut pairs {
+            // The background drops probes one by one.
+            p.lossy_rounds = Some(p.lost);
+        }
+        let mut lost = [3.0, 3.0, 2.0, 0.0].into_iter();
+        for p in pairs
+            .iter_mut()
+            .filter(|p| p.src.node == node || p.dst.node == node)
+        {
+            p.lost = lost.next().expect("four pairs");
+            p.lossy_rounds = Some(if burst { p.lost.min(1.0) } else { p.lost });
+        }
+        assert_eq!(lost.next(), None, "{node} has four pairs");
+        pairs
+    };
+    let spread = analyze(&with_rounds(false), &Config::default());
+    assert_eq!(named(&spread), ["node:node-3:loss"], "{}", detail(&spread));
+    let bursts = analyze(&with_rounds(true), &Config::default());
+    assert_eq!(named(&bursts), Vec::<String>::new(), "{}", detail(&bursts));
+    let mut unknown = with_rounds(false);
+    for p in &mut unknown {
+        p.lossy_rounds = None;
+    }
+    let unknown = analyze(&unknown, &Config::default());
+    assert_eq!(
+        named(&unknown),
+        Vec::<String>::new(),
+        "{}",
+        detail(&unknown)
+    );
+}

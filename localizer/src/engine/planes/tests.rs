@@ -29,8 +29,7 @@ fn pair(src: Identity, dst: Identity, loss: f64) -> PairStats {
         lost: (1000.0 * loss).round(),
         rtt_seconds: Some(10e-6),
         rtt_samples: 10.0,
-        hops: Vec::new(),
-        paths: Vec::new(),
+        ..PairStats::default()
     }
 }
 

@@ -12,6 +12,7 @@ use crate::engine::detect::{BinomialObs, LatencyObs, LEVELS};
 use crate::engine::model::Config;
 use crate::engine::stats::{
     binomial_loglik, binomial_upper_tail, bisect_root, median, normal_upper_tail,
+    poisson_upper_tail,
 };
 
 /// The model of faults accepted so far, per pair.
@@ -124,6 +125,12 @@ pub(super) trait Family {
     /// freedom. A component adds one effect to each of its flows; two
     /// pairs, one slowed by 10 µs and one by 4, are two stories.
     fn heterogeneity(&self, model: &Model, rows: &[u32], param: f64) -> f64;
+    /// The p-value of `rows`' failures counted in rounds that lost any
+    /// rather than one by one, when the family has such counts; `None`
+    /// otherwise. Probes that fail together (a burst) count once.
+    fn rounds_p_value(&self, _model: &Model, _rows: &[u32]) -> Option<f64> {
+        None
+    }
 }
 
 /// Loss (packets) and unreachable (dials): a binomial count per pair.
@@ -211,6 +218,24 @@ impl Family for BinomialFamily<'_> {
             })
             .sum::<f64>()
             .max(0.0)
+    }
+    /// Lossy rounds against their expectation under the model (Poisson):
+    /// a round of `n / rounds` probes loses one with probability
+    /// `1 - s^(n / rounds)`.
+    fn rounds_p_value(&self, model: &Model, rows: &[u32]) -> Option<f64> {
+        if self.obs.rounds.is_empty() {
+            return None;
+        }
+        let (mut lossy, mut expected) = (0.0, 0.0);
+        for &i in rows {
+            let i = i as usize;
+            let ((rounds, k), n) = (self.obs.rounds[i], self.obs.n[i]);
+            if rounds > 0.0 && n > 0.0 {
+                lossy += k;
+                expected += rounds * (1.0 - self.survival(model, i).powf(n / rounds));
+            }
+        }
+        Some(poisson_upper_tail(lossy, expected))
     }
 }
 

@@ -98,6 +98,17 @@ const ECMP_SIZE_SHARE: f64 = 0.5;
 /// unlikely.
 const COVERAGE_TAIL: f64 = 0.05;
 
+/// Level of what is left of a spread-out candidate after the robustness
+/// drop, when the rounds that lost probes are known too. A burst (a
+/// microburst taking two or three probes of a few pairs in one round)
+/// fills one round per pair and fails the count in rounds; a gray
+/// container dropping 2 % of its probes one by one passes both counts,
+/// and at `coverage_alpha` its four pairs of 140 probes were too few to
+/// be told from noise. What is left must also lose at a rate that
+/// matters ([`Family::big_enough`]): two noisy pairs of a host above
+/// a few single drops elsewhere are not a gray host.
+const SPREAD_TAIL: f64 = 0.05;
+
 /// P(X <= k) for X ~ Poisson(mu).
 fn poisson_lower_tail(k: f64, mu: f64) -> f64 {
     if mu <= 0.0 {
@@ -366,7 +377,8 @@ impl<F: Family> Tester<'_, F> {
             .skip(self.config.min_pairs)
             .map(|&(_, i)| i)
             .collect();
-        let p_rest = one_sided_lr_p_value(f.fit(model, &rest).1);
+        let (q_rest, stat_rest) = f.fit(model, &rest);
+        let p_rest = one_sided_lr_p_value(stat_rest);
         if p_rest < self.config.alpha {
             return true;
         }
@@ -374,12 +386,20 @@ impl<F: Family> Tester<'_, F> {
         // 4, 3, 1 and 0 of 70 probes): dropping two of its pairs leaves too
         // little for `alpha`. Noisy pairs explain the evidence only if it
         // sits on no more than `min_pairs` pairs; spread over more, what is
-        // left after the drop must still lean its way (`coverage_alpha`).
+        // left after the drop must still lean its way: at `coverage_alpha`,
+        // or at [`SPREAD_TAIL`] when it also does counted in lossy rounds,
+        // by an effect that matters (a gray fault hits all its pairs alike).
         let spread = rows
             .iter()
             .filter(|&&i| f.shows_any(model, i as usize))
             .count();
-        spread > self.config.min_pairs && p_rest < self.config.coverage_alpha
+        if spread <= self.config.min_pairs {
+            return false;
+        }
+        match f.rounds_p_value(model, &rest) {
+            Some(p_rounds) => p_rest.max(p_rounds) < SPREAD_TAIL && f.big_enough(&rest, q_rest),
+            None => p_rest < self.config.coverage_alpha,
+        }
     }
 
     /// Whether the few pairs a candidate has (too few to drop any) agree on

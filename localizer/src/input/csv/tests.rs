@@ -41,7 +41,10 @@ fn aggregates_rounds_per_pair() {
     assert_eq!(ab.lost, 2.0);
     assert!((ab.rtt_seconds.unwrap() - 11e-6).abs() < 1e-9);
     assert_eq!(ab.rtt_samples, 2.0);
+    // One connected row lost probes; the failed dial is not a lossy round.
+    assert_eq!(ab.lossy_rounds, Some(1.0));
     assert_eq!(pairs[1].lost, 50.0);
+    assert_eq!(pairs[1].lossy_rounds, Some(1.0));
 }
 
 #[test]
