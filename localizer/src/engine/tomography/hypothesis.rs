@@ -150,18 +150,7 @@ impl<F: Family> Tester<'_, F> {
     /// docs for the rules).
     pub(super) fn evaluate(&self, model: &Model, j: usize, chance: &Chance) -> Verdict {
         let (f, config) = (self.family, self.config);
-        let rows: Vec<u32> = self
-            .m
-            .col(j)
-            .iter()
-            .copied()
-            .filter(|&i| f.usable(model, i as usize))
-            .collect();
-        let hit: Vec<u32> = rows
-            .iter()
-            .copied()
-            .filter(|&i| f.anomalous(model, i as usize))
-            .collect();
+        let (rows, hit) = self.rows_and_hits(model, j);
         let (param, stat) = f.fit(model, &rows);
         let p_lr = one_sided_lr_p_value(stat);
         let mut v = Verdict {
@@ -289,21 +278,28 @@ impl<F: Family> Tester<'_, F> {
         (strong, null, p_count)
     }
 
-    /// Whether spine column `c`'s own ECMP count passes.
-    fn count_passes(&self, model: &Model, chance: &Chance, c: usize) -> bool {
+    /// Column `j`'s pairs usable under the model, and those of them
+    /// showing the symptom.
+    fn rows_and_hits(&self, model: &Model, j: usize) -> (Vec<u32>, Vec<u32>) {
         let f = self.family;
         let rows: Vec<u32> = self
             .m
-            .col(c)
+            .col(j)
             .iter()
             .copied()
             .filter(|&i| f.usable(model, i as usize))
             .collect();
-        let hit: Vec<u32> = rows
+        let hit = rows
             .iter()
             .copied()
             .filter(|&i| f.anomalous(model, i as usize))
             .collect();
+        (rows, hit)
+    }
+
+    /// Whether spine column `c`'s own ECMP count passes.
+    fn count_passes(&self, model: &Model, chance: &Chance, c: usize) -> bool {
+        let (rows, hit) = self.rows_and_hits(model, c);
         hit.len() >= self.config.min_pairs
             && self.count(model, chance, &rows, &hit).2 < self.ecmp_level
     }
