@@ -1,4 +1,4 @@
-//! Small statistical helpers: binomial and normal tails, likelihoods,
+//! Small statistical helpers: binomial, Poisson and normal tails, likelihoods,
 //! robust location/scale. Pure functions so each is unit-tested.
 
 use statrs::function::beta::beta_reg;
@@ -20,6 +20,22 @@ pub fn binomial_upper_tail(k: f64, n: f64, p: f64) -> f64 {
     let k = k.min(n);
     let v = beta_reg(k, n - k + 1.0, p);
     v.clamp(0.0, 1.0)
+}
+
+/// P(X <= k) for X ~ Poisson(mu), the pmf summed term by term (`k`
+/// rounded down; coverage tests ask it of a few hit pairs).
+pub fn poisson_lower_tail(k: f64, mu: f64) -> f64 {
+    if mu <= 0.0 {
+        return 1.0;
+    }
+    let (mut term, mut sum) = ((-mu).exp(), 0.0);
+    for x in 0..=(k.max(0.0).floor() as u64) {
+        if x > 0 {
+            term *= mu / x as f64;
+        }
+        sum += term;
+    }
+    sum.min(1.0)
 }
 
 /// P(X >= k) for X ~ Poisson(mu), with real-valued `k`: the regularized
@@ -175,19 +191,17 @@ mod tests {
     }
 
     #[test]
-    fn poisson_tail_matches_pmf_sum() {
-        for &(k, mu) in &[(1u64, 0.3f64), (3, 0.4), (2, 2.0), (10, 4.5)] {
-            // 1 - P(X <= k - 1), the pmf summed term by term.
-            let (mut term, mut below) = ((-mu).exp(), 0.0);
-            for x in 0..k {
-                if x > 0 {
-                    term *= mu / x as f64;
-                }
-                below += term;
-            }
-            let got = poisson_upper_tail(k as f64, mu);
-            assert!((got - (1.0 - below)).abs() < 1e-10, "k={k} mu={mu}: {got}");
+    fn poisson_tails_match_the_pmf_and_each_other() {
+        for &(k, mu) in &[(1.0, 0.3), (3.0, 0.4), (2.0, 2.0), (10.0, 4.5)] {
+            // P(X >= k) = 1 - P(X <= k - 1).
+            let got = poisson_upper_tail(k, mu);
+            let want = 1.0 - poisson_lower_tail(k - 1.0, mu);
+            assert!((got - want).abs() < 1e-10, "k={k} mu={mu}: {got} vs {want}");
         }
+        // P(X <= 0) and P(X <= 2) at mu = 1, from the pmf by hand.
+        assert!((poisson_lower_tail(0.0, 1.0) - (-1.0f64).exp()).abs() < 1e-15);
+        assert!((poisson_lower_tail(2.5, 1.0) - 2.5 * (-1.0f64).exp()).abs() < 1e-15);
+        assert_eq!(poisson_lower_tail(3.0, 0.0), 1.0);
         assert_eq!(poisson_upper_tail(0.0, 0.5), 1.0);
         assert_eq!(poisson_upper_tail(1.0, 0.0), 0.0);
     }

@@ -25,7 +25,7 @@
 use super::family::{Family, Model};
 use crate::engine::model::Config;
 use crate::engine::stats::{
-    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value,
+    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value, poisson_lower_tail,
 };
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
@@ -109,21 +109,6 @@ const COVERAGE_TAIL: f64 = 0.05;
 /// matters ([`Family::big_enough`]): two noisy pairs of a host above
 /// a few single drops elsewhere are not a gray host.
 const SPREAD_TAIL: f64 = 0.05;
-
-/// P(X <= k) for X ~ Poisson(mu).
-fn poisson_lower_tail(k: f64, mu: f64) -> f64 {
-    if mu <= 0.0 {
-        return 1.0;
-    }
-    let (mut term, mut sum) = ((-mu).exp(), 0.0);
-    for x in 0..=(k.max(0.0).floor() as u64) {
-        if x > 0 {
-            term *= mu / x as f64;
-        }
-        sum += term;
-    }
-    sum.min(1.0)
-}
 
 /// Components whose faults may hit only some of their flows (ECMP).
 fn is_ecmp(kind: Kind) -> bool {
