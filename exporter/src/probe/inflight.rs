@@ -300,9 +300,9 @@ impl<F> SharedInFlight<Sent<F>> {
     /// Take the probes past their deadline and count them lost; those of
     /// retired targets leave uncounted, and so do those of a peer that
     /// closed every standing connection ([`crate::model::Peer::closed`]):
-    /// it left (a finished job's container), and it is marked away
-    /// ([`Target::leave`]). Returns the counted ones and the peers newly
-    /// marked away (the caller removes their series).
+    /// it left (a finished job's container), and it departs
+    /// ([`Target::depart`]: marked away, its series removed, the departure
+    /// counted). Returns the counted ones and the peers that newly left.
     pub fn expire_lost(&self, now: Instant) -> (Vec<Sent<F>>, Vec<Arc<Target>>) {
         let expired = self.lock().expire(now);
         let mut lost = Vec::with_capacity(expired.len());
@@ -313,7 +313,7 @@ impl<F> SharedInFlight<Sent<F>> {
                 continue;
             }
             if t.peer.closed {
-                if t.leave() {
+                if t.depart() {
                     left.push(t.clone());
                 }
                 continue;

@@ -14,6 +14,11 @@
 //!   entries past the timeout as lost. Late and duplicate replies are
 //!   counted as probe errors, never as RTT or loss, so `sent = answered +
 //!   lost + in flight` always holds.
+//! - A peer that left is not lost: one whose reply says it is leaving, or
+//!   one that closed every connection and then misses a probe or refuses
+//!   a dial, departs ([`Target::depart`]) in whichever prober learns it
+//!   first; its series go and only the UDP prober asks, uncounted, whether
+//!   it is back.
 //! - The one [`Scheduler`](scheduler::Scheduler) task spreads the probes of all targets and
 //!   protocols evenly over the interval (slot k of M fires at k/M of the
 //!   round), so thousands of peers cost a steady trickle, not bursts.

@@ -175,6 +175,19 @@ impl Target {
         true
     }
 
+    /// [`Target::leave`], and the peer's series removed from the registry
+    /// and its departure counted: what every prober does when it learns a
+    /// peer left, by its reply's word or by its silence after closing its
+    /// connections. `true` if it was not away yet.
+    pub fn depart(&self) -> bool {
+        if !self.leave() {
+            return false;
+        }
+        self.metrics.forget_peer(self.addr());
+        self.metrics.peer_left();
+        true
+    }
+
     /// The peer answered without saying it is leaving: it is probed and
     /// counted again, under fresh series. `true` if it was away.
     pub fn come_back(&self) -> bool {

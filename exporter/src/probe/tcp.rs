@@ -10,7 +10,8 @@
 //! no descriptor (EMFILE, ENFILE), no local port (EADDRNOTAVAIL), no
 //! memory — is neither sent nor lost: it is a `probe_errors` with reason
 //! `local_resources`, so the exporter never reports its own exhaustion as
-//! network loss.
+//! network loss. A failed dial to a peer that closed every connection
+//! is its departure, not loss (see [`super`]).
 
 use super::{Prober, Target};
 use crate::model::{ProbeErrorReason, Protocol};
@@ -118,7 +119,19 @@ impl Prober for TcpProber {
             let start = Instant::now();
             let r = tokio::time::timeout(timeout, dial(socket, addr)).await;
             in_flight.fetch_sub(1, Ordering::Relaxed);
-            if target.is_retired() {
+            // Gone while dialling: its series are no longer exported.
+            if target.is_retired() || target.is_away() {
+                return;
+            }
+            let failed = !matches!(r, Ok(Ok(())));
+            if failed && target.peer.closed {
+                // It closed every connection and now refuses or ignores a
+                // dial: it left (an ended job's container), as a lost UDP
+                // probe to it would say — often first, since a closed port
+                // answers a dial at once. Not loss.
+                if target.depart() {
+                    tracing::info!(peer = %target.addr(), dst_node = %target.dst_node(), "peer closed its connections and refuses dials: it left; its series are removed and its probes not counted until it answers again");
+                }
                 return;
             }
             match r {
@@ -159,6 +172,65 @@ impl Prober for TcpProber {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Peer, PeerSource};
+    use crate::probe::{PeerInfo, Ports};
+
+    /// A loopback port nothing listens on (a dial to it is refused).
+    fn refused_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    }
+
+    /// Dial a refusing port once from a target whose peer has `closed`
+    /// its connections or not; returns (departures, dial failures, away).
+    fn dial_refused(closed: bool) -> (String, String, bool) {
+        let metrics = Arc::new(Metrics::new(&Default::default()));
+        let info = PeerInfo::new(metrics.clone(), None);
+        let mut peer = Peer::new([127, 0, 0, 1].into(), PeerSource::Ebpf);
+        peer.closed = closed;
+        let ports = Ports {
+            udp: 1,
+            tcp: refused_port(),
+        };
+        let target = Arc::new(Target::new(peer, ports, metrics.clone(), info));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let prober = TcpProber::new(metrics.clone(), Duration::from_secs(10));
+        rt.block_on(async {
+            prober.probe(&target);
+            // The dial's task ends when its outcome is counted.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while prober.in_flight.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::task::yield_now().await;
+        });
+        let text = String::from_utf8(metrics.render(None).body.to_vec()).expect("utf-8");
+        let line = |name: &str| {
+            let l = text.lines().find(|l| l.starts_with(name));
+            l.map_or_else(|| "absent".to_string(), str::to_string)
+        };
+        (
+            line("skeletonhunter_peer_departures_total"),
+            line("skeletonhunter_probe_dial_failures_total"),
+            target.is_away(),
+        )
+    }
+
+    #[test]
+    fn a_refused_dial_is_loss_unless_the_peer_closed_its_connections() {
+        let (departed, failures, away) = dial_refused(false);
+        assert!(departed.ends_with(" 0"), "{departed}");
+        assert!(failures.ends_with(" 1"), "{failures}");
+        assert!(!away);
+        // The peer closed every connection: the refusal is its departure.
+        let (departed, failures, away) = dial_refused(true);
+        assert!(departed.ends_with(" 1"), "{departed}");
+        assert_eq!(failures, "absent", "its series are gone");
+        assert!(away);
+    }
 
     #[test]
     fn running_out_of_descriptors_or_ports_is_ours_not_the_networks() {

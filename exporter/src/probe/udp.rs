@@ -243,18 +243,10 @@ impl UdpProber {
     /// `target` said it is leaving: its series go now, its flows are
     /// forgotten (nothing traces it), and its probes count nowhere.
     fn peer_left(&self, target: &Target) {
-        if target.leave() {
-            self.forget_left(target);
+        if target.depart() {
+            self.book.forget(target.addr());
             tracing::info!(peer = %target.addr(), dst_node = %target.dst_node(), "peer is leaving (its reply says so): its series are removed and its probes not counted until it answers again");
         }
-    }
-
-    /// `target` left (marked away): its series and flows go, and the
-    /// departure is counted.
-    fn forget_left(&self, target: &Target) {
-        self.metrics.forget_peer(target.addr());
-        self.book.forget(target.addr());
-        self.metrics.peer_left();
     }
 
     fn on_datagram(&self, data: &[u8], from: SocketAddr, rx_ns: u64) {
@@ -432,7 +424,7 @@ impl Prober for UdpProber {
             self.finished(&lost, true, now);
         }
         for t in left {
-            self.forget_left(&t);
+            self.book.forget(t.addr());
             tracing::info!(peer = %t.addr(), dst_node = %t.dst_node(), "peer closed its connections and went silent: it left; its series are removed and its probes not counted until it answers again");
         }
         self.book.sweep(now);

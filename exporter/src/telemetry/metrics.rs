@@ -361,7 +361,8 @@ impl Metrics {
         self.f.identity_conflicts.inc();
     }
 
-    /// Count a peer that said it is leaving.
+    /// Count a peer that left: its reply said so, or it closed its
+    /// connections and went silent.
     pub fn peer_left(&self) {
         self.f.departures.inc();
     }
