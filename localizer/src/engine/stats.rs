@@ -38,6 +38,30 @@ pub fn poisson_lower_tail(k: f64, mu: f64) -> f64 {
     sum.min(1.0)
 }
 
+/// P(X <= k) for X the number of successes of independent trials with
+/// success chances `probs` (Poisson-binomial), `k` rounded down, by the
+/// pmf's recurrence truncated at `k` (cost: trials times `k`). Where the
+/// chances are near 1 it is far tighter than the Poisson tail of the same
+/// mean: five pairs each sure to show a delay, two showing it, is no
+/// chance shortfall.
+pub fn poisson_binomial_lower_tail(probs: impl IntoIterator<Item = f64>, k: f64) -> f64 {
+    if k < 0.0 {
+        return 0.0;
+    }
+    let k = k.floor() as usize;
+    // pmf[x] = P(x successes so far), for x <= k.
+    let mut pmf = vec![0.0f64; k + 1];
+    pmf[0] = 1.0;
+    for p in probs {
+        let p = p.clamp(0.0, 1.0);
+        for x in (0..=k).rev() {
+            let from_below = if x > 0 { pmf[x - 1] * p } else { 0.0 };
+            pmf[x] = pmf[x] * (1.0 - p) + from_below;
+        }
+    }
+    pmf.iter().sum::<f64>().min(1.0)
+}
+
 /// P(X >= k) for X ~ Poisson(mu), with real-valued `k`: the regularized
 /// lower incomplete gamma function P(k, mu).
 pub fn poisson_upper_tail(k: f64, mu: f64) -> f64 {
@@ -48,6 +72,31 @@ pub fn poisson_upper_tail(k: f64, mu: f64) -> f64 {
         return 0.0;
     }
     statrs::function::gamma::gamma_lr(k, mu).clamp(0.0, 1.0)
+}
+
+/// An upper bound on the chance that `k` failures among `n` probes, sent
+/// in `rounds` rounds of `n / rounds` each and failing independently, fall
+/// into no more than `lossy` of the rounds: C(rounds, lossy) ways to pick
+/// the rounds, times the share of failure sets that fit in them (exact for
+/// one round). Small: the failures came together (a burst).
+pub fn clustered_tail(k: f64, n: f64, rounds: f64, lossy: f64) -> f64 {
+    let (k, n, rounds, lossy) = (k.round(), n.round(), rounds.round(), lossy.round());
+    if k < 2.0 || lossy >= rounds || rounds < 1.0 || n < k {
+        return 1.0;
+    }
+    let room = (lossy * n / rounds).floor();
+    if room < k {
+        // The counts disagree (more failures than the lossy rounds hold).
+        return 1.0;
+    }
+    let ln = ln_binomial(rounds, lossy) + ln_binomial(room, k) - ln_binomial(n, k);
+    ln.exp().min(1.0)
+}
+
+/// ln C(n, k) for real-valued `n >= k >= 0`.
+fn ln_binomial(n: f64, k: f64) -> f64 {
+    use statrs::function::gamma::ln_gamma;
+    ln_gamma(n + 1.0) - ln_gamma(k + 1.0) - ln_gamma(n - k + 1.0)
 }
 
 /// P(Z >= z) for a standard normal Z.
@@ -143,6 +192,38 @@ pub fn lower_robust_location_scale(values: &mut [f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poisson_binomial_lower_tail_by_hand() {
+        // Two fair coins: P(no head) = 1/4, P(at most one) = 3/4.
+        assert!((poisson_binomial_lower_tail([0.5, 0.5], 0.0) - 0.25).abs() < 1e-12);
+        assert!((poisson_binomial_lower_tail([0.5, 0.5], 1.0) - 0.75).abs() < 1e-12);
+        assert!((poisson_binomial_lower_tail([0.5, 0.5], 2.0) - 1.0).abs() < 1e-12);
+        // Five near-sure trials, two successes: 10 * 0.95^2 * 0.05^3 and less.
+        let near = poisson_binomial_lower_tail([0.95; 5], 2.0);
+        let two = 10.0 * 0.95f64.powi(2) * 0.05f64.powi(3);
+        assert!(near > two && near < 1.1 * two, "{near} {two}");
+        // Rare trials: close to the Poisson tail of the same mean.
+        let rare = poisson_binomial_lower_tail([0.01; 300], 1.0);
+        assert!((rare - poisson_lower_tail(1.0, 3.0)).abs() < 0.01, "{rare}");
+        assert_eq!(poisson_binomial_lower_tail([0.5], -1.0), 0.0);
+    }
+
+    #[test]
+    fn clustered_tail_is_the_share_of_failure_sets_in_few_rounds() {
+        // 3 of 170 probes (17 rounds of 10) in one round: 17 C(10,3) of
+        // the C(170,3) ways, by hand 17 * 120 / 804,440.
+        let one = clustered_tail(3.0, 170.0, 17.0, 1.0);
+        assert!((one - 17.0 * 120.0 / 804_440.0).abs() < 1e-9, "{one}");
+        // Two in one round: 9 of the 169 places the second could go.
+        let two = clustered_tail(2.0, 170.0, 17.0, 1.0);
+        assert!((two - 9.0 / 169.0).abs() < 1e-9, "{two}");
+        // Spread over as many rounds as failures, or a lone failure: no sign.
+        assert_eq!(clustered_tail(3.0, 170.0, 17.0, 3.0).min(1.0), 1.0);
+        assert_eq!(clustered_tail(1.0, 170.0, 17.0, 1.0), 1.0);
+        // Counts that cannot be (4 failures in one round of 3): no sign.
+        assert_eq!(clustered_tail(4.0, 51.0, 17.0, 1.0), 1.0);
+    }
 
     fn exact_tail(k: u64, n: u64, p: f64) -> f64 {
         // Sum of the pmf, for small n.

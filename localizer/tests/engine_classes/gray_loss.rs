@@ -128,3 +128,45 @@ fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
         detail(&unknown)
     );
 }
+
+/// A container whose only two pairs each lost 3 of 170 probes (17 rounds
+/// of 10) over a 0.05% background: one lost them in three rounds, the
+/// other all in one (a microburst beside a noisy pair). Two pairs cannot
+/// be thinned, so they were judged on agreeing in rate alone, and before
+/// the fix the container was paged. A burst is not a gray component; the
+/// same pair losing its three in three rounds is.
+#[test]
+fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0],
+        hosts: 3,
+    };
+    let node = "node-1";
+    let with = |burst: bool| -> Vec<PairStats> {
+        let mut pairs = window_with(&f, 170.0, 5e-4, &|_, _| Effect::default());
+        for p in &mut pairs {
+            p.lossy_rounds = Some(p.lost);
+        }
+        // node-1 keeps two of its pairs.
+        let mut mine = 0;
+        pairs.retain(|p| {
+            let is_mine = p.src.node == node || p.dst.node == node;
+            mine += is_mine as usize;
+            !is_mine || mine <= 2
+        });
+        let mut rounds = [3.0, if burst { 1.0 } else { 3.0 }].into_iter();
+        for p in pairs
+            .iter_mut()
+            .filter(|p| p.src.node == node || p.dst.node == node)
+        {
+            p.lost = 3.0;
+            p.lossy_rounds = Some(rounds.next().expect("two pairs"));
+        }
+        assert_eq!(rounds.next(), None, "{node} keeps two pairs");
+        pairs
+    };
+    let burst = analyze(&with(true), &Config::default());
+    assert_eq!(named(&burst), Vec::<String>::new(), "{}", detail(&burst));
+    let spread = analyze(&with(false), &Config::default());
+    assert_eq!(named(&spread), ["node:node-1:loss"], "{}", detail(&spread));
+}

@@ -11,7 +11,7 @@
 use crate::engine::detect::{BinomialObs, LatencyObs, LEVELS};
 use crate::engine::model::Config;
 use crate::engine::stats::{
-    binomial_loglik, binomial_upper_tail, bisect_root, median, normal_upper_tail,
+    binomial_loglik, binomial_upper_tail, bisect_root, clustered_tail, median, normal_upper_tail,
     poisson_upper_tail,
 };
 
@@ -131,6 +131,12 @@ pub(super) trait Family {
     fn rounds_p_value(&self, _model: &Model, _rows: &[u32]) -> Option<f64> {
         None
     }
+    /// Whether pair `i`'s failures came in a burst: so few of its rounds
+    /// hold them that independent failures would rarely have (at
+    /// `coverage_alpha`). `false` when the family has no round counts.
+    fn burst(&self, _model: &Model, _i: usize) -> bool {
+        false
+    }
 }
 
 /// Loss (packets) and unreachable (dials): a binomial count per pair.
@@ -236,6 +242,12 @@ impl Family for BinomialFamily<'_> {
             }
         }
         Some(poisson_upper_tail(lossy, expected))
+    }
+    fn burst(&self, _model: &Model, i: usize) -> bool {
+        let Some(&(rounds, lossy)) = self.obs.rounds.get(i) else {
+            return false;
+        };
+        clustered_tail(self.obs.k[i], self.obs.n[i], rounds, lossy) < self.config.coverage_alpha
     }
 }
 

@@ -25,7 +25,8 @@
 use super::family::{Family, Model};
 use crate::engine::model::Config;
 use crate::engine::stats::{
-    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value, poisson_lower_tail,
+    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value,
+    poisson_binomial_lower_tail,
 };
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
@@ -430,8 +431,12 @@ impl<F: Family> Tester<'_, F> {
     /// Whether the few pairs a candidate has (too few to drop any) agree on
     /// one effect ([`Family::heterogeneity`] at `coverage_alpha`): one
     /// noisy pair and one slightly slow pair of a container are not the
-    /// container.
+    /// container. Nor is one whose pair lost its probes in a burst
+    /// ([`Family::burst`]): a gray component drops them one by one.
     fn agree(&self, model: &Model, hit: &[u32]) -> bool {
+        if hit.iter().any(|&i| self.family.burst(model, i as usize)) {
+            return false;
+        }
         let (param, _) = self.family.fit(model, hit);
         let q = self.family.heterogeneity(model, hit, param);
         chi_square_upper_tail(q, hit.len() as f64 - 1.0) >= self.config.coverage_alpha
@@ -440,15 +445,19 @@ impl<F: Family> Tester<'_, F> {
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
     /// size `param` would make show the symptom do show it, or, when that
     /// expectation is only a few pairs (a gray fault: each pair loses a
-    /// probe or two), the shortfall is not significant (Poisson lower tail
-    /// at [`COVERAGE_TAIL`]).
+    /// probe or two), the shortfall is not significant at
+    /// [`COVERAGE_TAIL`]. Each pair shows it by its own chance
+    /// (Poisson-binomial): a gray fault's pairs may well miss it, a
+    /// delay's pairs almost surely do not, and two of a node's five
+    /// slowed by a few µs (one host a little slower than the rest) are not
+    /// a slow node.
     fn coverage_ok(&self, model: &Model, rows: &[u32], hits: f64, param: f64) -> bool {
-        let expected: f64 = rows
+        let p_hit = rows
             .iter()
-            .map(|&i| self.family.p_hit(model, i as usize, param))
-            .sum();
+            .map(|&i| self.family.p_hit(model, i as usize, param));
+        let expected: f64 = p_hit.clone().sum();
         hits >= self.config.min_coverage_ratio * expected
-            || poisson_lower_tail(hits, expected) >= COVERAGE_TAIL
+            || poisson_binomial_lower_tail(p_hit, hits) >= COVERAGE_TAIL
     }
 }
 
