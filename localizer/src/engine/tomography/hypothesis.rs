@@ -26,7 +26,6 @@ use super::family::{Family, Model};
 use crate::engine::model::Config;
 use crate::engine::stats::{
     binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value,
-    poisson_binomial_lower_tail,
 };
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
@@ -303,8 +302,9 @@ impl<F: Family> Tester<'_, F> {
     /// large spine, which holds them all, is no longer its rival (three
     /// dead flows of a spine's nine in a small fabric, two of them under
     /// a smaller spine, went unreported). Nor is it when a strong hit
-    /// outside it is beyond chance on its own ([`Self::beyond_chance`]):
-    /// the smaller spine would leave it unexplained (four flows of 35
+    /// outside it is beyond chance on its own and nothing else on its path
+    /// passes ([`Self::unexplained_but_by`]): the smaller spine would
+    /// leave it unexplained (four flows of 35
     /// losing 6–13 %, three of them under a smaller spine, paged the
     /// smaller one).
     fn no_nested_spine_holds_the_hits(
@@ -338,15 +338,24 @@ impl<F: Family> Tester<'_, F> {
                 || strong
                     .iter()
                     .filter(outside)
-                    .any(|&i| self.beyond_chance(model, i))
+                    .any(|&i| self.unexplained_but_by(model, chance, i, j))
         })
     }
 
-    /// Whether pair `i` alone shows the symptom at the family-wise level:
-    /// no noisy pair does, and a fault that shows on one pair only is
-    /// never reported, so leaving it unexplained costs a second fault.
-    fn beyond_chance(&self, model: &Model, i: u32) -> bool {
+    /// Whether pair `i` shows the symptom at the family-wise level on its
+    /// own (no noisy pair does) and no component on its path but spine `j`
+    /// passes as a fault of its own: then only `j` explains it, and a
+    /// story without `j` needs a fault that shows on one pair, which is
+    /// never reported. A gray NIC's pair outside the nested spine is
+    /// explained by the NIC.
+    fn unexplained_but_by(&self, model: &Model, chance: &Chance, i: u32, j: usize) -> bool {
         one_sided_lr_p_value(self.family.fit(model, &[i]).1) < self.level
+            && self.m.row(i as usize).iter().all(|&c| {
+                let c = c as usize;
+                c == j
+                    || self.m.columns[c].kind == Kind::Spine
+                    || !self.evaluate(model, c, chance).passes
+            })
     }
 
     /// Non-ECMP rule: robustness, effect size, coverage overall and outside
@@ -461,18 +470,15 @@ impl<F: Family> Tester<'_, F> {
     /// size `param` would make show the symptom do show it, or, when that
     /// expectation is only a few pairs (a gray fault: each pair loses a
     /// probe or two), the shortfall is not significant at
-    /// [`COVERAGE_TAIL`]. Each pair shows it by its own chance
-    /// (Poisson-binomial): a gray fault's pairs may well miss it, a
-    /// delay's pairs almost surely do not, and two of a node's five
-    /// slowed by a few µs (one host a little slower than the rest) are not
-    /// a slow node.
+    /// [`COVERAGE_TAIL`] ([`Family::shortfall_p_value`]).
     fn coverage_ok(&self, model: &Model, rows: &[u32], hits: f64, param: f64) -> bool {
-        let p_hit = rows
+        let p_hit: Vec<f64> = rows
             .iter()
-            .map(|&i| self.family.p_hit(model, i as usize, param));
-        let expected: f64 = p_hit.clone().sum();
+            .map(|&i| self.family.p_hit(model, i as usize, param))
+            .collect();
+        let expected: f64 = p_hit.iter().sum();
         hits >= self.config.min_coverage_ratio * expected
-            || poisson_binomial_lower_tail(p_hit, hits) >= COVERAGE_TAIL
+            || self.family.shortfall_p_value(&p_hit, hits) >= COVERAGE_TAIL
     }
 }
 
