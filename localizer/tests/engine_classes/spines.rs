@@ -232,6 +232,24 @@ fn three_slow_flows_of_a_small_spine_are_the_spine() {
     );
 }
 
+/// Apply `set` to each cross-ToR flow `(ToR, ToR, host index)` of `flows`
+/// (with its index there): the cross-ToR pairs run between the second
+/// containers of host h under each ToR. Each flow must be in the window.
+fn for_cross_flows(
+    f: &Fabric,
+    pairs: &mut [PairStats],
+    flows: &[(usize, usize, usize)],
+    mut set: impl FnMut(&mut PairStats, usize),
+) {
+    for (k, &(a, b, h)) in flows.iter().enumerate() {
+        let (src, dst) = (identity(f, a, h, 1).node, identity(f, b, h, 1).node);
+        let p = pairs
+            .iter_mut()
+            .find(|p| p.src.node == src && p.dst.node == dst);
+        set(p.unwrap_or_else(|| panic!("no flow {src} -> {dst}")), k);
+    }
+}
+
 /// A small fabric: ToRs 0 and 1 under spine 0, ToR 2 alone under spine 1,
 /// so spine 1's pairs (ToR 2 to the others) are a subset of spine 0's.
 /// Spine 0 fails three of its nine flows (an ECMP member: every dial
@@ -247,22 +265,11 @@ fn a_partial_spine_whose_hits_a_nested_spine_cannot_hold_is_the_spine() {
         hosts: 3,
     };
     let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    // (ToR, ToR, host index): the cross-ToR pairs run between the second
-    // containers of host h under each ToR.
-    let dead: Vec<(String, String)> = [(0, 2, 0), (1, 2, 1), (0, 1, 2)]
-        .iter()
-        .map(|&(a, b, h)| (identity(&f, a, h, 1).node, identity(&f, b, h, 1).node))
-        .collect();
-    let mut n = 0;
-    for p in pairs
-        .iter_mut()
-        .filter(|p| dead.contains(&(p.src.node.clone(), p.dst.node.clone())))
-    {
+    let dead = [(0, 2, 0), (1, 2, 1), (0, 1, 2)];
+    for_cross_flows(&f, &mut pairs, &dead, |p, _| {
         (p.failed_dials, p.sent, p.lost, p.rtt_seconds, p.rtt_samples) =
             (p.rounds, 0.0, 0.0, None, 0.0);
-        n += 1;
-    }
-    assert_eq!(n, 3, "three dead flows");
+    });
     let report = analyze(&pairs, &Config::default());
     assert_eq!(
         named(&report),
@@ -286,27 +293,9 @@ fn a_partial_spine_is_not_paged_as_a_nested_spine_that_leaves_a_flow_unexplained
         hosts: 4,
     };
     let mut pairs = window(&f, 150.0, &|_, _| Effect::default());
-    // (ToR, ToR, host index, lost of 150): the cross-ToR pairs run between
-    // the second containers of host h under each ToR.
-    let lossy = [
-        (0, 5, 0, 13.0),
-        (1, 5, 1, 19.0),
-        (2, 5, 2, 12.0),
-        (3, 5, 3, 10.0),
-        (0, 1, 3, 9.0),
-    ];
-    let mut n = 0;
-    for &(a, b, h, lost) in &lossy {
-        let (src, dst) = (identity(&f, a, h, 1).node, identity(&f, b, h, 1).node);
-        for p in pairs
-            .iter_mut()
-            .filter(|p| p.src.node == src && p.dst.node == dst)
-        {
-            p.lost = lost;
-            n += 1;
-        }
-    }
-    assert_eq!(n, 5, "five lossy flows");
+    let lossy = [(0, 5, 0), (1, 5, 1), (2, 5, 2), (3, 5, 3), (0, 1, 3)];
+    let lost = [13.0, 19.0, 12.0, 10.0, 9.0];
+    for_cross_flows(&f, &mut pairs, &lossy, |p, k| p.lost = lost[k]);
     let report = analyze(&pairs, &Config::default());
     assert_eq!(
         named(&report),
