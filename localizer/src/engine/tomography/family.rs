@@ -137,8 +137,8 @@ pub(super) trait Family {
     /// rate's own noise (a gray spine's rate fitted a little high expects
     /// a hit on its outside pairs that a 3 % loss over 90 probes often
     /// does not make).
-    fn shortfall_p_value(&self, p_hit: &[f64], hits: f64) -> f64 {
-        poisson_lower_tail(hits, p_hit.iter().sum())
+    fn shortfall_p_value(&self, p_hit: impl Iterator<Item = f64>, hits: f64) -> f64 {
+        poisson_lower_tail(hits, p_hit.sum())
     }
     /// Whether pair `i`'s failures came in a burst: so few of its rounds
     /// hold them that independent failures would rarely have (at
@@ -340,8 +340,8 @@ impl Family for LatencyFamily<'_> {
     /// each pair it slows almost surely, and two of a container's five
     /// slowed by a few µs (a peer a little slower than the rest) are not a
     /// slow container, where a Poisson tail of the same mean let them pass.
-    fn shortfall_p_value(&self, p_hit: &[f64], hits: f64) -> f64 {
-        poisson_binomial_lower_tail(p_hit.iter().copied(), hits)
+    fn shortfall_p_value(&self, p_hit: impl Iterator<Item = f64>, hits: f64) -> f64 {
+        poisson_binomial_lower_tail(p_hit, hits)
     }
     fn score(&self, rows: &[u32], d: f64) -> f64 {
         let base = rows

@@ -472,13 +472,12 @@ impl<F: Family> Tester<'_, F> {
     /// probe or two), the shortfall is not significant at
     /// [`COVERAGE_TAIL`] ([`Family::shortfall_p_value`]).
     fn coverage_ok(&self, model: &Model, rows: &[u32], hits: f64, param: f64) -> bool {
-        let p_hit: Vec<f64> = rows
+        let p_hit = rows
             .iter()
-            .map(|&i| self.family.p_hit(model, i as usize, param))
-            .collect();
-        let expected: f64 = p_hit.iter().sum();
+            .map(|&i| self.family.p_hit(model, i as usize, param));
+        let expected: f64 = p_hit.clone().sum();
         hits >= self.config.min_coverage_ratio * expected
-            || self.family.shortfall_p_value(&p_hit, hits) >= COVERAGE_TAIL
+            || self.family.shortfall_p_value(p_hit, hits) >= COVERAGE_TAIL
     }
 }
 
