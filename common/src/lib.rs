@@ -20,6 +20,7 @@ pub mod logging;
 pub mod negotiate;
 pub mod process;
 pub mod protocol;
+pub mod ranks;
 pub mod ratelimit;
 pub mod recent;
 pub mod sync;

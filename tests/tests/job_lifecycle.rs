@@ -75,6 +75,37 @@ fn overview_pairs(stack: &Stack, scope: &str, id: &str) -> Option<f64> {
     )
 }
 
+/// Whether every container's exporter says which ranks it holds, as the
+/// fabric gave them in its launcher's variables: one
+/// `skeletonhunter_rank_info` per container, none for the hosts' own.
+fn ranks_published(stack: &Stack) -> bool {
+    let Ok(series) = stack.prometheus.query("skeletonhunter_rank_info") else {
+        return false;
+    };
+    let label = |s: &Value, l: &str| s["metric"][l].as_str().unwrap_or("").to_string();
+    let mut got: Vec<[String; 4]> = series
+        .iter()
+        .map(|s| ["node_id", "first_rank", "ranks", "world_size"].map(|l| label(s, l)))
+        .collect();
+    let f = &stack.fabric;
+    let mut want: Vec<[String; 4]> = f
+        .nodes
+        .iter()
+        .map(|n| {
+            let (first, count, world) = f.ranks_of(n);
+            [
+                n.identity.node.clone(),
+                first.to_string(),
+                count.to_string(),
+                world.to_string(),
+            ]
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    got == want
+}
+
 /// The localizer's coverage gauges, for the log and the verdict.
 fn coverage(stack: &Stack) -> (Option<f64>, Option<f64>, Option<f64>) {
     (
@@ -133,6 +164,8 @@ fn ended_series(stack: &Stack, job: &str, ended: &str) -> anyhow::Result<Vec<Str
         format!("skeletonhunter_localizer_job_impact_ranks{{tenant=\"{job}\"}}"),
         // The surviving exporters probe none of the ended containers.
         format!("skeletonhunter_probe_sent_total{{dst_node=~\"{ended}\"}}"),
+        // Their exporters no longer say which ranks they held.
+        format!("skeletonhunter_rank_info{{node_id=~\"{ended}\"}}"),
     ];
     let mut left = Vec::new();
     for q in queries {
@@ -277,6 +310,13 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
         },
     )
     .expect("a baseline");
+    wait_until(
+        "each container's ranks in Prometheus",
+        SERIES_GONE,
+        Duration::from_secs(1),
+        || ranks_published(&stack).then_some(()),
+    )
+    .expect("the containers' ranks");
     println!("job end: covered/expected/unknown {:?}", coverage(&stack));
     let departures = roll_out(&mut stack);
     println!(

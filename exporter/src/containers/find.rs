@@ -14,6 +14,7 @@
 use crate::discovery::sockdiag;
 use crate::model::traffic::Filter;
 use crate::sys::netns::Namespaces;
+use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::Kind;
 use std::collections::HashMap;
 use std::collections::{HashSet, VecDeque};
@@ -77,10 +78,22 @@ pub fn identity_env(environ: &[u8]) -> Vec<(Kind, String)> {
     out
 }
 
-/// The [`OWN_FIELDS`] the first process in `dir`'s subtree that names any
-/// gives (read once, when its prober starts).
-pub fn own_identity(dir: &Path) -> Vec<(Kind, String)> {
+/// What a container says of itself in its processes' environment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Own {
+    /// The [`OWN_FIELDS`] the first process that names any gives.
+    pub fields: Vec<(Kind, String)>,
+    /// Its ranks, from its worker processes ([`super::ranks`]).
+    pub ranks: Option<Ranks>,
+}
+
+/// What `dir`'s subtree says of itself (read once, when its prober
+/// starts: by then the container holds training connections, so its
+/// workers run).
+pub fn own(dir: &Path) -> Own {
     use std::io::Read as _;
+    let mut own = Own::default();
+    let mut workers = Vec::new();
     for pid in processes_in(dir).into_iter().take(MAX_PROCS) {
         let path = Path::new("/proc").join(pid.to_string()).join("environ");
         let mut buf = Vec::new();
@@ -90,12 +103,13 @@ pub fn own_identity(dir: &Path) -> Vec<(Kind, String)> {
         if f.take(ENVIRON_CAP).read_to_end(&mut buf).is_err() {
             continue;
         }
-        let own = identity_env(&buf);
-        if !own.is_empty() {
-            return own;
+        if own.fields.is_empty() {
+            own.fields = identity_env(&buf);
         }
+        workers.extend(super::ranks::worker(&buf));
     }
-    Vec::new()
+    own.ranks = super::ranks::of_workers(&workers);
+    own
 }
 
 /// A process in `dir` or, breadth first, in the cgroups below it.

@@ -9,6 +9,7 @@
 
 pub mod find;
 pub mod prober;
+mod ranks;
 mod supervisor;
 
 pub use supervisor::{plan, run, Running};

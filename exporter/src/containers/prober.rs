@@ -174,13 +174,17 @@ fn run(found: Found, p: Probe<'_>) -> Result<()> {
         );
         return Ok(());
     }
-    let own = super::find::own_identity(&found.dir);
-    let cfg = container_config(p.host, &hostname, &own);
+    let own = super::find::own(&found.dir);
+    let cfg = container_config(p.host, &hostname, &own.fields);
     let name = cfg.identity.node.clone();
     if !p.names.claim(&name) {
         anyhow::bail!("{name} is still probed from by the prober of an ended container");
     }
     let view = Arc::new(p.metrics.view(&cfg.identity));
+    view.set_ranks(own.ranks);
+    if let Some(r) = own.ranks {
+        tracing::info!(node = %name, ranks = %r.span(), world = ?r.world, "containers: its workers' ranks");
+    }
     let outcome = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -14,6 +14,7 @@ use prometheus_client::metrics::histogram::{
     exponential_buckets, Histogram, NativeHistogramConfig,
 };
 use prometheus_client::registry::Registry;
+use skeletonhunter_common::ranks::RankInfo;
 use skeletonhunter_common::Identity;
 use std::sync::atomic::AtomicU64;
 
@@ -106,6 +107,9 @@ skeletonhunter_common::metric_families! {
         pub dial_failures: Family<ProbeLabels, Counter> => "skeletonhunter_probe_dial_failures";
         /// This exporter's topology identity (always 1)
         pub node_info: Family<Identity, Gauge> => "skeletonhunter_node_info";
+        /// A training container's ranks in its job, from its launcher's variables (always 1; one
+        /// per container whose workers say)
+        pub rank_info: Family<RankInfo, Gauge> => "skeletonhunter_rank_info";
         /// Where each identity field came from: config_file, flag_or_env, topology_file, default,
         /// missing (this host has no entry in the topology file) or unset (always 1)
         pub identity_source: Family<IdentitySourceLabels, Gauge>

@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use skeletonhunter_common::exposition;
 use skeletonhunter_common::http::Reply;
+use skeletonhunter_common::ranks::{RankInfo, Ranks};
 use skeletonhunter_common::sync::lock;
 use skeletonhunter_common::{Identity, Kind};
 use std::collections::{HashMap, HashSet};
@@ -41,6 +42,8 @@ pub struct Metrics {
     /// The identity published as `skeletonhunter_node_info`, removed when
     /// it is replaced or retired (views share the family).
     info: Mutex<Option<Identity>>,
+    /// The series published as `skeletonhunter_rank_info`, likewise.
+    ranks: Mutex<Option<RankInfo>>,
     /// Which probe series each peer address owns, for [`Metrics::forget_peer`].
     owned: Mutex<HashMap<IpAddr, HashSet<String>>>,
     /// The last reading of UDP `RcvbufErrors`.
@@ -96,6 +99,7 @@ impl Metrics {
             f,
             src_node: Mutex::new(String::new()),
             info: Mutex::new(None),
+            ranks: Mutex::new(None),
             owned: Mutex::new(HashMap::new()),
             rcvbuf_errors: KernelCounter::default(),
             http_idle_closed: KernelCounter::default(),
@@ -112,6 +116,24 @@ impl Metrics {
         }
         if let Some(old) = lock(&self.info).take() {
             self.f.node_info.remove(&old);
+        }
+        self.set_ranks(None);
+    }
+
+    /// Publish this node's ranks as `skeletonhunter_rank_info` (replacing
+    /// any earlier; `None` removes it).
+    pub fn set_ranks(&self, ranks: Option<Ranks>) {
+        let mut slot = lock(&self.ranks);
+        if let Some(old) = slot.take() {
+            self.f.rank_info.remove(&old);
+        }
+        if let Some(ranks) = ranks {
+            let info = RankInfo {
+                node: lock(&self.src_node).clone(),
+                ranks,
+            };
+            self.f.rank_info.get_or_create(&info).set(1);
+            *slot = Some(info);
         }
     }
 

@@ -145,6 +145,15 @@ impl Containers {
         cmd.args(["--uts", "sh", "-c", &script]);
         // Its job, as a pod gets it from its job-name label (downward API).
         cmd.env("SKELETONHUNTER_TENANT", &node.identity.tenant);
+        // Its ranks, as torchrun gives its first worker (the exporter
+        // publishes them as skeletonhunter_rank_info).
+        let (first, workers, world) = fabric.ranks_of(node);
+        cmd.envs([
+            ("RANK", first.to_string()),
+            ("LOCAL_RANK", "0".into()),
+            ("LOCAL_WORLD_SIZE", workers.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+        ]);
         let child = ChildGuard::spawn(&format!("container-{name}"), cmd)?;
         let pid = child.pid();
         // Into its cgroup only once it is in its namespaces with its name

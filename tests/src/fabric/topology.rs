@@ -62,6 +62,10 @@ pub enum DataPlane {
     Vxlan,
 }
 
+/// Worker processes (GPUs) a training container holds, as its launcher's
+/// variables say ([`Fabric::ranks_of`]).
+pub const WORKERS_PER_CONTAINER: usize = 2;
+
 /// A training container: one exporter runs in its namespace.
 #[derive(Debug)]
 pub struct Node {
@@ -203,6 +207,21 @@ impl Fabric {
             return self.underlay.iter().filter(other).collect();
         }
         self.skeleton_peers(node)
+    }
+
+    /// The ranks of container `node` in its job, as torchrun numbers its
+    /// workers: (first rank, [`WORKERS_PER_CONTAINER`], world size), the
+    /// job's containers in fabric order.
+    pub fn ranks_of(&self, node: &Node) -> (usize, usize, usize) {
+        let job = |n: &&Node| n.identity.tenant == node.identity.tenant;
+        let index = self
+            .nodes
+            .iter()
+            .filter(job)
+            .position(|n| n.identity.node == node.identity.node)
+            .unwrap_or(0);
+        let world = self.nodes.iter().filter(job).count() * WORKERS_PER_CONTAINER;
+        (index * WORKERS_PER_CONTAINER, WORKERS_PER_CONTAINER, world)
     }
 
     /// The traffic skeleton of a rail-optimised job: each container talks to

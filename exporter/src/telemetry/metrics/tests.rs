@@ -140,12 +140,20 @@ fn a_view_writes_beside_the_host_and_retiring_it_removes_only_its_series() {
     let peer: IpAddr = "10.0.0.2".parse().unwrap();
     host.series(peer, "b", Protocol::Udp).sent.inc();
     ctr.series(peer, "job-worker-1", Protocol::Udp).sent.inc();
+    ctr.set_ranks(skeletonhunter_common::ranks::Ranks::new(8, 8, Some(16)));
     let text = |m: &Metrics| String::from_utf8(m.render(None).body.to_vec()).unwrap();
     let t = text(&host);
     let ctr_sent = "skeletonhunter_probe_sent_total{src_node=\"job-worker-0\",dst_node=\"job-worker-1\",protocol=\"udp\"} 1";
     assert!(t.contains(ctr_sent), "{t}");
     assert!(t.contains("node_id=\"job-worker-0\""), "{t}");
     assert!(t.contains("node_id=\"a\""), "{t}");
+    let ranks = "skeletonhunter_rank_info{node_id=\"job-worker-0\",first_rank=\"8\",ranks=\"8\",world_size=\"16\"} 1";
+    assert!(t.contains(ranks), "{t}");
+    assert_eq!(
+        t.matches("skeletonhunter_rank_info{").count(),
+        1,
+        "the host has none: {t}"
+    );
     ctr.retire();
     let t = text(&host);
     assert!(!t.contains("job-worker"), "{t}");
