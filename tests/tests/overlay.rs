@@ -266,6 +266,20 @@ fn each_fault_is_paged_on_its_own_layer() {
         .map(|h| ("vswitch", h.name.clone()))
         .collect();
     paged(&stack, "loss at a ToR", &tor, &overlay_side);
+    // The jobs it hurts, their ranks counted and numbered as the
+    // containers' launcher variables say.
+    wait_until(
+        "the ToR alert names its jobs' ranks",
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || stack.check_jobs_under_tor(&tor.component).ok(),
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e:#}: {:#}",
+            stack.check_jobs_under_tor(&tor.component).unwrap_err()
+        )
+    });
     f.tor_loss(1, 0).expect("ToR loss undone");
     stack.check_running().expect("stack running");
 }

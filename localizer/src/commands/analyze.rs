@@ -10,6 +10,7 @@ use crate::input::csv::{self, CsvOptions, ReadError, DEFAULT_MAX_PAIRS};
 use crate::input::lines::DEFAULT_MAX_LINE_LENGTH;
 use crate::jobs::impact::impact;
 use skeletonhunter_common::topology::{Component, Plane};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -103,7 +104,12 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         // Which jobs (tenants) each verdict hurts, where the log says.
         if let Some(serde_json::Value::Array(faults)) = map.get_mut("faults") {
             for (c, out) in blamed.iter().zip(faults.iter_mut()) {
-                let jobs = impact(pairs.iter().map(|p| (&p.src, &p.dst)), c.kind, &c.id);
+                let jobs = impact(
+                    pairs.iter().map(|p| (&p.src, &p.dst)),
+                    &HashMap::new(),
+                    c.kind,
+                    &c.id,
+                );
                 match out {
                     serde_json::Value::Object(o) if !jobs.is_empty() => {
                         o.insert("jobs".into(), serde_json::to_value(&jobs)?);

@@ -10,12 +10,21 @@
 //! crosses it ([`crosses`]), which for a ToR includes the peers under
 //! other ToRs whose traffic goes through it.
 //!
+//! Ranks are counted as the job numbers them where the exporters publish
+//! each container's ranks (`skeletonhunter_rank_info`, from the launcher's
+//! variables): a container of 8 workers counts 8, and a job's size is the
+//! launcher's world size. A node without them counts as one rank.
+//!
 //! Pure: identities in, counts out; the online loop and `analyze` feed it
 //! the pairs they analyzed.
 
 use serde::Serialize;
+use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::{crosses, Identity, Kind};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// At most this many rank spans are listed in [`JobImpact::spans_under`].
+const MAX_SPANS: usize = 8;
 
 /// How one component touches one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,9 +34,13 @@ pub struct JobImpact {
     /// Ranks of the job placed beneath the component (0 for components
     /// that are no one's placement: links, traced hops).
     pub ranks_under: usize,
+    /// Those ranks by number, e.g. `8-23, 40-47` (at most a few spans,
+    /// then `+N more`); empty where the containers' ranks are not known.
+    pub spans_under: String,
     /// Ranks of the job with a skeleton pair crossing the component.
     pub ranks_hit: usize,
-    /// Ranks of the job among the probed pairs.
+    /// The job's ranks: its launcher's world size where known, else its
+    /// ranks among the probed pairs.
     pub ranks: usize,
     /// The job's skeleton pairs crossing the component.
     pub pairs_hit: usize,
@@ -55,8 +68,13 @@ struct Tally<'a> {
 /// The jobs component `(kind, id)` touches, most ranks hit first (then
 /// most pairs hit, then by name); jobs it does not touch are left out.
 /// `pairs` are the analyzed (prober, responder) pairs; a node without a
-/// tenant belongs to no job.
-pub fn impact<'a, I>(pairs: I, kind: Kind, id: &str) -> Vec<JobImpact>
+/// tenant belongs to no job; `ranks` are the nodes' ranks where known.
+pub fn impact<'a, I>(
+    pairs: I,
+    ranks: &HashMap<String, Ranks>,
+    kind: Kind,
+    id: &str,
+) -> Vec<JobImpact>
 where
     I: IntoIterator<Item = (&'a Identity, &'a Identity)>,
 {
@@ -79,16 +97,26 @@ where
             t.hit.insert(&b.node);
         }
     }
+    let count = |nodes: &BTreeSet<&str>| -> usize {
+        nodes
+            .iter()
+            .map(|n| ranks.get(*n).map_or(1, |r| r.count as usize))
+            .sum()
+    };
     let mut out: Vec<JobImpact> = jobs
         .into_iter()
         .filter(|(_, t)| t.pairs_hit > 0)
-        .map(|(job, t)| JobImpact {
-            job: job.to_string(),
-            ranks_under: t.under.len(),
-            ranks_hit: t.hit.len(),
-            ranks: t.ranks.len(),
-            pairs_hit: t.pairs_hit,
-            pairs: t.pairs,
+        .map(|(job, t)| {
+            let world = t.ranks.iter().filter_map(|n| ranks.get(*n)?.world).max();
+            JobImpact {
+                job: job.to_string(),
+                ranks_under: count(&t.under),
+                spans_under: spans(t.under.iter().filter_map(|n| ranks.get(*n))),
+                ranks_hit: count(&t.hit),
+                ranks: world.map_or_else(|| count(&t.ranks), |w| w as usize),
+                pairs_hit: t.pairs_hit,
+                pairs: t.pairs,
+            }
         })
         .collect();
     out.sort_by(|x, y| {
@@ -97,6 +125,32 @@ where
             .then_with(|| x.job.cmp(&y.job))
     });
     out
+}
+
+/// `ranks` as spans of consecutive ranks, e.g. `0-15, 32-39`, at most
+/// [`MAX_SPANS`] of them.
+fn spans<'a>(ranks: impl Iterator<Item = &'a Ranks>) -> String {
+    let mut all: Vec<(u32, u32)> = ranks.map(|r| (r.first, r.first + r.count)).collect();
+    all.sort_unstable();
+    let mut merged: Vec<(u32, u32)> = Vec::new();
+    for (a, b) in all {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut parts: Vec<String> = merged
+        .iter()
+        .take(MAX_SPANS)
+        .map(|&(a, b)| match b - a {
+            1 => a.to_string(),
+            _ => format!("{a}-{}", b - 1),
+        })
+        .collect();
+    if merged.len() > MAX_SPANS {
+        parts.push(format!("+{} more", merged.len() - MAX_SPANS));
+    }
+    parts.join(", ")
 }
 
 /// One line for an alert annotation: at most `most` jobs, e.g. `job-a: 3
@@ -108,8 +162,12 @@ pub fn summary(impacts: &[JobImpact], most: usize) -> String {
         .take(most)
         .map(|j| {
             let under = if j.ranks_under > 0 {
+                let spans = match j.spans_under.as_str() {
+                    "" => String::new(),
+                    s => format!(" ({s})"),
+                };
                 format!(
-                    "{} of {} ranks under it, {} hit",
+                    "{} of {} ranks under it{spans}, {} hit",
                     j.ranks_under, j.ranks, j.ranks_hit
                 )
             } else {
@@ -159,7 +217,7 @@ mod tests {
     }
 
     fn of(pairs: &[(Identity, Identity)], kind: Kind, id: &str) -> Vec<JobImpact> {
-        impact(pairs.iter().map(|(a, b)| (a, b)), kind, id)
+        impact(pairs.iter().map(|(a, b)| (a, b)), &HashMap::new(), kind, id)
     }
 
     #[test]
@@ -187,6 +245,7 @@ mod tests {
             vec![JobImpact {
                 job: "b".into(),
                 ranks_under: 1,
+                spans_under: String::new(),
                 ranks_hit: 3,
                 ranks: 4,
                 pairs_hit: 2,
@@ -195,6 +254,37 @@ mod tests {
         );
         assert!(of(&pairs, Kind::Node, "nobody").is_empty());
         assert!(of(&pairs, Kind::Link, "198.19.0.1").is_empty());
+    }
+
+    #[test]
+    fn known_ranks_count_as_the_job_numbers_them() {
+        let pairs = fleet();
+        // Job a: 8 workers a container, 32 ranks in all; a-2 says nothing.
+        let ranks: HashMap<String, Ranks> = [0, 1, 3]
+            .map(|r| (format!("a-{r}"), Ranks::new(8 * r, 8, Some(32)).unwrap()))
+            .into();
+        let tor0 = impact(pairs.iter().map(|(a, b)| (a, b)), &ranks, Kind::Tor, "tor0");
+        let a = tor0.iter().find(|j| j.job == "a").unwrap();
+        assert_eq!(
+            (a.ranks_under, a.spans_under.as_str()),
+            (16, "0-15"),
+            "{a:?}"
+        );
+        assert_eq!((a.ranks_hit, a.ranks), (8 + 8 + 1 + 8, 32), "{a:?}");
+        assert_eq!(
+            summary(&tor0, 1),
+            "a: 16 of 32 ranks under it (0-15), 25 hit (3 of 4 pairs); +1 more jobs"
+        );
+        // Job b knows none: its containers count one rank each.
+        let b = tor0.iter().find(|j| j.job == "b").unwrap();
+        assert_eq!((b.ranks_under, b.ranks, b.spans_under.as_str()), (2, 4, ""));
+        let many: Vec<Ranks> = (0..10)
+            .map(|i| Ranks::new(4 * i, 2, None).unwrap())
+            .collect();
+        assert_eq!(
+            spans(many.iter()),
+            "0-1, 4-5, 8-9, 12-13, 16-17, 20-21, 24-25, 28-29, +2 more"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
 use crate::engine::planes::{analyze_joint, LayerNote};
+use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,6 +68,10 @@ pub(super) struct Localizer {
     host_stack_failing: bool,
     /// Node identities and when they were read (`--topology-refresh`).
     topology: Option<(Instant, Arc<HashMap<String, Identity>>)>,
+    /// The containers' ranks in their jobs, read with the identities.
+    ranks: HashMap<String, Ranks>,
+    /// Whether the rank query failed last time (warned once per outage).
+    ranks_failing: bool,
     /// The per-pair answers of `--pair-shards`.
     shards: PairShards,
     /// As started: `--interval` (a longer cycle is reported with its
@@ -117,6 +122,8 @@ impl Localizer {
             paths_failing: false,
             host_stack_failing: false,
             topology: None,
+            ranks: HashMap::new(),
+            ranks_failing: false,
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
             settings: s.clone(),
             board,
@@ -246,7 +253,7 @@ impl Localizer {
                 self.book.firing(now),
             );
         };
-        let mut found = findings(&report, &pairs, &topology);
+        let mut found = findings(&report, &pairs, &topology, &self.ranks);
         for (f, layer) in found.iter_mut().zip(layers) {
             f.layer = layer;
         }

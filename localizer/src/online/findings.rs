@@ -4,6 +4,7 @@
 use super::alerts::{context_labels, Finding, MAX_JOBS};
 use crate::engine::model::{PairStats, Report, Symptom};
 use crate::jobs::impact::impact;
+use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::{crosses, Component, Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -99,11 +100,13 @@ fn evidence_line(symptom: Symptom, p: &PairStats, score: f64) -> String {
     }
 }
 
-/// Turn a report into alert findings.
+/// Turn a report into alert findings (`ranks`: the nodes' ranks in their
+/// jobs, where known, for the job impact).
 pub fn findings(
     report: &Report,
     pairs: &[PairStats],
     topology: &HashMap<String, Identity>,
+    ranks: &HashMap<String, Ranks>,
 ) -> Vec<Finding> {
     report
         .faults
@@ -121,7 +124,7 @@ pub fn findings(
                 evidence: evidence(&c, f.symptom, pairs),
                 jobs: {
                     let ends = pairs.iter().map(|p| (&p.src, &p.dst));
-                    let mut jobs = impact(ends, c.kind, &c.id);
+                    let mut jobs = impact(ends, ranks, c.kind, &c.id);
                     jobs.truncate(MAX_JOBS);
                     jobs
                 },
@@ -285,7 +288,7 @@ mod tests {
             faults: vec![fault(Kind::Tor, "t1", vec![0, 2, 99])],
             ..Default::default()
         };
-        let f = findings(&report, &pairs, &topo);
+        let f = findings(&report, &pairs, &topo, &HashMap::new());
         let got: Vec<(&str, &str)> = f[0]
             .hit_pairs
             .iter()
@@ -359,7 +362,7 @@ mod tests {
             .map(|p| (p.src.node.clone(), p.src.clone()))
             .collect();
         let report = analyze(&pairs, &Config::default());
-        let found = findings(&report, &pairs, &topology);
+        let found = findings(&report, &pairs, &topology, &HashMap::new());
         assert_eq!(found.len(), 1, "{found:?}");
         let f = &found[0];
         assert!(f.hit_pairs.iter().all(|(s, _)| s.tor == "t1"));

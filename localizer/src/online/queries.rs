@@ -32,6 +32,16 @@ pub(super) struct CycleQueries {
 /// Every failed query of a cycle, by query.
 pub(super) type QueryErrors = Vec<(QueryKind, QueryError)>;
 
+/// What [`CycleQueries::topology`] reads.
+pub(super) struct NodeAnswers {
+    /// Node identities exported now.
+    pub now: Vec<Sample>,
+    /// Node identities seen within the topology window.
+    pub recent: Vec<Sample>,
+    /// The containers' ranks, or why they could not be read.
+    pub ranks: Result<Vec<Sample>, QueryError>,
+}
+
 impl CycleQueries {
     /// The queries of `s` sent to `prom`; a fixed `--histograms` form is
     /// logged at once.
@@ -138,18 +148,17 @@ impl CycleQueries {
         }
     }
 
-    /// The node identities alone at `time` (now, recent), both timed.
-    pub(super) async fn topology(
-        &self,
-        time: f64,
-    ) -> Result<(Vec<Sample>, Vec<Sample>), QueryErrors> {
+    /// The node identities alone at `time` (now, recent) and the
+    /// containers' ranks, all timed; the ranks are optional.
+    pub(super) async fn topology(&self, time: f64) -> Result<NodeAnswers, QueryErrors> {
         let (q, p, t) = (&self.queries, &self.prom, Some(time));
-        let (now, recent) = tokio::join!(
+        let (now, recent, ranks) = tokio::join!(
             self.timed(QueryKind::TopologyNow, p.instant(&q.topology_now, t)),
             self.timed(QueryKind::TopologyRecent, p.instant(&q.topology_recent, t)),
+            self.timed(QueryKind::Ranks, p.instant(&q.ranks, t)),
         );
         match (now, recent) {
-            (Ok(now), Ok(recent)) => Ok((now, recent)),
+            (Ok(now), Ok(recent)) => Ok(NodeAnswers { now, recent, ranks }),
             (now, recent) => Err([
                 (QueryKind::TopologyNow, now.err()),
                 (QueryKind::TopologyRecent, recent.err()),

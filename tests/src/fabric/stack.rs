@@ -9,7 +9,7 @@ use super::config::{
 use super::containers::Containers;
 use super::opts::{StackOpts, Timing};
 use super::ports;
-use super::topology::{DataPlane, Fabric, Node};
+use super::topology::{DataPlane, Fabric, Node, WORKERS_PER_CONTAINER};
 use crate::process::{wait_until, ChildGuard};
 use crate::servers::{self, Server, ServerOpts, TempDir};
 use crate::sink::Sink;
@@ -351,13 +351,22 @@ impl Stack {
     /// Check the `jobs` annotation of the localizer's alert on ToR `tor`
     /// (by name) names each job (tenant) with exactly the ranks the fabric
     /// placed under the ToR, of all the job's ranks, as the fabric placed
-    /// them; the error says what the annotation says instead.
+    /// them; from containers, counted and numbered as their launcher's
+    /// variables say ([`Fabric::ranks_of`]). The error says what the
+    /// annotation says instead.
     pub fn check_jobs_under_tor(&self, tor: &str) -> Result<()> {
-        let mut placed: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        let per = match self.containers {
+            Some(_) => WORKERS_PER_CONTAINER,
+            None => 1,
+        };
+        let mut placed: BTreeMap<&str, (usize, usize, Vec<usize>)> = BTreeMap::new();
         for n in &self.fabric.nodes {
             let e = placed.entry(n.identity.tenant.as_str()).or_default();
-            e.0 += usize::from(n.identity.tor == tor);
-            e.1 += 1;
+            if n.identity.tor == tor {
+                e.0 += per;
+                e.2.push(self.fabric.ranks_of(n).0);
+            }
+            e.1 += per;
         }
         let alerts = self.component_alerts()?;
         let alert = alerts
@@ -365,8 +374,11 @@ impl Stack {
             .find(|a| a.kind == "tor" && a.component == tor)
             .with_context(|| format!("no alert on tor {tor}"))?;
         let jobs = alert.json["annotations"]["jobs"].as_str().unwrap_or("");
-        for (job, (under, all)) in placed {
-            let want = format!("{job}: {under} of {all} ranks under it");
+        for (job, (under, all, firsts)) in placed {
+            let mut want = format!("{job}: {under} of {all} ranks under it");
+            if self.containers.is_some() {
+                want.push_str(&format!(" ({})", rank_spans(&firsts, per)));
+            }
             ensure!(
                 jobs.contains(&want),
                 "jobs annotation {jobs:?} lacks {want:?}"
@@ -461,4 +473,23 @@ fn end_containers(
         c.end(fabric, name)?;
     }
     Ok(ended)
+}
+
+/// Ranks `first..first + per` of each of `firsts` as an operator writes
+/// them, runs of adjacent ranks joined: `0-3, 8-9`.
+fn rank_spans(firsts: &[usize], per: usize) -> String {
+    let mut sorted = firsts.to_vec();
+    sorted.sort_unstable();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for f in sorted {
+        match runs.last_mut() {
+            Some(run) if run.1 == f => run.1 = f + per,
+            _ => runs.push((f, f + per)),
+        }
+    }
+    let span = |&(a, b): &(usize, usize)| match b - a {
+        1 => a.to_string(),
+        _ => format!("{a}-{}", b - 1),
+    };
+    runs.iter().map(span).collect::<Vec<_>>().join(", ")
 }

@@ -12,6 +12,7 @@ use crate::clients::prometheus::{QueryError, Sample};
 use crate::input::histograms::{rtt_queries, RttForm};
 use crate::input::hoststack;
 use skeletonhunter_common::duration;
+use skeletonhunter_common::ranks::{Ranks, RANK_INFO};
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -54,6 +55,9 @@ pub struct Queries {
     pub path_probes: String,
     /// Each node's host-stack delay ([`crate::input::hoststack`]; optional).
     pub host_stack: String,
+    /// Each training container's ranks in its job (read with the node
+    /// identities; optional: without them jobs count containers).
+    pub ranks: String,
 }
 
 skeletonhunter_common::labelled_enum! {
@@ -83,6 +87,8 @@ skeletonhunter_common::labelled_enum! {
         Paths,
         /// [`Queries::host_stack`].
         HostStack,
+        /// [`Queries::ranks`].
+        Ranks,
     }
 }
 
@@ -150,6 +156,10 @@ impl Queries {
                 sel("skeletonhunter_path_probes")
             ),
             host_stack: hoststack::query(rtt, &w, &sel),
+            ranks: format!(
+                "max by (node_id, first_rank, ranks, world_size) ({})",
+                sel(RANK_INFO)
+            ),
         }
     }
 }
@@ -294,3 +304,23 @@ pub fn regex_escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Each node's ranks from the rank query's answer; series whose labels are
+/// not ranks are left out, and of several for one node (a container
+/// restarted with other ranks within the lookback) the lowest is kept.
+pub fn ranks_from(samples: &[Sample]) -> HashMap<String, Ranks> {
+    let mut out: HashMap<String, Ranks> = HashMap::new();
+    for s in samples {
+        let get = |name: &str| s.labels.get(name).unwrap_or("");
+        let node = get(Kind::Node.label_name());
+        let Some(r) = Ranks::from_labels(get("first_rank"), get("ranks"), get("world_size")) else {
+            continue;
+        };
+        if node.is_empty() {
+            continue;
+        }
+        let slot = out.entry(node.to_string()).or_insert(r);
+        *slot = (*slot).min(r);
+    }
+    out
+}

@@ -388,3 +388,46 @@ fn a_pair_silent_now_is_cut_before_its_window_says_so() {
     r.dial_failures.clear();
     assert_eq!(rows(&r), (100.0, 100.0, 0.0, 0.0));
 }
+
+#[test]
+fn ranks_are_read_per_node_and_nonsense_is_left_out() {
+    let r = |node: &str, first: &str, n: &str, world: &str| {
+        sample(
+            &[
+                ("node_id", node),
+                ("first_rank", first),
+                ("ranks", n),
+                ("world_size", world),
+            ],
+            1.0,
+        )
+    };
+    let got = ranks_from(&[
+        r("a", "8", "8", "64"),
+        r("b", "0", "1", ""),
+        // Restarted with other ranks within the lookback: the lowest stays.
+        r("c", "16", "8", "64"),
+        r("c", "0", "8", "64"),
+        r("d", "60", "8", "64"),
+        r("", "0", "1", ""),
+        r("e", "x", "1", ""),
+    ]);
+    let want: HashMap<String, Ranks> = [
+        ("a", Ranks::new(8, 8, Some(64))),
+        ("b", Ranks::new(0, 1, None)),
+        ("c", Ranks::new(0, 8, Some(64))),
+    ]
+    .map(|(n, r)| (n.to_string(), r.unwrap()))
+    .into();
+    assert_eq!(got, want);
+    let q = Queries::new(
+        Duration::from_secs(30),
+        Duration::from_secs(600),
+        Some("job=\"sh\""),
+        RttForm::Classic,
+    );
+    assert_eq!(
+        q.ranks,
+        "max by (node_id, first_rank, ranks, world_size) (skeletonhunter_rank_info{job=\"sh\"})"
+    );
+}

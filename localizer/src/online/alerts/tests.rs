@@ -57,6 +57,7 @@ fn an_alert_names_the_jobs_it_hurts_and_none_when_there_are_none() {
     let job = |name: &str, under, hit| crate::jobs::impact::JobImpact {
         job: name.into(),
         ranks_under: under,
+        spans_under: String::new(),
         ranks_hit: hit,
         ranks: 64,
         pairs_hit: hit,

@@ -4,9 +4,10 @@
 //! pairs `--pair-shards` assembled with them.
 
 use super::Localizer;
-use crate::clients::prometheus::Sample;
-use crate::input::promql::topology_from;
+use crate::clients::prometheus::{QueryError, Sample};
+use crate::input::promql::{ranks_from, topology_from};
 use crate::online::metrics::unix_now;
+use crate::online::queries::NodeAnswers;
 use crate::online::record::{Identities, StoreReads};
 use skeletonhunter_common::topology::{Identity, Kind};
 use std::collections::HashMap;
@@ -34,8 +35,8 @@ impl Localizer {
         }
         let mut reads = StoreReads::default();
         match self.q.topology(unix_now()).await {
-            Ok((now, recent)) => {
-                self.set_topology(&now, &recent, &mut reads);
+            Ok(answers) => {
+                self.set_topology(&answers, &mut reads);
             }
             Err(errors) => {
                 reads.failed(&errors);
@@ -56,10 +57,11 @@ impl Localizer {
     /// them (`--pair-shards`).
     pub(super) fn set_topology(
         &mut self,
-        now: &[Sample],
-        recent: &[Sample],
+        answers: &NodeAnswers,
         reads: &mut StoreReads,
     ) -> Arc<HashMap<String, Identity>> {
+        let (now, recent) = (&answers.now, &answers.recent);
+        self.set_ranks(&answers.ranks);
         let (read, conflicts) = topology_from(now, recent);
         // The nodes reporting now: the pairs of those that left go from
         // the expected ones (a job ended), see `coverage.rs`.
@@ -109,5 +111,26 @@ impl Localizer {
             shards: after,
         });
         read
+    }
+
+    /// The containers' ranks from now on; on failure the ones read before
+    /// stay (logged once per outage).
+    fn set_ranks(&mut self, answer: &Result<Vec<Sample>, QueryError>) {
+        match answer {
+            Ok(samples) => {
+                if self.ranks_failing {
+                    tracing::info!("query ranks answers again");
+                }
+                self.ranks_failing = false;
+                self.ranks = ranks_from(samples);
+            }
+            Err(e) if !self.ranks_failing => {
+                self.ranks_failing = true;
+                tracing::warn!(
+                    "query ranks failed: {e}; jobs are counted by the ranks read before"
+                );
+            }
+            Err(_) => {}
+        }
     }
 }

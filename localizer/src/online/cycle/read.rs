@@ -63,7 +63,7 @@ impl Localizer {
         self.shards
             .received(read, PairAnswers::take_from(&mut results));
         let topology = match (&self.topology, identities) {
-            (_, Some((now, recent))) => self.set_topology(&now, &recent, &mut rec.store),
+            (_, Some(answers)) => self.set_topology(&answers, &mut rec.store),
             (Some((_, cached)), None) => cached.clone(),
             (None, None) => Arc::default(),
         };

@@ -38,6 +38,7 @@ fn llama() -> JobImpact {
     JobImpact {
         job: "llama".into(),
         ranks_under: 8,
+        spans_under: "8-15".into(),
         ranks_hit: 24,
         ranks: 64,
         pairs_hit: 40,

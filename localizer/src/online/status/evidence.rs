@@ -326,6 +326,7 @@ mod tests {
         hurting.jobs = vec![crate::jobs::impact::JobImpact {
             job: "llama".into(),
             ranks_under: 2,
+            spans_under: "4-5".into(),
             ranks_hit: 3,
             ranks: 8,
             pairs_hit: 2,
@@ -335,7 +336,7 @@ mod tests {
         assert_eq!(
             v[0].evidence.lines,
             [
-                "jobs hurt: llama: 2 of 8 ranks under it, 3 hit (2 of 9 pairs)",
+                "jobs hurt: llama: 2 of 8 ranks under it (4-5), 3 hit (2 of 9 pairs)",
                 "a -> b: 30.0% loss"
             ]
         );
