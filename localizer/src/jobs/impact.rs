@@ -97,26 +97,18 @@ where
             t.hit.insert(&b.node);
         }
     }
-    let count = |nodes: &BTreeSet<&str>| -> usize {
-        nodes
-            .iter()
-            .map(|n| ranks.get(*n).map_or(1, |r| r.count as usize))
-            .sum()
-    };
+    let count = |nodes: &BTreeSet<&str>| rank_count(nodes.iter().copied(), ranks);
     let mut out: Vec<JobImpact> = jobs
         .into_iter()
         .filter(|(_, t)| t.pairs_hit > 0)
-        .map(|(job, t)| {
-            let world = t.ranks.iter().filter_map(|n| ranks.get(*n)?.world).max();
-            JobImpact {
-                job: job.to_string(),
-                ranks_under: count(&t.under),
-                spans_under: spans(t.under.iter().filter_map(|n| ranks.get(*n))),
-                ranks_hit: count(&t.hit),
-                ranks: world.map_or_else(|| count(&t.ranks), |w| w as usize),
-                pairs_hit: t.pairs_hit,
-                pairs: t.pairs,
-            }
+        .map(|(job, t)| JobImpact {
+            job: job.to_string(),
+            ranks_under: count(&t.under),
+            spans_under: spans(t.under.iter().filter_map(|n| ranks.get(*n))),
+            ranks_hit: count(&t.hit),
+            ranks: job_size(t.ranks.iter().copied(), ranks),
+            pairs_hit: t.pairs_hit,
+            pairs: t.pairs,
         })
         .collect();
     out.sort_by(|x, y| {
@@ -125,6 +117,26 @@ where
             .then_with(|| x.job.cmp(&y.job))
     });
     out
+}
+
+/// The ranks `nodes` hold: each its workers' where known, else one.
+pub fn rank_count<'a>(
+    nodes: impl Iterator<Item = &'a str>,
+    ranks: &HashMap<String, Ranks>,
+) -> usize {
+    nodes
+        .map(|n| ranks.get(n).map_or(1, |r| r.count as usize))
+        .sum()
+}
+
+/// The ranks of the job whose probed nodes are `nodes`: its launcher's
+/// world size where one of them says, else the ranks they hold.
+pub fn job_size<'a>(
+    nodes: impl Iterator<Item = &'a str> + Clone,
+    ranks: &HashMap<String, Ranks>,
+) -> usize {
+    let world = nodes.clone().filter_map(|n| ranks.get(n)?.world).max();
+    world.map_or_else(|| rank_count(nodes, ranks), |w| w as usize)
 }
 
 /// `ranks` as spans of consecutive ranks, e.g. `0-15, 32-39`, at most

@@ -23,6 +23,7 @@
 
 pub mod impact;
 pub mod layout;
+pub mod roster;
 
 use layout::{Grid, GroupKind, Order, Shape, Tally, SHAPES};
 use serde::Serialize;

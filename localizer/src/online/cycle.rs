@@ -36,6 +36,7 @@ use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
 use crate::engine::planes::{analyze_joint, LayerNote};
+use crate::jobs::roster::roster;
 use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::Identity;
 use std::collections::HashMap;
@@ -259,10 +260,15 @@ impl Localizer {
         }
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
+        let hurt: Vec<_> = found
+            .iter()
+            .map(|f| (f.component.clone(), f.jobs.clone()))
+            .collect();
+        let jobs = roster(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks, &hurt);
         self.shards.give_back(pairs);
         let alerts = self.decide(found, &coverage, now, &mut decided.events);
         status::mark_states(&mut verdicts, self.book.active_alerts());
-        self.board.publish(now, verdicts, matrix);
+        self.board.publish(now, verdicts, matrix, jobs);
         (Outcome::Ok(Box::new(report)), alerts)
     }
 

@@ -43,7 +43,8 @@ pub fn is_ready(metrics: &Metrics, interval: Duration) -> bool {
 }
 
 /// The HTTP handler: metrics at `telemetry_path` (`--web.telemetry-path`),
-/// `/report` (last analysis JSON), `/-/healthy` (`/healthz`), `/-/ready`,
+/// `/report` (last analysis JSON), `/jobs` (the last usable cycle's jobs,
+/// JSON), `/-/healthy` (`/healthz`), `/-/ready`,
 /// `POST /-/reload`, and the status page at `/` (from `board`, which
 /// links to the others).
 pub fn handler(
@@ -66,6 +67,7 @@ pub fn handler(
             }
         }
         "/report" => Reply::json(metrics.report()),
+        "/jobs" => board.jobs(),
         "/" => board.page(),
         other => Reply::not_found(other),
     }
@@ -113,6 +115,9 @@ mod tests {
         assert_eq!(h(req(Method::GET, "/metrics")).status, StatusCode::OK);
         assert_eq!(&h(req(Method::GET, "/report")).body[..], b"{\"faults\":[]}");
         assert_eq!(h(req(Method::GET, "/nope")).status, StatusCode::NOT_FOUND);
+        let jobs = h(req(Method::GET, "/jobs"));
+        assert_eq!(jobs.content_type, "application/json");
+        assert_eq!(&jobs.body[..], b"{\"at\":null,\"jobs\":[],\"omitted\":0}");
         let page = h(req(Method::GET, "/"));
         assert_eq!(page.content_type, "text/html; charset=utf-8");
         assert!(String::from_utf8_lossy(&page.body).contains("<a href=\"/metrics\">"));

@@ -352,8 +352,9 @@ impl Stack {
     /// (by name) names each job (tenant) with exactly the ranks the fabric
     /// placed under the ToR, of all the job's ranks, as the fabric placed
     /// them; from containers, counted and numbered as their launcher's
-    /// variables say ([`Fabric::ranks_of`]). The error says what the
-    /// annotation says instead.
+    /// variables say ([`Fabric::ranks_of`]); and that the localizer's
+    /// `/jobs` lists each job with its ranks and the ToR among what hurts
+    /// it. The error says what they say instead.
     pub fn check_jobs_under_tor(&self, tor: &str) -> Result<()> {
         let per = match self.containers {
             Some(_) => WORKERS_PER_CONTAINER,
@@ -374,7 +375,23 @@ impl Stack {
             .find(|a| a.kind == "tor" && a.component == tor)
             .with_context(|| format!("no alert on tor {tor}"))?;
         let jobs = alert.json["annotations"]["jobs"].as_str().unwrap_or("");
+        let listed = self.localizer_jobs()?;
         for (job, (under, all, firsts)) in placed {
+            let view = listed["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|j| j["job"] == job)
+                .with_context(|| format!("/jobs lacks {job}: {listed}"))?;
+            let by_tor = view["hurt_by"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|h| h["kind"] == "tor" && h["id"] == tor);
+            ensure!(
+                view["ranks"] == all && by_tor.is_some_and(|h| h["ranks_under"] == under),
+                "/jobs says {view} of {job}, not {under} of {all} ranks under tor {tor}"
+            );
             let mut want = format!("{job}: {under} of {all} ranks under it");
             if self.containers.is_some() {
                 want.push_str(&format!(" ({})", rank_spans(&firsts, per)));
@@ -385,6 +402,17 @@ impl Stack {
             );
         }
         Ok(())
+    }
+
+    /// The localizer's `/jobs`, from the monitoring namespace.
+    pub fn localizer_jobs(&self) -> Result<serde_json::Value> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], ports::LOCALIZER));
+        let (status, body) = self
+            .fabric
+            .mon
+            .run_in(move || crate::process::http_get(addr, "/jobs", Duration::from_secs(5)))??;
+        ensure!(status == 200, "GET /jobs: HTTP {status}: {body}");
+        Ok(serde_json::from_str(&body)?)
     }
 
     /// Alerts that blame a fabric component (kind node, nic, host, tor,

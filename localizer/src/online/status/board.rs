@@ -5,6 +5,7 @@
 //! [`HISTORY_CAP`] cycles.
 
 use super::{render, CycleEntry, Matrix, PageInfo, Snapshot, Verdict, HISTORY_CAP};
+use crate::jobs::roster::Roster;
 use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_SECURITY_POLICY};
 use hyper::StatusCode;
 use skeletonhunter_common::http::Reply;
@@ -23,6 +24,7 @@ struct State {
     verdicts_at: Option<SystemTime>,
     verdicts: Vec<Verdict>,
     matrix: Matrix,
+    jobs: Roster,
     history: VecDeque<CycleEntry>,
 }
 
@@ -47,12 +49,13 @@ impl Board {
     }
 
     /// A usable cycle at `at` concluded `verdicts` over pairs whose ToR ×
-    /// ToR loss is `matrix`.
-    pub fn publish(&self, at: SystemTime, verdicts: Vec<Verdict>, matrix: Matrix) {
+    /// ToR loss is `matrix` and whose jobs are `jobs`.
+    pub fn publish(&self, at: SystemTime, verdicts: Vec<Verdict>, matrix: Matrix, jobs: Roster) {
         let mut s = self.state();
         s.verdicts_at = Some(at);
         s.verdicts = verdicts;
         s.matrix = matrix;
+        s.jobs = jobs;
     }
 
     /// Append a cycle to the history, dropping the oldest beyond
@@ -74,8 +77,22 @@ impl Board {
             verdicts_at: s.verdicts_at,
             verdicts: s.verdicts.clone(),
             matrix: s.matrix.clone(),
+            jobs: s.jobs.clone(),
             history: s.history.iter().cloned().collect(),
         }
+    }
+
+    /// `/jobs`: the jobs of the last usable cycle as JSON (`at`: when it
+    /// ended, Unix seconds; null before the first).
+    pub fn jobs(&self) -> Reply {
+        let s = self.state();
+        let at = s
+            .verdicts_at
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64());
+        let body = serde_json::json!({ "at": at, "jobs": s.jobs.jobs, "omitted": s.jobs.omitted });
+        Reply::json(body.to_string())
+            .with_header(CACHE_CONTROL, HeaderValue::from_static("no-store"))
     }
 
     /// The page, with its security policy, never cached (it is live).

@@ -185,6 +185,8 @@ pub struct Snapshot {
     pub verdicts: Vec<Verdict>,
     /// The ToR × ToR loss matrix of the last usable cycle.
     pub matrix: Matrix,
+    /// The jobs of the last usable cycle, hurt ones first.
+    pub jobs: crate::jobs::roster::Roster,
     /// Recent cycles, oldest first, at most [`HISTORY_CAP`].
     pub history: Vec<CycleEntry>,
 }

@@ -15,6 +15,9 @@ use std::time::SystemTime;
 /// History rows listed under the strip (the strip shows every cycle kept).
 const EVENT_ROWS: usize = 30;
 
+/// Jobs listed on the page (hurt ones first); `/jobs` has them all.
+const JOB_ROWS: usize = 50;
+
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 h1{margin:0 0 .2em}h2{margin-top:1.5em;border-bottom:1px solid #ccc}\
 .banner{padding:.6em 1em;font-size:1.2em;border-radius:4px}\
@@ -79,6 +82,7 @@ pub fn render(s: &Snapshot) -> String {
     );
     summary(&mut h, s);
     verdicts(&mut h, s);
+    jobs(&mut h, s);
     matrix(&mut h, s);
     history(&mut h, s);
     footer(&mut h, s);
@@ -212,6 +216,64 @@ fn verdicts(h: &mut String, s: &Snapshot) {
     h.push_str("</tbody>\n</table>\n</section>\n");
 }
 
+/// The jobs: which are hurt, by what, and how badly.
+fn jobs(h: &mut String, s: &Snapshot) {
+    h.push_str("<section id=\"jobs\">\n<h2>Jobs</h2>\n");
+    let all = &s.jobs.jobs;
+    if all.is_empty() {
+        h.push_str(
+            "<p>No job among the pairs: no pair has both ends in one <code>tenant</code>.</p>\n</section>\n",
+        );
+        return;
+    }
+    let hurt = all.iter().filter(|j| !j.hurt_by.is_empty()).count();
+    let _ = writeln!(
+        h,
+        "<p class=\"muted\">{hurt} of {} jobs touched by a blamed component. Ranks as the job numbers them where \
+         its containers publish them, else one per container. <em>Under</em>: its ranks placed beneath the component; \
+         <em>hit</em>: its ranks with a skeleton pair crossing it.</p>\n\
+         <table>\n<thead><tr><th>Job</th><th>Ranks</th><th>Containers</th><th>Pairs</th><th>Hurt by</th></tr></thead>\n<tbody>",
+        all.len() + s.jobs.omitted
+    );
+    for j in all.iter().take(JOB_ROWS) {
+        let hurt_by: String = j
+            .hurt_by
+            .iter()
+            .map(|x| {
+                let i = &x.impact;
+                let spans = match i.spans_under.as_str() {
+                    "" => String::new(),
+                    sp => format!(" ({})", escape(sp)),
+                };
+                format!(
+                    "<li>{} {}: {} ranks under it{spans}, {} hit ({} of {} pairs)</li>",
+                    escape(x.component.kind.as_str()),
+                    escape(&x.component.id),
+                    i.ranks_under,
+                    i.ranks_hit,
+                    i.pairs_hit,
+                    i.pairs
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr class=\"job\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td><ul class=\"lines\">{hurt_by}</ul></td></tr>",
+            escape(&j.job),
+            j.ranks,
+            j.containers,
+            j.pairs
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+    let more = all.len().saturating_sub(JOB_ROWS) + s.jobs.omitted;
+    if more > 0 {
+        let _ = writeln!(h, "<p class=\"muted\">{more} more jobs, none hurt more: see <a href=\"/jobs\">/jobs</a>.</p>");
+    }
+    h.push_str("</section>\n");
+}
+
 /// The matrix with its reading notes.
 fn matrix(h: &mut String, s: &Snapshot) {
     let m = &s.matrix;
@@ -301,6 +363,7 @@ fn footer(h: &mut String, s: &Snapshot) {
         "<footer>\n<h2>Endpoints</h2>\n<ul>\n\
 <li><a href=\"{metrics}\">{metrics}</a>: metrics (blame, cycles)</li>\n\
 <li><a href=\"/report\">/report</a>: the last analysis (JSON)</li>\n\
+<li><a href=\"/jobs\">/jobs</a>: every job of the last usable cycle and what hurts it (JSON)</li>\n\
 <li><a href=\"/-/healthy\">/-/healthy</a>: health, the process is up</li>\n\
 <li><a href=\"/-/ready\">/-/ready</a>: readiness, a recent cycle analyzed complete data</li>\n</ul>\n\
 <p class=\"muted\">Version <code>{}</code>, revision <code>{}</code>, branch <code>{}</code>, built <code>{}</code>.</p>\n</footer>\n",
@@ -315,6 +378,8 @@ fn footer(h: &mut String, s: &Snapshot) {
 mod tests {
     use super::*;
     use crate::engine::model::Symptom;
+    use crate::jobs::impact::JobImpact;
+    use crate::jobs::roster::{Hurt, JobView, Roster};
     use crate::online::alerts::Severity;
     use crate::online::status::{Cell, Event, Evidence, Matrix, PageInfo};
     use skeletonhunter_common::topology::{Component, Kind};
@@ -378,6 +443,27 @@ mod tests {
                 ],
                 total_tors: 40,
             },
+            jobs: Roster {
+                jobs: vec![JobView {
+                    job: format!("job-{id}"),
+                    ranks: 64,
+                    containers: 8,
+                    pairs: 128,
+                    hurt_by: vec![Hurt {
+                        component: Component::new(Kind::Tor, id),
+                        impact: JobImpact {
+                            job: format!("job-{id}"),
+                            ranks_under: 8,
+                            spans_under: "0-7".into(),
+                            ranks_hit: 24,
+                            ranks: 64,
+                            pairs_hit: 40,
+                            pairs: 128,
+                        },
+                    }],
+                }],
+                omitted: 60,
+            },
             history: vec![
                 entry(
                     10,
@@ -416,9 +502,19 @@ mod tests {
         assert!(p.contains("<svg class=\"matrix\""));
         assert!(p.contains("<svg class=\"history\""));
         assert!(p.contains("<td>fired</td><td>tor tor1</td>"));
+        assert!(
+            p.contains("1 of 61 jobs touched by a blamed component"),
+            "{p}"
+        );
+        assert!(
+            p.contains("<td>job-tor1</td><td class=\"num\">64</td>"),
+            "{p}"
+        );
+        assert!(p.contains("<li>tor tor1: 8 ranks under it (0-7), 24 hit (40 of 128 pairs)</li>"));
+        assert!(p.contains("60 more jobs, none hurt more"));
         assert!(p.contains("Last cycle: <strong>ok</strong> at 2023-11-14T22:13:40Z (5 s ago)"));
         assert!(p.contains("content=\"10\""));
-        for link in ["/metrics", "/report", "/-/healthy", "/-/ready"] {
+        for link in ["/metrics", "/report", "/jobs", "/-/healthy", "/-/ready"] {
             assert!(p.contains(&format!("<a href=\"{link}\">")), "{link}");
         }
     }
@@ -448,6 +544,7 @@ mod tests {
         assert!(empty.contains("No cycle has analyzed usable data yet."));
         assert!(empty.contains("No cycle has run yet."));
         assert!(empty.contains("No component is blamed."));
+        assert!(empty.contains("No job among the pairs"));
         assert!(empty.contains("content=\"5\""));
         assert_eq!(p_value(0.0), "< 1e-300");
         assert_eq!(p_value(2.5e-7), "2.5e-7");
