@@ -195,11 +195,11 @@ pub fn summary(impacts: &[JobImpact], most: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Rank `r` of `job` on host `h` under ToR `t` (one spine block).
-    fn rank(job: &str, r: usize, t: usize, h: usize) -> Identity {
+    pub(in crate::jobs) fn rank(job: &str, r: usize, t: usize, h: usize) -> Identity {
         Identity {
             node: format!("{job}-{r}"),
             nic: format!("nic-t{t}-h{h}"),

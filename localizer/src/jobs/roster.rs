@@ -115,26 +115,16 @@ where
 mod tests {
     use super::*;
     use crate::jobs::impact::impact;
+    use crate::jobs::impact::tests::rank;
     use skeletonhunter_common::topology::Kind;
-
-    /// Container `c` of `job` on host `h` under ToR `t`.
-    fn ctr(job: &str, c: usize, t: usize, h: usize) -> Identity {
-        Identity {
-            node: format!("{job}-{c}"),
-            host: format!("h{t}{h}"),
-            tor: format!("tor{t}"),
-            tenant: job.into(),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn the_jobs_a_blamed_tor_touches_come_first_with_their_ranks() {
         // Job a: 4 containers of 8 ranks over two ToRs, a ring. Job b:
         // 2 containers under tor1, ranks unknown. Job c: under tor1 only.
-        let a: Vec<Identity> = (0..4).map(|c| ctr("a", c, c / 2, c % 2)).collect();
-        let b = [ctr("b", 0, 1, 0), ctr("b", 1, 1, 1)];
-        let c = [ctr("c", 0, 1, 0), ctr("c", 1, 1, 1)];
+        let a: Vec<Identity> = (0..4).map(|c| rank("a", c, c / 2, c % 2)).collect();
+        let b = [rank("b", 0, 1, 0), rank("b", 1, 1, 1)];
+        let c = [rank("c", 0, 1, 0), rank("c", 1, 1, 1)];
         let mut pairs: Vec<(&Identity, &Identity)> =
             (0..4).map(|i| (&a[i], &a[(i + 1) % 4])).collect();
         pairs.extend([(&b[0], &b[1]), (&b[1], &b[0]), (&c[0], &c[1])]);
@@ -178,8 +168,8 @@ mod tests {
         let nodes: Vec<[Identity; 2]> = (0..MAX_JOBS + 3)
             .map(|j| {
                 [
-                    ctr(&format!("j{j:04}"), 0, 0, 0),
-                    ctr(&format!("j{j:04}"), 1, 0, 1),
+                    rank(&format!("j{j:04}"), 0, 0, 0),
+                    rank(&format!("j{j:04}"), 1, 0, 1),
                 ]
             })
             .collect();
