@@ -305,6 +305,46 @@ fn a_partial_spine_is_not_paged_as_a_nested_spine_that_leaves_a_flow_unexplained
     );
 }
 
+/// The same two spines; spine 0 drops 6–13 % on five of its flows (an
+/// ECMP member): four to ToR 5 (under spine 1) and one between ToRs 0
+/// and 1. One container (ToR 0, host 3) is an end of three of them: two
+/// to ToR 5 (it also probes a second container there) and the one to
+/// ToR 1; its four other pairs are clean. Spine 1 holds four and passes
+/// a count of its own; the fifth flow is beyond chance on its own, and
+/// the container explains it only with its two flows to ToR 5, which
+/// spine 1 takes in that story. Before the fix the container counted as
+/// explaining it and spine 1 was paged, the fifth flow left unexplained
+/// (a blind log's partial spine paged as the one-ToR spine beside it).
+#[test]
+fn a_nested_spine_cannot_lean_on_a_container_whose_other_hits_it_takes() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0, 0, 1],
+        hosts: 4,
+    };
+    let mut pairs = window(&f, 150.0, &|_, _| Effect::default());
+    // The container's second peer under ToR 5: a copy of its flow to the
+    // first, towards host 2's container.
+    let (x, y) = (identity(&f, 0, 3, 1).node, identity(&f, 5, 3, 1).node);
+    let mut second = pairs
+        .iter()
+        .find(|p| p.src.node == x && p.dst.node == y)
+        .expect("the container's flow to ToR 5")
+        .clone();
+    second.dst = identity(&f, 5, 2, 1);
+    second.lost = 11.0;
+    pairs.push(second);
+    let lossy = [(1, 5, 1), (2, 5, 2), (0, 5, 3), (0, 1, 3)];
+    let lost = [13.0, 19.0, 12.0, 9.0];
+    for_cross_flows(&f, &mut pairs, &lossy, |p, k| p.lost = lost[k]);
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(
+        named(&report),
+        ["spine:spine-0:loss"],
+        "{}",
+        detail(&report)
+    );
+}
+
 /// The same two spines, spine 1 losing 8 % of all its flows and NIC nic-0
 /// (ToR 0) 30 % of its: the NIC's pairs to ToRs 1–4 are strong hits of
 /// spine 0 outside spine 1, each beyond chance on its own, but the NIC

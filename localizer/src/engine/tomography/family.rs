@@ -16,6 +16,7 @@ use crate::engine::stats::{
 };
 
 /// The model of faults accepted so far, per pair.
+#[derive(Clone)]
 pub(super) struct Model {
     /// Binomial: Σ log(1 - q) of accepted faults on the path; latency: Σ
     /// accepted delays (seconds).
