@@ -439,7 +439,7 @@ impl<F: Family> Tester<'_, F> {
         let (q_rest, stat_rest) = f.fit(model, &rest);
         let p_rest = one_sided_lr_p_value(stat_rest);
         if p_rest < self.config.alpha {
-            return true;
+            return f.big_enough(&rest, q_rest);
         }
         // A gray fault on a small component (a container's 4 pairs losing
         // 4, 3, 1 and 0 of 70 probes): dropping two of its pairs leaves too
