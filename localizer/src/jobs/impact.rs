@@ -48,6 +48,17 @@ pub struct JobImpact {
     pub pairs: usize,
 }
 
+impl JobImpact {
+    /// `" (8-15)"` after a count of ranks under the component, or nothing
+    /// where their numbers are not known.
+    pub fn spans_note(&self) -> String {
+        match self.spans_under.as_str() {
+            "" => String::new(),
+            s => format!(" ({s})"),
+        }
+    }
+}
+
 /// Whether `(kind, id)` is part of `node`'s own placement.
 fn placed_under(node: &Identity, kind: Kind, id: &str) -> bool {
     match kind {
@@ -80,10 +91,10 @@ where
 {
     let mut jobs: BTreeMap<&'a str, Tally<'a>> = BTreeMap::new();
     for (a, b) in pairs {
-        if a.tenant.is_empty() || a.tenant != b.tenant {
+        let Some(job) = job_of(a, b) else {
             continue;
-        }
-        let t = jobs.entry(a.tenant.as_str()).or_default();
+        };
+        let t = jobs.entry(job).or_default();
         t.pairs += 1;
         for end in [a, b] {
             t.ranks.insert(&end.node);
@@ -117,6 +128,12 @@ where
             .then_with(|| x.job.cmp(&y.job))
     });
     out
+}
+
+/// The job whose skeleton pair `(a, b)` is: both ends' `tenant`, when
+/// they share one (a pair between two jobs is neither's traffic).
+pub fn job_of<'a>(a: &'a Identity, b: &Identity) -> Option<&'a str> {
+    (!a.tenant.is_empty() && a.tenant == b.tenant).then_some(a.tenant.as_str())
 }
 
 /// The ranks `nodes` hold: each its workers' where known, else one.
@@ -154,9 +171,13 @@ fn spans<'a>(ranks: impl Iterator<Item = &'a Ranks>) -> String {
     let mut parts: Vec<String> = merged
         .iter()
         .take(MAX_SPANS)
-        .map(|&(a, b)| match b - a {
-            1 => a.to_string(),
-            _ => format!("{a}-{}", b - 1),
+        .map(|&(first, end)| {
+            let run = Ranks {
+                first,
+                count: end - first,
+                world: None,
+            };
+            run.span()
         })
         .collect();
     if merged.len() > MAX_SPANS {
@@ -174,13 +195,12 @@ pub fn summary(impacts: &[JobImpact], most: usize) -> String {
         .take(most)
         .map(|j| {
             let under = if j.ranks_under > 0 {
-                let spans = match j.spans_under.as_str() {
-                    "" => String::new(),
-                    s => format!(" ({s})"),
-                };
                 format!(
-                    "{} of {} ranks under it{spans}, {} hit",
-                    j.ranks_under, j.ranks, j.ranks_hit
+                    "{} of {} ranks under it{}, {} hit",
+                    j.ranks_under,
+                    j.ranks,
+                    j.spans_note(),
+                    j.ranks_hit
                 )
             } else {
                 format!("{} of {} ranks hit", j.ranks_hit, j.ranks)

@@ -8,7 +8,7 @@
 //! ranks where known. Pure: pairs, ranks and the verdicts' impacts in, the
 //! roster out.
 
-use super::impact::{job_size, JobImpact};
+use super::impact::{job_of, job_size, JobImpact};
 use serde::Serialize;
 use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::{Component, Identity};
@@ -63,20 +63,29 @@ pub struct Roster {
 pub fn roster<'a, I>(
     pairs: I,
     ranks: &HashMap<String, Ranks>,
-    verdicts: &[(Component, Vec<JobImpact>)],
+    verdicts: impl IntoIterator<Item = (&'a Component, &'a [JobImpact])>,
 ) -> Roster
 where
     I: IntoIterator<Item = (&'a Identity, &'a Identity)>,
 {
     let mut seen: BTreeMap<&str, (BTreeSet<&str>, usize)> = BTreeMap::new();
     for (a, b) in pairs {
-        if a.tenant.is_empty() || a.tenant != b.tenant {
+        let Some(job) = job_of(a, b) else {
             continue;
-        }
-        let e = seen.entry(a.tenant.as_str()).or_default();
+        };
+        let e = seen.entry(job).or_default();
         e.0.insert(&a.node);
         e.0.insert(&b.node);
         e.1 += 1;
+    }
+    let mut hurts: HashMap<&str, Vec<Hurt>> = HashMap::new();
+    for (c, impacts) in verdicts {
+        for i in impacts {
+            hurts.entry(i.job.as_str()).or_default().push(Hurt {
+                component: c.clone(),
+                impact: i.clone(),
+            });
+        }
     }
     let mut jobs: Vec<JobView> = seen
         .into_iter()
@@ -85,15 +94,7 @@ where
             ranks: job_size(nodes.iter().copied(), ranks),
             containers: nodes.len(),
             pairs,
-            hurt_by: verdicts
-                .iter()
-                .flat_map(|(c, impacts)| impacts.iter().map(move |i| (c, i)))
-                .filter(|(_, i)| i.job == job)
-                .map(|(c, i)| Hurt {
-                    component: c.clone(),
-                    impact: i.clone(),
-                })
-                .collect(),
+            hurt_by: hurts.remove(job).unwrap_or_default(),
         })
         .collect();
     let worst = |j: &JobView| j.hurt_by.iter().map(|h| h.impact.ranks_hit).max();
@@ -138,7 +139,7 @@ mod tests {
             .collect();
         let tor0 = Component::new(Kind::Tor, "tor0");
         let hit = impact(pairs.iter().copied(), &ranks, tor0.kind, &tor0.id);
-        let r = roster(pairs.iter().copied(), &ranks, &[(tor0.clone(), hit)]);
+        let r = roster(pairs.iter().copied(), &ranks, [(&tor0, hit.as_slice())]);
         let names: Vec<&str> = r.jobs.iter().map(|j| j.job.as_str()).collect();
         assert_eq!(names, ["a", "b", "c"], "hurt first, then by name");
         let ja = &r.jobs[0];
@@ -173,7 +174,7 @@ mod tests {
                 ]
             })
             .collect();
-        let r = roster(nodes.iter().map(|[a, b]| (a, b)), &HashMap::new(), &[]);
+        let r = roster(nodes.iter().map(|[a, b]| (a, b)), &HashMap::new(), []);
         assert_eq!((r.jobs.len(), r.omitted), (MAX_JOBS, 3));
     }
 }

@@ -260,11 +260,8 @@ impl Localizer {
         }
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
-        let hurt: Vec<_> = found
-            .iter()
-            .map(|f| (f.component.clone(), f.jobs.clone()))
-            .collect();
-        let jobs = roster(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks, &hurt);
+        let hurt = found.iter().map(|f| (&f.component, f.jobs.as_slice()));
+        let jobs = roster(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks, hurt);
         self.shards.give_back(pairs);
         let alerts = self.decide(found, &coverage, now, &mut decided.events);
         status::mark_states(&mut verdicts, self.book.active_alerts());

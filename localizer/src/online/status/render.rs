@@ -241,15 +241,12 @@ fn jobs(h: &mut String, s: &Snapshot) {
             .iter()
             .map(|x| {
                 let i = &x.impact;
-                let spans = match i.spans_under.as_str() {
-                    "" => String::new(),
-                    sp => format!(" ({})", escape(sp)),
-                };
                 format!(
-                    "<li>{} {}: {} ranks under it{spans}, {} hit ({} of {} pairs)</li>",
+                    "<li>{} {}: {} ranks under it{}, {} hit ({} of {} pairs)</li>",
                     escape(x.component.kind.as_str()),
                     escape(&x.component.id),
                     i.ranks_under,
+                    escape(&i.spans_note()),
                     i.ranks_hit,
                     i.pairs_hit,
                     i.pairs
