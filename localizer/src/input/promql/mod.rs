@@ -302,9 +302,6 @@ pub fn regex_escape(s: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests;
-
 /// Each node's ranks from the rank query's answer; series whose labels are
 /// not ranks are left out, and of several for one node (a container
 /// restarted with other ranks within the lookback) the lowest is kept.
@@ -324,3 +321,6 @@ pub fn ranks_from(samples: &[Sample]) -> HashMap<String, Ranks> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
