@@ -170,3 +170,59 @@ fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
     let spread = analyze(&with(false), &Config::default());
     assert_eq!(named(&spread), ["node:node-1:loss"], "{}", detail(&spread));
 }
+
+/// A gray container (3%) alone on its NIC, under a gray spine (2% of every
+/// flow) and a ToR with four noisy pairs elsewhere (3, 3, 2 and 2 lost of
+/// 170 over a 0.1% background). With the spine explained, the ToR's
+/// statistic (the container's losses and the noisy pairs', pooled at 0.8%)
+/// beat the container's own; accepted first, the ToR took the container's
+/// loss at its rate and the container no longer passed. The ToR's other
+/// pairs carry no fault worth a page, and the container's pairs lose far
+/// more than the ToR's rate: the container is the fault. Before the fix
+/// the ToR was paged instead.
+#[test]
+fn a_tor_over_a_gray_container_and_noisy_pairs_yields_to_the_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0, 1, 1, 1],
+        hosts: 4,
+    };
+    let node = "node-3";
+    let mut pairs: Vec<PairStats> = window_with(&f, 170.0, 1e-3, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Node, n) if n == node => 0.03,
+            (Kind::Spine, "spine-1") => 0.02,
+            _ => 0.0,
+        },
+        ..Default::default()
+    })
+    .into_iter()
+    // node-3 alone on its NIC: no pair of its sibling, none inside the host.
+    .filter(|p| {
+        let on = |n: &str| p.src.node == n || p.dst.node == n;
+        let inside_host = on(node) && p.src.host == p.dst.host;
+        !(on("node-2") || inside_host)
+    })
+    .collect();
+    let mut noisy = [3.0, 3.0, 2.0, 2.0].into_iter();
+    let mut used = std::collections::HashSet::new();
+    for p in pairs.iter_mut().filter(|p| {
+        p.src.tor == "tor-0"
+            && p.src.nic != "nic-1"
+            && p.dst.nic != "nic-1"
+            && p.src.host != p.dst.host
+    }) {
+        if used.insert(p.src.node.clone()) && used.insert(p.dst.node.clone()) {
+            if let Some(lost) = noisy.next() {
+                p.lost = lost;
+            }
+        }
+    }
+    assert_eq!(noisy.next(), None, "four noisy pairs placed");
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(
+        named(&report),
+        ["spine:spine-1:loss", "node:node-3:loss"],
+        "{}",
+        detail(&report)
+    );
+}

@@ -126,6 +126,9 @@ pub(super) trait Family {
     /// freedom. A component adds one effect to each of its flows; two
     /// pairs, one slowed by 10 µs and one by 4, are two stories.
     fn heterogeneity(&self, model: &Model, rows: &[u32], param: f64) -> f64;
+    /// Twice the log-likelihood `rows` pooled gain from their own fitted
+    /// effect over `param`: how far they are from a fault of size `param`.
+    fn gap(&self, model: &Model, rows: &[u32], param: f64) -> f64;
     /// The p-value of `rows`' failures counted in rounds that lost any
     /// rather than one by one, when the family has such counts; `None`
     /// otherwise. Probes that fail together (a burst) count once.
@@ -234,6 +237,10 @@ impl Family for BinomialFamily<'_> {
             })
             .sum::<f64>()
             .max(0.0)
+    }
+    fn gap(&self, model: &Model, rows: &[u32], q: f64) -> f64 {
+        let r = self.rows(model, rows);
+        (2.0 * (loglik_q(&r, fit_q(&r)) - loglik_q(&r, q))).max(0.0)
     }
     /// Lossy rounds against their expectation under the model (Poisson):
     /// a round of `n / rounds` probes loses one with probability
@@ -392,6 +399,20 @@ impl Family for LatencyFamily<'_> {
                 / rows.len() as f64
         };
         d >= floor
+    }
+    fn gap(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
+        let (mut sw, mut swe) = (0.0, 0.0);
+        for &i in rows {
+            let i = i as usize;
+            let s = self.sd(model, i);
+            sw += 1.0 / (s * s);
+            swe += (self.obs.excess[i] - model.effect[i]) / (s * s);
+        }
+        if sw <= 0.0 {
+            return 0.0;
+        }
+        let own = (swe / sw).max(0.0);
+        (d - own) * (d - own) * sw
     }
     /// Cochran's Q, each pair's noise widened by the fault's own spread
     /// ([`Config::latency_fault_spread`]) at delay `d`.

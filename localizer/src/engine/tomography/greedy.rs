@@ -16,6 +16,7 @@
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
 use super::hypothesis::{is_subset, Chance, Tester, Verdict};
+use crate::engine::stats::one_sided_lr_p_value;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
@@ -146,7 +147,8 @@ impl<F: Family> Greedy<'_, F> {
                 }
                 last.insert(j, v);
             }
-            let Some(mut b) = best else { break };
+            let Some(b) = best else { break };
+            let mut b = self.sub_component_first(&model, b, remaining, last);
             if b.ecmp {
                 b.also = ecmp_siblings(&b, remaining, last);
             }
@@ -155,6 +157,77 @@ impl<F: Family> Greedy<'_, F> {
             accepted.push(b);
         }
         accepted
+    }
+
+    /// A component whose evidence one of its sub-components explains (a
+    /// ToR over a gray container and a few noisy pairs: the container's
+    /// losses make the ToR's statistic the larger one) must not be
+    /// accepted first: explained away by the container, nothing of it
+    /// would be left, yet accepted first it absorbs the container's loss
+    /// at its own, lower rate and the container no longer passes. So the
+    /// passing candidate `b` yields to its strongest passing
+    /// sub-component (a non-spine column all of whose pairs are `b`'s)
+    /// that explains it ([`Self::explained_by`]); repeated down the
+    /// tree. A real fault of `b` shows on its other pairs too, and `b`
+    /// stays first.
+    fn sub_component_first(
+        &self,
+        model: &Model,
+        mut b: Verdict,
+        remaining: &[usize],
+        last: &HashMap<usize, Verdict>,
+    ) -> Verdict {
+        let m = self.tester.m;
+        // Each swap moves to a strictly smaller column: bounded by the depth.
+        while !b.ecmp {
+            let own = m.col(b.col);
+            let mut children: Vec<&Verdict> = remaining
+                .iter()
+                .filter_map(|j| last.get(j))
+                .filter(|c| {
+                    c.passes
+                        && !c.ecmp
+                        && m.columns[c.col].kind != Kind::Spine
+                        && m.col(c.col).len() < own.len()
+                        && is_subset(m.col(c.col), own)
+                })
+                .collect();
+            children.sort_by(|x, y| y.stat.total_cmp(&x.stat));
+            let (rows, _) = self.tester.rows_and_hits(model, b.col);
+            let param = self.tester.family.fit(model, &rows).0;
+            let explains = |c: &&Verdict| self.explained_by(model, b.col, param, c.col);
+            match children.into_iter().find(explains) {
+                Some(c) => b = c.clone(),
+                None => break,
+            }
+        }
+        b
+    }
+
+    /// Whether sub-component `c` explains candidate `j`'s evidence, `j`
+    /// fitted at `param` over all its pairs: `j`'s usable pairs that do
+    /// not cross `c` show no fault worth reporting of their own (at
+    /// `alpha`, by an effect [`Family::big_enough`]), and `c`'s pairs do
+    /// not fit `param` either: they show more, beyond chance
+    /// (`coverage_alpha`). A gray ToR's rate fitted over a lossy
+    /// container's pairs and a few noisy ones fits neither; a gray NIC's,
+    /// whose one container happened to lose a little more, fits both.
+    fn explained_by(&self, model: &Model, j: usize, param: f64, c: usize) -> bool {
+        let t = self.tester;
+        let crossed = t.m.col(c);
+        let (rows, _) = t.rows_and_hits(model, j);
+        let (inside, rest): (Vec<u32>, Vec<u32>) = rows
+            .into_iter()
+            .partition(|i| crossed.binary_search(i).is_ok());
+        let f = t.family;
+        let (own, stat) = f.fit(model, &rest);
+        let rest_holds = !rest.is_empty()
+            && one_sided_lr_p_value(stat) < t.config.alpha
+            && f.big_enough(&rest, own);
+        let inside_own = f.fit(model, &inside).0;
+        let inside_exceeds = inside_own > param
+            && one_sided_lr_p_value(f.gap(model, &inside, param)) < t.config.coverage_alpha;
+        !rest_holds && inside_exceeds
     }
 
     /// Backward: a fault accepted early may have absorbed the evidence of

@@ -265,7 +265,7 @@ impl<F: Family> Tester<'_, F> {
 
     /// Column `j`'s pairs usable under the model, and those of them
     /// showing the symptom.
-    fn rows_and_hits(&self, model: &Model, j: usize) -> (Vec<u32>, Vec<u32>) {
+    pub(super) fn rows_and_hits(&self, model: &Model, j: usize) -> (Vec<u32>, Vec<u32>) {
         let f = self.family;
         let rows: Vec<u32> = self
             .m
