@@ -44,6 +44,18 @@ pub struct BinomialObs {
     /// ([`PairStats::lossy_rounds`]): per pair its connected rounds and
     /// those that lost a packet. Empty otherwise.
     pub rounds: Vec<(f64, f64)>,
+    /// Per pair, a failure rate something else already explains (dial
+    /// failures: the loss rate of a pair losing packets); empty: none.
+    pub explained_rate: Vec<f64>,
+}
+
+impl BinomialObs {
+    /// Pair `i`'s chance of a trial succeeding with no fault on its path:
+    /// the background, and what else explains its failures.
+    pub fn healthy_survival(&self, i: usize) -> f64 {
+        let explained = self.explained_rate.get(i).copied().unwrap_or(0.0);
+        (1.0 - self.background) * (1.0 - explained.clamp(0.0, 1.0))
+    }
 }
 
 /// RTT evidence per pair.
@@ -166,6 +178,7 @@ fn binomial_obs(n: Vec<f64>, k: Vec<f64>, floor: f64, ceiling: f64, level: f64) 
         background,
         anomalous,
         rounds: Vec::new(),
+        explained_rate: Vec::new(),
     }
 }
 

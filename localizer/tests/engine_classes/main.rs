@@ -12,6 +12,7 @@ use skeletonhunter_localizer::{analyze, Config, PairStats, Report};
 mod gray_loss;
 mod latency;
 mod spines;
+mod unreachable;
 
 /// A fabric: `spine_of[t]` is the spine of ToR `t`; `hosts` hosts per
 /// ToR, two containers per host sharing its NIC.

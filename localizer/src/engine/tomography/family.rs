@@ -160,7 +160,7 @@ pub(super) struct BinomialFamily<'a> {
 
 impl BinomialFamily<'_> {
     fn survival(&self, model: &Model, i: usize) -> f64 {
-        (1.0 - self.obs.background) * model.effect[i].exp()
+        self.obs.healthy_survival(i) * model.effect[i].exp()
     }
     fn rows(&self, model: &Model, rows: &[u32]) -> Vec<(f64, f64, f64)> {
         rows.iter()

@@ -38,7 +38,7 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
     let mut found: Vec<(Symptom, Verdict)> = Vec::new();
     let mut blame: Vec<Blame> = Vec::new();
 
-    let unreachable = unreachable_without_lossy_pairs(ev, config);
+    let unreachable = unreachable_beside_loss(ev, config);
     for symptom in [Symptom::Loss, Symptom::Unreachable] {
         let obs = if symptom == Symptom::Loss {
             &ev.loss
@@ -72,19 +72,30 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
     }
 }
 
-/// Dial failures on a pair that is losing packets are the loss showing
-/// (a handshake needs its packets too), not a separate fault: such pairs
-/// do not count as evidence of unreachability.
-fn unreachable_without_lossy_pairs(ev: &Evidence, config: &Config) -> BinomialObs {
+/// Dial failures on a pair that is losing packets are partly the loss
+/// showing (a handshake needs its packets too): up to the pair's loss rate
+/// of its dials (a handshake round trip with no retry) they are explained.
+/// Such a pair counts only when its dials fail beyond that, and then only
+/// the excess is evidence of unreachability: a NIC refusing most dials
+/// under a ToR dropping a quarter of the packets still shows, while the
+/// ToR's own pairs, failing fewer dials than packets, say nothing (nor do
+/// they dilute the fitted share of a ToR so lossy it is unreachable).
+fn unreachable_beside_loss(ev: &Evidence, config: &Config) -> BinomialObs {
     let mut u = ev.unreachable.clone();
-    for i in 0..ev.loss.n.len() {
+    u.explained_rate = vec![0.0; u.n.len()];
+    for i in 0..ev.loss.n.len().min(u.n.len()) {
         let (n, k) = (ev.loss.n[i], ev.loss.k[i]);
         if n > 0.0
             && k > 0.0
             && binomial_upper_tail(k, n, ev.loss.background) < config.coverage_alpha
         {
-            u.n[i] = 0.0;
-            u.k[i] = 0.0;
+            let rate = k / n;
+            if u.n[i] > 0.0 && u.k[i] / u.n[i] > rate {
+                u.explained_rate[i] = rate;
+            } else {
+                u.n[i] = 0.0;
+                u.k[i] = 0.0;
+            }
         }
     }
     u
@@ -117,9 +128,15 @@ fn binomial_regression(obs: &BinomialObs) -> Regression {
             continue;
         }
         let r = (k / n).min(1.0 - 0.5 / n.max(1.0));
-        reg.y[i] = (1.0 - r).ln() - (1.0 - p0).ln();
+        let healthy = obs.healthy_survival(i);
+        reg.y[i] = (1.0 - r).ln() - healthy.ln();
         reg.w[i] = n / nbar;
         reg.var[i] = p0 / n;
+        if healthy < 1.0 - p0 {
+            // Its failures vary around what else explains, not around the
+            // background.
+            reg.var[i] = (1.0 - healthy) / n;
+        }
     }
     reg
 }
