@@ -292,6 +292,19 @@ impl LatencyFamily<'_> {
         (s * s + e * e).sqrt()
     }
 
+    /// Σ 1/σ² and Σ e/σ² over `rows`, `e` each pair's excess left by the
+    /// model: the weighted mean excess is their ratio.
+    fn weighted(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
+        rows.iter().fold((0.0, 0.0), |(sw, swe), &i| {
+            let i = i as usize;
+            let s2 = self.sd(model, i).powi(2);
+            (
+                sw + 1.0 / s2,
+                swe + (self.obs.excess[i] - model.effect[i]) / s2,
+            )
+        })
+    }
+
     /// Route level of pair `i` (see [`LatencyObs::level`]).
     fn level(&self, i: usize) -> usize {
         self.obs
@@ -319,13 +332,7 @@ impl Family for LatencyFamily<'_> {
         false
     }
     fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
-        let (mut sw, mut swe) = (0.0, 0.0);
-        for &i in rows {
-            let i = i as usize;
-            let s = self.sd(model, i);
-            sw += 1.0 / (s * s);
-            swe += (self.obs.excess[i] - model.effect[i]) / (s * s);
-        }
+        let (sw, swe) = self.weighted(model, rows);
         if sw <= 0.0 || swe <= 0.0 {
             return (0.0, 0.0);
         }
@@ -401,13 +408,7 @@ impl Family for LatencyFamily<'_> {
         d >= floor
     }
     fn gap(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
-        let (mut sw, mut swe) = (0.0, 0.0);
-        for &i in rows {
-            let i = i as usize;
-            let s = self.sd(model, i);
-            sw += 1.0 / (s * s);
-            swe += (self.obs.excess[i] - model.effect[i]) / (s * s);
-        }
+        let (sw, swe) = self.weighted(model, rows);
         if sw <= 0.0 {
             return 0.0;
         }
