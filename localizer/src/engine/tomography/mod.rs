@@ -8,7 +8,8 @@
 //!    of the null standard deviation of its score, so a candidate enters only
 //!    when its pairs together deviate from noise (an absolute, not relative,
 //!    penalty: a large fault does not hide a small one);
-//! 2. candidates are confirmed greedily, strongest first, each against a
+//! 2. candidates are confirmed greedily, strongest first (unless a
+//!    sub-component explains the strongest), each against a
 //!    model holding the faults accepted so far (explaining away): a one-sided
 //!    likelihood-ratio test (binomial for loss / unreachable, Gaussian for
 //!    latency) on the candidate's pairs, plus a coverage test — a fault on a
