@@ -192,10 +192,13 @@ impl<F: Family> Greedy<'_, F> {
                         && is_subset(m.col(c.col), own)
                 })
                 .collect();
+            if children.is_empty() {
+                break;
+            }
             children.sort_by(|x, y| y.stat.total_cmp(&x.stat));
             let (rows, _) = self.tester.rows_and_hits(model, b.col);
             let param = self.tester.family.fit(model, &rows).0;
-            let explains = |c: &&Verdict| self.explained_by(model, b.col, param, c.col);
+            let explains = |c: &&Verdict| self.explained_by(model, &rows, param, c.col);
             match children.into_iter().find(explains) {
                 Some(c) => b = c.clone(),
                 None => break,
@@ -204,21 +207,20 @@ impl<F: Family> Greedy<'_, F> {
         b
     }
 
-    /// Whether sub-component `c` explains candidate `j`'s evidence, `j`
-    /// fitted at `param` over all its pairs: `j`'s usable pairs that do
-    /// not cross `c` show no fault worth reporting of their own (at
-    /// `alpha`, by an effect [`Family::big_enough`]), and `c`'s pairs do
-    /// not fit `param` either: they show more, beyond chance
-    /// (`coverage_alpha`). A gray ToR's rate fitted over a lossy
-    /// container's pairs and a few noisy ones fits neither; a gray NIC's,
-    /// whose one container happened to lose a little more, fits both.
-    fn explained_by(&self, model: &Model, j: usize, param: f64, c: usize) -> bool {
+    /// Whether sub-component `c` explains the evidence of a candidate
+    /// whose usable pairs are `rows`, fitted at `param` over all of them:
+    /// those of its pairs that do not cross `c` show no fault worth
+    /// reporting of their own (at `alpha`, by an effect
+    /// [`Family::big_enough`]), and `c`'s pairs do not fit `param` either:
+    /// they show more, beyond chance (`coverage_alpha`). A gray ToR's rate
+    /// fitted over a lossy container's pairs and a few noisy ones fits
+    /// neither; a gray NIC's, whose one container happened to lose a
+    /// little more, fits both.
+    fn explained_by(&self, model: &Model, rows: &[u32], param: f64, c: usize) -> bool {
         let t = self.tester;
         let crossed = t.m.col(c);
-        let (rows, _) = t.rows_and_hits(model, j);
-        let (inside, rest): (Vec<u32>, Vec<u32>) = rows
-            .into_iter()
-            .partition(|i| crossed.binary_search(i).is_ok());
+        let (inside, rest): (Vec<u32>, Vec<u32>) =
+            rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
         let (own, stat) = f.fit(model, &rest);
         let rest_holds = !rest.is_empty()
