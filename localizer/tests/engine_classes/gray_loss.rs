@@ -68,14 +68,9 @@ fn a_gray_container_whose_pairs_each_lose_a_probe_or_more_is_found() {
     };
     let mut pairs = window_with(&f, 100.0, 4e-4, &|_, _| Effect::default());
     let node = "node-3";
-    let mut lost = [5.0, 1.0, 1.0, 1.0].into_iter();
-    for p in pairs
-        .iter_mut()
-        .filter(|p| p.src.node == node || p.dst.node == node)
-    {
-        p.lost = lost.next().expect("four pairs");
-    }
-    assert_eq!(lost.next(), None, "node-3 has four pairs");
+    on_pairs_of(&mut pairs, node, &[5.0, 1.0, 1.0, 1.0], |p, lost| {
+        p.lost = lost;
+    });
     let report = analyze(&pairs, &Config::default());
     assert_eq!(named(&report), ["node:node-3:loss"], "{}", detail(&report));
 }
@@ -101,15 +96,10 @@ fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
             // The background drops probes one by one.
             p.lossy_rounds = Some(p.lost);
         }
-        let mut lost = [3.0, 3.0, 2.0, 0.0].into_iter();
-        for p in pairs
-            .iter_mut()
-            .filter(|p| p.src.node == node || p.dst.node == node)
-        {
-            p.lost = lost.next().expect("four pairs");
-            p.lossy_rounds = Some(if burst { p.lost.min(1.0) } else { p.lost });
-        }
-        assert_eq!(lost.next(), None, "{node} has four pairs");
+        on_pairs_of(&mut pairs, node, &[3.0, 3.0, 2.0, 0.0], |p, lost| {
+            p.lost = lost;
+            p.lossy_rounds = Some(if burst { lost.min(1.0) } else { lost });
+        });
         pairs
     };
     let spread = analyze(&with_rounds(false), &Config::default());
@@ -154,15 +144,11 @@ fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
             mine += is_mine as usize;
             !is_mine || mine <= 2
         });
-        let mut rounds = [3.0, if burst { 1.0 } else { 3.0 }].into_iter();
-        for p in pairs
-            .iter_mut()
-            .filter(|p| p.src.node == node || p.dst.node == node)
-        {
+        let rounds = [3.0, if burst { 1.0 } else { 3.0 }];
+        on_pairs_of(&mut pairs, node, &rounds, |p, rounds| {
             p.lost = 3.0;
-            p.lossy_rounds = Some(rounds.next().expect("two pairs"));
-        }
-        assert_eq!(rounds.next(), None, "{node} keeps two pairs");
+            p.lossy_rounds = Some(rounds);
+        });
         pairs
     };
     let burst = analyze(&with(true), &Config::default());

@@ -134,15 +134,9 @@ fn a_container_slowed_on_two_of_its_five_pairs_is_not_slow() {
     };
     let node = "node-3";
     let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let mut extra = [11e-6, 11e-6, 2e-6, 0.0, 0.0].into_iter();
-    for p in pairs
-        .iter_mut()
-        .filter(|p| p.src.node == node || p.dst.node == node)
-    {
-        let e = extra.next().expect("five pairs");
+    on_pairs_of(&mut pairs, node, &[11e-6, 11e-6, 2e-6, 0.0, 0.0], |p, e| {
         p.rtt_seconds = p.rtt_seconds.map(|r| r + e);
-    }
-    assert_eq!(extra.next(), None, "{node} has five pairs");
+    });
     let report = analyze(&pairs, &Config::default());
     assert!(named(&report).is_empty(), "{}", detail(&report));
 }
@@ -161,15 +155,9 @@ fn a_container_slow_only_on_its_two_jittery_pairs_is_not_slow() {
     };
     let node = "node-7";
     let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let mut extra = [8e-6, 8e-6, 1.5e-6, 1.5e-6].into_iter();
-    for p in pairs
-        .iter_mut()
-        .filter(|p| p.src.node == node || p.dst.node == node)
-    {
-        let e = extra.next().expect("four pairs");
+    on_pairs_of(&mut pairs, node, &[8e-6, 8e-6, 1.5e-6, 1.5e-6], |p, e| {
         p.rtt_seconds = p.rtt_seconds.map(|r| r + e);
-    }
-    assert_eq!(extra.next(), None, "{node} has four pairs");
+    });
     let report = analyze(&pairs, &Config::default());
     assert!(named(&report).is_empty(), "{}", detail(&report));
 }

@@ -133,6 +133,24 @@ fn window_with(
         .collect()
 }
 
+/// Gives container `node`'s pairs, in window order, one value each of
+/// `values` through `set`; the container must have exactly that many pairs.
+fn on_pairs_of(
+    pairs: &mut [PairStats],
+    node: &str,
+    values: &[f64],
+    set: impl Fn(&mut PairStats, f64),
+) {
+    let mine: Vec<&mut PairStats> = pairs
+        .iter_mut()
+        .filter(|p| p.src.node == node || p.dst.node == node)
+        .collect();
+    assert_eq!(mine.len(), values.len(), "pairs of {node}");
+    for (p, &v) in mine.into_iter().zip(values) {
+        set(p, v);
+    }
+}
+
 fn named(r: &Report) -> Vec<String> {
     r.faults
         .iter()
