@@ -23,8 +23,9 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::fabric::{Fabric, Stack, StackOpts, Timing};
-use skeletonhunter_tests::{bin_path, require_privileges};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::bin_path;
+use skeletonhunter_tools::fabric::{Fabric, Stack, StackOpts, Timing};
 use std::time::{Duration, Instant};
 
 /// The longest wait for a page or a resolved notification before the run

@@ -16,11 +16,11 @@
 //! ```
 
 use anyhow::{ensure, Context, Result};
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tools::fabric::{
     flow_traces, spines_by_pair, start_exporters, Fabric, FabricSpec, StackOpts,
 };
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{bin_path, sys::geteuid, wait_until};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::{bin_path, sys::geteuid, wait_until};
 use std::time::Duration;
 
 /// Flow counts measured; 15 is the default for 3 paths.

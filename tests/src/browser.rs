@@ -2,11 +2,11 @@
 //! `chromium`, driven through `chromium-driver` by `python3-selenium`
 //! (`tests/browser/status_page.py`), optionally inside a namespace.
 
-use crate::netns::Netns;
 use crate::privilege::skip_or_fail;
-use crate::process::ChildGuard;
-use crate::repo::repo_file;
 use serde::Deserialize;
+use skeletonhunter_tools::netns::Netns;
+use skeletonhunter_tools::process::ChildGuard;
+use skeletonhunter_tools::repo::repo_file;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -3,9 +3,9 @@
 //! docs/operations.md lists (for hosts, and what containers add), a systemd
 //! unit's values, and the Dockerfile's `USER`, `setcap` and `EXPOSE`.
 
-use crate::deploy::read;
-use crate::repo::repo_root;
 use anyhow::{bail, Context, Result};
+use skeletonhunter_tools::deploy::read;
+use skeletonhunter_tools::repo::repo_root;
 use std::collections::BTreeSet;
 
 /// Capability names as the kernel spells them (`CAP_NET_RAW`), sorted, from

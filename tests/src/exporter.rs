@@ -3,9 +3,9 @@
 //! with a health wait, scrape, and sample lookup in the text exposition).
 
 use crate::exposition::sample;
-use crate::netns::{veth, Netns};
-use crate::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
 use anyhow::{bail, Context, Result};
+use skeletonhunter_tools::netns::{veth, Netns};
+use skeletonhunter_tools::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 /// Outside CI a missing privilege skips the test with a printed reason; under
 /// `CI=true` it fails the test, so CI can never count a skip as a pass.
 pub fn require_privileges(test: &str) -> bool {
-    let reason = if crate::sys::geteuid() != 0 {
+    let reason = if skeletonhunter_tools::sys::geteuid() != 0 {
         Some("not running as root".to_string())
     } else {
         match std::process::Command::new("ip")

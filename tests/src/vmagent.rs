@@ -3,8 +3,8 @@
 //! its share of the targets (by a hash of their labels), all of them
 //! remote-writing into one store.
 
-use crate::servers::{free_loopback_addr, start_vmagent, Server, ServerOpts};
 use anyhow::{Context, Result};
+use skeletonhunter_tools::servers::{free_loopback_addr, start_vmagent, Server, ServerOpts};
 use std::collections::BTreeSet;
 
 /// Start `members` vmagent shards of one cluster, each on its own loopback

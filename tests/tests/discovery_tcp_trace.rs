@@ -3,7 +3,8 @@
 //! down; a connection in another namespace is not reported (the in-kernel
 //! namespace filter).
 
-use skeletonhunter_tests::{bin_path, require_privileges, ChildGuard, Netns};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::{bin_path, ChildGuard, Netns};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};

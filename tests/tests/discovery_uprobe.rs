@@ -6,7 +6,8 @@
 //! on the function entry whatever the function does.)
 
 use anyhow::{bail, Context, Result};
-use skeletonhunter_tests::{bin_path, require_privileges};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::bin_path;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -201,7 +202,7 @@ fn scopeguard_kill(child: std::process::Child) -> impl Drop {
 /// skeleton peer; destroying the QP lets it expire after the TTL.
 #[test]
 fn discovery_rdma_queue_pair_becomes_a_skeleton_peer() {
-    use skeletonhunter_tests::{http_get, wait_until, ChildGuard, Netns};
+    use skeletonhunter_tools::{http_get, wait_until, ChildGuard, Netns};
     if !require_privileges("discovery_rdma_queue_pair_becomes_a_skeleton_peer") {
         return;
     }

@@ -1,10 +1,11 @@
-//! End to end on a namespace fabric (see `skeletonhunter_tests::fabric`).
+//! End to end on a namespace fabric (see `skeletonhunter_tools::fabric`).
 
 use skeletonhunter_tests::browser::{check_page, require_browser, PageCheck};
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::bin_path;
+use skeletonhunter_tools::fabric::{
     link_addresses, ports, reachable, AlertView, Fabric, FabricSpec, Stack, StackOpts,
 };
-use skeletonhunter_tests::{bin_path, require_privileges};
 use std::time::{Duration, Instant};
 
 /// The fabric routes across ToRs through the spine, the management network

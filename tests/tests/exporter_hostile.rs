@@ -9,10 +9,10 @@
 use anyhow::Result;
 use skeletonhunter_tests::exporter::start_on_loopback;
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::http::http_request;
-use skeletonhunter_tests::process::{bin_path, wait_http_ok, wait_until, ChildGuard};
-use skeletonhunter_tests::servers::{free_loopback_addr, TempDir};
-use skeletonhunter_tests::tls::Ca;
+use skeletonhunter_tools::http::http_request;
+use skeletonhunter_tools::process::{bin_path, wait_http_ok, wait_until, ChildGuard};
+use skeletonhunter_tools::servers::{free_loopback_addr, TempDir};
+use skeletonhunter_tools::tls::Ca;
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

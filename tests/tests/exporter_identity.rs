@@ -14,9 +14,10 @@ use skeletonhunter_tests::exporter::{
     config, counts, pair, scrape, start, start_both, FakePeer, Pair, Probing, UDP,
 };
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::netns::{veth, Netns};
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::netns::{veth, Netns};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::wait_until;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -14,8 +14,8 @@
 use anyhow::{Context, Result};
 use serde_json::Value;
 use skeletonhunter_tests::exporter;
-use skeletonhunter_tests::process::{wait_until, ChildGuard};
-use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
+use skeletonhunter_tools::process::{wait_until, ChildGuard};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -8,8 +8,9 @@ use skeletonhunter_tests::exporter::{
     counts, pair, scrape, start, start_both, static_peer, Probing,
 };
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until, Netns};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::{wait_until, Netns};
 use std::time::Duration;
 
 #[test]
@@ -199,7 +200,7 @@ fn dns_server(
     let path = format!("/run/netns/{}", ns.name());
     std::thread::spawn(move || {
         let f = std::fs::File::open(&path).expect("open netns");
-        skeletonhunter_tests::sys::enter_netns(&f).expect("setns");
+        skeletonhunter_tools::sys::enter_netns(&f).expect("setns");
         let s = std::net::UdpSocket::bind(addr).expect("bind dns");
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();

@@ -11,9 +11,10 @@ use skeletonhunter_tests::exporter::{
     counts, pair, scrape, start, Launch, Pair, METRICS, TCP, UDP,
 };
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::process::{bin_path, ChildGuard};
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until, Netns};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::process::{bin_path, ChildGuard};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::{wait_until, Netns};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
@@ -256,7 +257,7 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
     let dir = TempDir::new("prl").unwrap();
     let sample = dir.path().join("pings.csv");
     std::fs::copy(
-        skeletonhunter_tests::repo::repo_root()
+        skeletonhunter_tools::repo::repo_root()
             .join("localizer/tests/data/skeletonhunter_samples.csv"),
         &sample,
     )
@@ -296,7 +297,7 @@ fn the_localizer_runs_as_nobody_without_capabilities() {
 #[test]
 fn the_sidecar_runs_without_any_capability_and_probes_its_pods_peer() {
     use skeletonhunter_tests::contract::dockerfile_contract;
-    use skeletonhunter_tests::deploy;
+    use skeletonhunter_tools::deploy;
     if !require_privileges("the_sidecar_runs_without_any_capability_and_probes_its_pods_peer") {
         return;
     }

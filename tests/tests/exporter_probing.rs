@@ -13,8 +13,9 @@ use skeletonhunter_tests::exporter::{
     config, counts, pair, scrape, start, start_both, static_peer, FakePeer, Probing, UDP,
 };
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::wait_until;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -6,8 +6,9 @@
 use anyhow::{Context, Result};
 use skeletonhunter_tests::exporter::{counts, pair, scrape, start_both, static_peer, Probing};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::wait_until;
 use std::time::Duration;
 
 #[test]

@@ -11,8 +11,9 @@
 use anyhow::{Context, Result};
 use skeletonhunter_tests::exporter::{config, counts, pair, scrape, start, static_peer, UDP};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::wait_until;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 

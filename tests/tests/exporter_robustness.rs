@@ -9,11 +9,12 @@ use skeletonhunter_tests::exporter::{
     counts, pair, scrape, start_both, start_both_with, static_peer, Probing, METRICS,
 };
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::http::http_request;
-use skeletonhunter_tests::process::{http_get, status_kib};
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::sys::kill;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::http::http_request;
+use skeletonhunter_tools::process::{http_get, status_kib};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::sys::kill;
+use skeletonhunter_tools::wait_until;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};

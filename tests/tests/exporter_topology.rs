@@ -9,10 +9,11 @@
 
 use skeletonhunter_tests::exporter::{pair, scrape, start, Pair, METRICS, TCP, UDP};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::http::http_request;
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::sys::kill;
-use skeletonhunter_tests::{bin_path, require_privileges, wait_until, Netns};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::http::http_request;
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::sys::kill;
+use skeletonhunter_tools::{bin_path, wait_until, Netns};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! A synthetic fleet (`skeletonhunter_tests::fleet`: 256 exporters in one
+//! A synthetic fleet (`skeletonhunter_tools::fleet`: 256 exporters in one
 //! process, 896 probe pairs) scraped by real stores, and the localizer
 //! finding the same injected faults in each:
 //!
@@ -23,17 +23,17 @@ use serde_json::Value;
 use skeletonhunter_common::duration;
 use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::sim::FabricSpec;
-use skeletonhunter_tests::fleet::{
+use skeletonhunter_tests::localizer::{run_once, Localizer, OnceRun};
+use skeletonhunter_tests::vmagent::{start_vmagent_shards, up_targets};
+use skeletonhunter_tools::fleet::{
     blamed, injected as injected_set, node_path, sample_faults, scrape_config, write_file_sd,
     Fleet, FleetFault, FleetServer, FleetSpec,
 };
-use skeletonhunter_tests::localizer::{run_once, Localizer, OnceRun};
-use skeletonhunter_tests::process::status_kib;
-use skeletonhunter_tests::servers::{
+use skeletonhunter_tools::process::status_kib;
+use skeletonhunter_tools::servers::{
     free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
 };
-use skeletonhunter_tests::vmagent::{start_vmagent_shards, up_targets};
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tools::wait_until;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

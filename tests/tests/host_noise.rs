@@ -1,5 +1,5 @@
 //! A busy host is not a broken network: on the namespace fabric (see
-//! `skeletonhunter_tests::fabric`) one exporter is starved of CPU (a cgroup
+//! `skeletonhunter_tools::fabric`) one exporter is starved of CPU (a cgroup
 //! quota of half what it uses) or paused (SIGSTOP for 300 ms every 2 s) while
 //! the whole stack runs. Nothing may be alerted as a NIC, ToR, spine or
 //! link fault, and the noisy container's host must get a `host_stack`
@@ -9,9 +9,10 @@
 //! the repeated runs are `host_noise_repeated` (ignored: a benchmark,
 //! `cargo test -p skeletonhunter-tests --test host_noise -- --ignored`).
 
-use skeletonhunter_tests::fabric::{AlertView, CpuQuota, Pauses, Stack, StackOpts};
 use skeletonhunter_tests::privilege::skip_or_fail;
-use skeletonhunter_tests::{bin_path, require_privileges};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::bin_path;
+use skeletonhunter_tools::fabric::{AlertView, CpuQuota, Pauses, Stack, StackOpts};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! A rollout and a training job that ends are not faults: on the overlay
 //! namespace fabric (containers on each host's bridge, hosts joined by
-//! VXLAN; see `skeletonhunter_tests::fabric`), deployed as the shipped
+//! VXLAN; see `skeletonhunter_tools::fabric`), deployed as the shipped
 //! DaemonSet is — one exporter per host, probing the underlay host to host
 //! and from inside each of its containers — every exporter is restarted
 //! one by one (a DaemonSet rollout), one container of the job that stays
@@ -15,8 +15,9 @@
 //! job stays covered.
 
 use serde_json::Value;
-use skeletonhunter_tests::fabric::{DataPlane, Stack, StackOpts};
-use skeletonhunter_tests::{bin_path, require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::fabric::{DataPlane, Stack, StackOpts};
+use skeletonhunter_tools::{bin_path, wait_until};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -183,7 +184,7 @@ fn localizer_says(stack: &Stack) -> String {
     let log = stack
         .localizer
         .as_ref()
-        .map(skeletonhunter_tests::ChildGuard::log)
+        .map(skeletonhunter_tools::ChildGuard::log)
         .unwrap_or_default();
     let lines: Vec<&str> = log.lines().filter(|l| !l.contains("level=debug")).collect();
     lines[lines.len().saturating_sub(300)..].join("\n")

@@ -13,8 +13,8 @@ use skeletonhunter_tests::localizer::{
     describe, is_component, sh_alerts, start_prometheus_per_node, start_shipped_alertmanager, tor,
     wait_for_alerts_among, wait_for_only_alert, FakeFabric, Localizer,
 };
-use skeletonhunter_tests::sink::Sink;
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tools::sink::Sink;
+use skeletonhunter_tools::wait_until;
 use std::time::Duration;
 
 /// Webhook notifications of the group of `kind/id`.

@@ -12,9 +12,9 @@
 use anyhow::{Context, Result};
 use skeletonhunter_tests::exporter;
 use skeletonhunter_tests::localizer::{start_store, FakeFabric, Localizer, Store};
-use skeletonhunter_tests::process::ChildGuard;
-use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tools::process::ChildGuard;
+use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
+use skeletonhunter_tools::wait_until;
 use std::net::SocketAddr;
 use std::time::Duration;
 

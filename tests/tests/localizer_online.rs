@@ -22,8 +22,9 @@ use skeletonhunter_tests::localizer::{
     describe, is_component, sh_alerts, start_alertmanager, start_store, tor, wait_for_alerts_among,
     wait_for_only_alert, with_hosts_file, FakeFabric, Localizer, Store, ALERT,
 };
-use skeletonhunter_tests::servers::{free_loopback_addr, Server, TempDir};
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::servers::{free_loopback_addr, Server, TempDir};
+use skeletonhunter_tools::wait_until;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

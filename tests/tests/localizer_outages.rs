@@ -13,10 +13,10 @@ use skeletonhunter_tests::localizer::{
     describe, is_component, sh_alerts, start_alertmanager, start_store, tor, wait_for_only_alert,
     FakeFabric, FloodingStore, Localizer, Store,
 };
-use skeletonhunter_tests::process::status_kib;
-use skeletonhunter_tests::servers::free_loopback_addr;
-use skeletonhunter_tests::sys;
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tools::process::status_kib;
+use skeletonhunter_tools::servers::free_loopback_addr;
+use skeletonhunter_tools::sys;
+use skeletonhunter_tools::wait_until;
 use std::time::Duration;
 
 #[test]

@@ -7,8 +7,8 @@
 use anyhow::{Context, Result};
 use serde_json::Value;
 use skeletonhunter_tests::localizer::{tor, FakeFabric};
-use skeletonhunter_tests::servers::{self, free_loopback_addr, ServerOpts};
-use skeletonhunter_tests::{bin_path, wait_until};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, ServerOpts};
+use skeletonhunter_tools::{bin_path, wait_until};
 use std::process::Command;
 use std::time::Duration;
 

@@ -10,8 +10,8 @@ use skeletonhunter_tests::browser::{check_page, require_browser, PageCheck};
 use skeletonhunter_tests::localizer::{
     start_alertmanager, start_store, tor, wait_for_only_alert, FakeFabric, Localizer, Store,
 };
-use skeletonhunter_tests::servers::free_loopback_addr;
-use skeletonhunter_tests::wait_until;
+use skeletonhunter_tools::servers::free_loopback_addr;
+use skeletonhunter_tools::wait_until;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -13,9 +13,9 @@
 use anyhow::{Context, Result};
 use skeletonhunter_tests::exposition::sample;
 use skeletonhunter_tests::localizer::{tor, wait_for_only_alert, FakeFabric, Localizer, AM_CONFIG};
-use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
-use skeletonhunter_tests::tls::{file_name, Pki, TEST_PASSWORD, TEST_USER};
-use skeletonhunter_tests::{bin_path, wait_until};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
+use skeletonhunter_tools::tls::{file_name, Pki, TEST_PASSWORD, TEST_USER};
+use skeletonhunter_tools::{bin_path, wait_until};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

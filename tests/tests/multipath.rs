@@ -9,11 +9,12 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::fabric::{
     exporter_get, flow_traces, start_exporters, Fabric, FabricSpec, FlowTrace, StackOpts,
 };
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{bin_path, require_privileges, wait_until};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::{bin_path, wait_until};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -67,7 +68,7 @@ fn flows_spread_over_spines_and_a_link_fault_hits_only_its_paths() -> Result<()>
     let (src, dst, other, far) = ("t0-h0-c0", "t1-h0-c0", "t1-h0-c0", "t2-h0-c0");
     let dst_ip = f.node(dst)?.data_ip;
     let far_ip = f.node(far)?.data_ip;
-    let logs = |e: &[skeletonhunter_tests::ChildGuard]| e[0].log();
+    let logs = |e: &[skeletonhunter_tools::ChildGuard]| e[0].log();
 
     // 1. Every flow of src -> dst (and other -> far) is mapped to a spine.
     let flows = wait_until(

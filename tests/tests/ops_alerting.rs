@@ -7,11 +7,11 @@
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use skeletonhunter_common::topology::Kind;
-use skeletonhunter_tests::deploy::{group_rules, read, yaml_docs};
-use skeletonhunter_tests::repo::{
+use skeletonhunter_tools::deploy::{group_rules, read, yaml_docs};
+use skeletonhunter_tools::repo::{
     markdown_anchor, markdown_anchors, repo_root, rule_files, yaml_files,
 };
-use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
+use skeletonhunter_tools::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every alerting rule of `rules/*.yml` and the opt-in
@@ -158,7 +158,7 @@ fn every_alert_links_to_its_runbook_section_and_dashboard() -> Result<()> {
 #[test]
 fn localizer_alert_links_default_to_the_rules_base() -> Result<()> {
     let out =
-        std::process::Command::new(skeletonhunter_tests::bin_path("skeletonhunter-localizer"))
+        std::process::Command::new(skeletonhunter_tools::bin_path("skeletonhunter-localizer"))
             .args(["run", "--help"])
             .output()?;
     let help = String::from_utf8_lossy(&out.stdout);

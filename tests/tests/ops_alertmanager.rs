@@ -4,8 +4,8 @@
 
 use anyhow::Result;
 use serde_json::{json, Map, Value};
-use skeletonhunter_tests::servers::{self, ServerOpts};
-use skeletonhunter_tests::sink::{json_strings, Sink};
+use skeletonhunter_tools::servers::{self, ServerOpts};
+use skeletonhunter_tools::sink::{json_strings, Sink};
 use std::time::Duration;
 
 /// Post alerts to a real Alertmanager running the shipped config and
@@ -61,7 +61,7 @@ fn alertmanager_inhibits_alerts_beneath_a_faulty_tor_or_spine() -> Result<()> {
     .collect();
 
     // Inhibition is computed as alerts arrive; poll briefly for all to land.
-    let (suppressed, active) = skeletonhunter_tests::wait_until(
+    let (suppressed, active) = skeletonhunter_tools::wait_until(
         "Alertmanager to hold every posted alert with its final state",
         Duration::from_secs(10),
         Duration::from_millis(200),
@@ -92,7 +92,7 @@ fn alertmanager_inhibits_alerts_beneath_a_faulty_tor_or_spine() -> Result<()> {
 
     // Notifications: node c (compute page) carries its evidence; node a,
     // silenced, is never sent.
-    let posts = skeletonhunter_tests::wait_until(
+    let posts = skeletonhunter_tools::wait_until(
         "notifications for node c and ToR t1",
         Duration::from_secs(15),
         Duration::from_millis(200),

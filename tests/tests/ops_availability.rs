@@ -6,8 +6,8 @@
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, kustomized};
 use skeletonhunter_tests::netpol::selects;
+use skeletonhunter_tools::deploy::{self, kustomized};
 
 /// The localizer's replicas never share a node, and a drain evicts at most
 /// one of them: its PodDisruptionBudget selects exactly its pods and keeps

@@ -16,8 +16,9 @@
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use skeletonhunter_common::topology::{Identity, Kind, RESERVED_TARGET_LABELS};
-use skeletonhunter_tests::fabric::{FabricSpec, Stack, StackOpts};
-use skeletonhunter_tests::{bin_path, require_privileges, wait_until};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::fabric::{FabricSpec, Stack, StackOpts};
+use skeletonhunter_tools::{bin_path, wait_until};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

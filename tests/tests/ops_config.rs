@@ -4,9 +4,9 @@
 //! dashboards in `ops_dashboards.rs`.
 
 use anyhow::Result;
-use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
-use skeletonhunter_tests::repo::{repo_file, rule_files, yaml_files};
-use skeletonhunter_tests::servers::{self, ServerOpts};
+use skeletonhunter_tools::deploy::{group_rules, yaml_docs};
+use skeletonhunter_tools::repo::{repo_file, rule_files, yaml_files};
+use skeletonhunter_tools::servers::{self, ServerOpts};
 use std::time::Duration;
 
 /// The server helpers themselves: each real server starts, answers
@@ -39,7 +39,7 @@ fn servers_start_inside_a_namespace() -> Result<()> {
     if !skeletonhunter_tests::require_privileges("servers_start_inside_a_namespace") {
         return Ok(());
     }
-    let ns = skeletonhunter_tests::Netns::new("srv")?;
+    let ns = skeletonhunter_tools::Netns::new("srv")?;
     ns.ip(&["addr", "add", "198.18.200.1/32", "dev", "lo"])?;
     let addr = "198.18.200.1:9090".parse()?;
     let prom = servers::start_prometheus(
@@ -49,7 +49,7 @@ fn servers_start_inside_a_namespace() -> Result<()> {
         )
         .in_netns(&ns),
     )?;
-    let up = skeletonhunter_tests::wait_until(
+    let up = skeletonhunter_tools::wait_until(
         "Prometheus scraping itself in the namespace",
         Duration::from_secs(15),
         Duration::from_millis(200),
@@ -281,7 +281,7 @@ fn promtool_rule_unit_tests_pass() -> Result<()> {
 /// the Deployment's flags with the localizer's own parser.
 #[test]
 fn the_localizer_is_told_the_shipped_scrape_interval() -> anyhow::Result<()> {
-    use skeletonhunter_tests::fabric::StackOpts;
+    use skeletonhunter_tools::fabric::StackOpts;
     let opts = StackOpts::shipped("exporter".into(), "localizer".into())?;
     let told: Vec<&String> = opts
         .localizer_args

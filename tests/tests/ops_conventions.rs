@@ -8,8 +8,8 @@
 
 use anyhow::{bail, Context, Result};
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
-use skeletonhunter_tests::servers::{self, free_loopback_addr, ServerOpts, TempDir};
+use skeletonhunter_tools::process::{bin_path, http_get, wait_http_ok, wait_until, ChildGuard};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, ServerOpts, TempDir};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

@@ -3,8 +3,8 @@
 //! data from real exporters probing each other between namespaces.
 
 use anyhow::Result;
-use skeletonhunter_tests::repo::yaml_files;
-use skeletonhunter_tests::servers::{self, ServerOpts};
+use skeletonhunter_tools::repo::yaml_files;
+use skeletonhunter_tools::servers::{self, ServerOpts};
 use std::time::Duration;
 
 /// The dashboards are well-formed: unique uids/titles, every panel on the
@@ -100,8 +100,8 @@ const ONLY_ON_TROUBLE: &[&str] = &[
 /// Prometheus rejects it or it returns nothing while its inputs have data.
 #[test]
 fn dashboard_queries_return_data_from_real_exporters() -> Result<()> {
-    use skeletonhunter_tests::netns::{attach, bridge, veth};
-    use skeletonhunter_tests::{bin_path, wait_until, ChildGuard, Netns};
+    use skeletonhunter_tools::netns::{attach, bridge, veth};
+    use skeletonhunter_tools::{bin_path, wait_until, ChildGuard, Netns};
     if !skeletonhunter_tests::require_privileges(
         "dashboard_queries_return_data_from_real_exporters",
     ) {

@@ -9,11 +9,11 @@
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, yaml_docs};
 use skeletonhunter_tests::privilege::skip_or_fail;
-use skeletonhunter_tests::process::run_tool;
-use skeletonhunter_tests::repo::repo_root;
-use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tools::deploy::{self, yaml_docs};
+use skeletonhunter_tools::process::run_tool;
+use skeletonhunter_tools::repo::repo_root;
+use skeletonhunter_tools::servers::TempDir;
 use std::path::PathBuf;
 
 const TEST: &str = "dashboards_parse_with_grafana_foundation_sdk";

@@ -16,12 +16,12 @@ use skeletonhunter_common::topology::RESERVED_TARGET_LABELS;
 use skeletonhunter_tests::contract::{
     self, caps, dockerfile_contract, documented_caps, documented_container_caps, unit_value, Image,
 };
-use skeletonhunter_tests::deploy::{self, find, manifests, read};
 use skeletonhunter_tests::exporter;
-use skeletonhunter_tests::process::bin_path;
-use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
-use skeletonhunter_tests::servers::{self, TempDir};
-use skeletonhunter_tests::{http_get, wait_until, Netns};
+use skeletonhunter_tools::deploy::{self, find, manifests, read};
+use skeletonhunter_tools::process::bin_path;
+use skeletonhunter_tools::repo::{repo_root, PAIR_DETAIL_RULES};
+use skeletonhunter_tools::servers::{self, TempDir};
+use skeletonhunter_tools::{http_get, wait_until, Netns};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;

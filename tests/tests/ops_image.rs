@@ -11,11 +11,11 @@
 use anyhow::{Context, Result};
 use serde_json::Value;
 use skeletonhunter_tests::contract::{self, dockerfile_contract};
-use skeletonhunter_tests::deploy::{self, require_tool};
-use skeletonhunter_tests::process::{bin_path, run_tool};
-use skeletonhunter_tests::repo::repo_root;
 use skeletonhunter_tests::require_privileges;
-use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tools::deploy::{self, require_tool};
+use skeletonhunter_tools::process::{bin_path, run_tool};
+use skeletonhunter_tools::repo::repo_root;
+use skeletonhunter_tools::servers::TempDir;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

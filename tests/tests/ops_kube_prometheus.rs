@@ -10,10 +10,10 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use skeletonhunter_tests::deploy::{self, kustomized, yaml_docs};
 use skeletonhunter_tests::netpol::{allows, PodRef};
-use skeletonhunter_tests::repo::{markdown_anchors, repo_root};
-use skeletonhunter_tests::servers::{self, ServerOpts, TempDir};
+use skeletonhunter_tools::deploy::{self, kustomized, yaml_docs};
+use skeletonhunter_tools::repo::{markdown_anchors, repo_root};
+use skeletonhunter_tools::servers::{self, ServerOpts, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -467,7 +467,7 @@ fn states(config: &Value) -> Result<BTreeMap<String, String>> {
     let canary = all.remove(last);
     am.post_alerts(&posted)?;
     am.post_alerts(&json!([canary]))?;
-    skeletonhunter_tests::wait_until(
+    skeletonhunter_tools::wait_until(
         "Alertmanager to hold every posted alert, kube-prometheus' warning suppressed by the critical alert posted last",
         Duration::from_secs(20),
         Duration::from_millis(200),

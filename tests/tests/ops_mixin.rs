@@ -8,13 +8,13 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, group_rules, require_tool, yaml_docs};
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tools::deploy::{self, group_rules, require_tool, yaml_docs};
+use skeletonhunter_tools::fabric::{
     default_rule_files, pair_detail_rule_files, shipped_rule_files,
 };
-use skeletonhunter_tests::process::run_tool;
-use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
-use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tools::process::run_tool;
+use skeletonhunter_tools::repo::{repo_root, PAIR_DETAIL_RULES};
+use skeletonhunter_tools::servers::TempDir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

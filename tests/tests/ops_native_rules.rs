@@ -13,11 +13,11 @@
 //! Unprivileged: loopback only (127.0.0.2-5).
 
 use anyhow::{Context, Result};
-use skeletonhunter_tests::deploy::require_tool;
 use skeletonhunter_tests::exporter::start_on_loopback;
-use skeletonhunter_tests::process::{run_tool, wait_until, ChildGuard};
-use skeletonhunter_tests::repo::{repo_root, PAIR_DETAIL_RULES};
-use skeletonhunter_tests::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
+use skeletonhunter_tools::deploy::require_tool;
+use skeletonhunter_tools::process::{run_tool, wait_until, ChildGuard};
+use skeletonhunter_tools::repo::{repo_root, PAIR_DETAIL_RULES};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::Path;
 use std::time::Duration;

@@ -7,10 +7,10 @@
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use skeletonhunter_tests::deploy::{self, find, manifests, yaml_docs, TOPOLOGY};
-use skeletonhunter_tests::process::bin_path;
-use skeletonhunter_tests::repo::repo_root;
-use skeletonhunter_tests::servers::TempDir;
+use skeletonhunter_tools::deploy::{self, find, manifests, yaml_docs, TOPOLOGY};
+use skeletonhunter_tools::process::bin_path;
+use skeletonhunter_tools::repo::repo_root;
+use skeletonhunter_tools::servers::TempDir;
 use std::path::Path;
 
 const SCRIPT: &str = "deploy/kubernetes/topology-from-nodes.sh";

@@ -8,9 +8,9 @@
 
 use anyhow::{bail, Context, Result};
 use skeletonhunter_tests::exporter::Launch;
-use skeletonhunter_tests::servers::{self, free_loopback_addr, run_tool, ServerOpts, TempDir};
-use skeletonhunter_tests::tls::{file_name, Ca, Issued};
-use skeletonhunter_tests::{bin_path, wait_until, ChildGuard};
+use skeletonhunter_tools::servers::{self, free_loopback_addr, run_tool, ServerOpts, TempDir};
+use skeletonhunter_tools::tls::{file_name, Ca, Issued};
+use skeletonhunter_tools::{bin_path, wait_until, ChildGuard};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,13 +5,14 @@
 //! the whole loop on it, each fault paged on its own layer.
 
 use skeletonhunter_tests::exposition::sample;
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::fabric::{
     container_host_config, exporter_get, reachable, Containers, DataPlane, Fabric, FabricSpec,
     Node, Stack, StackOpts,
 };
-use skeletonhunter_tests::process::{bin_path, ChildGuard};
-use skeletonhunter_tests::servers::TempDir;
-use skeletonhunter_tests::{require_privileges, wait_until};
+use skeletonhunter_tools::process::{bin_path, ChildGuard};
+use skeletonhunter_tools::servers::TempDir;
+use skeletonhunter_tools::wait_until;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 

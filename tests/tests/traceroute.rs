@@ -12,9 +12,10 @@
 
 use anyhow::{Context, Result};
 use skeletonhunter_tests::exporter::Launch;
-use skeletonhunter_tests::http::http_request;
-use skeletonhunter_tests::netns::veth;
-use skeletonhunter_tests::{http_get, require_privileges, wait_until, ChildGuard, Netns};
+use skeletonhunter_tests::require_privileges;
+use skeletonhunter_tools::http::http_request;
+use skeletonhunter_tools::netns::veth;
+use skeletonhunter_tools::{http_get, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
 use std::time::Duration;
 

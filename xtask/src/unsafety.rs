@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].line, 4);
         assert!(at("exporter/src/sys/sock.rs", code).is_empty());
-        assert!(at("tests/src/sys.rs", code).is_empty());
+        assert!(at("tools/src/sys.rs", code).is_empty());
         let in_macro = "fn f() { m!(unsafe { g() }); }\n";
         assert_eq!(at("a/src/x.rs", in_macro).len(), 1);
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// The test suite's namespace helper: deleted on drop, and every process
 /// still inside (a prober left running by a failed run) killed first.
-pub type Ns = skeletonhunter_tests::Netns;
+pub type Ns = skeletonhunter_tools::Netns;
 
 /// An environment variable as a number, or `default`.
 pub fn env_u64(name: &str, default: u64) -> u64 {

@@ -1,5 +1,5 @@
 //! The cluster view at scale (issue "Scale", item 3), in one run: a
-//! synthetic fleet (`skeletonhunter_tests::fleet`) of N probe pairs with a
+//! synthetic fleet (`skeletonhunter_tools::fleet`) of N probe pairs with a
 //! ToR, a NIC and a spine fault, scraped and stored three ways, and the
 //! localizer running its cycle against each store:
 //!
@@ -51,17 +51,17 @@ use serde_json::Value;
 use skeletonhunter_localizer::input::histograms::RttForm;
 use skeletonhunter_localizer::sim::FabricSpec;
 use skeletonhunter_tests::exposition::{metric_value, sum_count_by};
-use skeletonhunter_tests::fleet::{
+use skeletonhunter_tests::localizer::{time_queries_alone, Alone, Localizer};
+use skeletonhunter_tests::vmagent::start_vmagent_shards;
+use skeletonhunter_tools::fleet::{
     blamed, injected, sample_faults, scrape_config, shape_for_pairs, write_file_sd, Fleet,
     FleetFault, FleetServer, FleetSpec,
 };
-use skeletonhunter_tests::localizer::{time_queries_alone, Alone, Localizer};
-use skeletonhunter_tests::process::{status_kib, wait_until, ChildGuard};
-use skeletonhunter_tests::servers::{
+use skeletonhunter_tools::process::{status_kib, wait_until, ChildGuard};
+use skeletonhunter_tools::servers::{
     free_loopback_addr, start_prometheus, start_victoria_metrics, Server, ServerOpts, TempDir,
 };
-use skeletonhunter_tests::sys::kill;
-use skeletonhunter_tests::vmagent::start_vmagent_shards;
+use skeletonhunter_tools::sys::kill;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

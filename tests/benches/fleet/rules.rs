@@ -8,10 +8,10 @@
 //! the end (when the bench's own count queries load the store).
 
 use anyhow::{bail, Context, Result};
-use skeletonhunter_tests::deploy::{group_rules, yaml_docs};
-use skeletonhunter_tests::fabric::{default_rule_files, shipped_rule_files};
-use skeletonhunter_tests::process::{http_get, wait_http_ok, ChildGuard};
-use skeletonhunter_tests::servers::{free_loopback_addr, Server, VMALERT_BIN};
+use skeletonhunter_tools::deploy::{group_rules, yaml_docs};
+use skeletonhunter_tools::fabric::{default_rule_files, shipped_rule_files};
+use skeletonhunter_tools::process::{http_get, wait_http_ok, ChildGuard};
+use skeletonhunter_tools::servers::{free_loopback_addr, Server, VMALERT_BIN};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;

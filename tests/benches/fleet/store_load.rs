@@ -5,7 +5,7 @@
 //! overlapped tells the slow cycles from the fast ones.
 
 use skeletonhunter_tests::exposition::metric_value;
-use skeletonhunter_tests::servers::Server;
+use skeletonhunter_tools::servers::Server;
 use std::time::{Duration, Instant};
 
 /// One read of the store's counters; `None` where it does not export one.

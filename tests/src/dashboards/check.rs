@@ -4,10 +4,10 @@
 use super::load::load_dashboards;
 use super::promql::{metric_names, regex_escape, substitute};
 use super::{CheckOptions, Outcome, QueryResult, Report, Variable};
-use crate::http::urlencode;
-use crate::servers::Server;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
+use skeletonhunter_tools::http::urlencode;
+use skeletonhunter_tools::servers::Server;
 use std::path::Path;
 
 /// Resolve `vars` in order against Prometheus (`api` GETs a Prometheus API
@@ -113,7 +113,7 @@ fn query_variable(query: &str, api: &dyn Fn(&str) -> Result<Value>) -> Result<Ve
 }
 
 /// Check every dashboard of `dir` against the Prometheus `prom` (a server
-/// from [`crate::servers`], possibly inside a namespace).
+/// from [`skeletonhunter_tools::servers`], possibly inside a namespace).
 pub fn check_dashboards(prom: &Server, dir: &Path, opts: &CheckOptions) -> Result<Report> {
     check_dashboards_with(dir, opts, &|path: &str| prom.prom_api(path))
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The shipped dashboards directory of this source tree.
 pub fn dashboards_dir() -> PathBuf {
-    crate::repo::repo_root().join("dashboards")
+    skeletonhunter_tools::repo::repo_root().join("dashboards")
 }
 
 /// Parse every `*.json` in `dir` (sorted). Errors name the file and the

@@ -1,10 +1,10 @@
 //! Reading the localizer's alerts back from Alertmanager, with bounded
 //! waits that fail as soon as a wrong component is alerted.
 
-use crate::servers::Server;
 use anyhow::{bail, Result};
 use serde_json::Value;
 use skeletonhunter_common::topology::{Component, Kind};
+use skeletonhunter_tools::servers::Server;
 use std::time::{Duration, Instant};
 
 /// The alert name the localizer posts its verdicts under.

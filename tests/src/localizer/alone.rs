@@ -7,10 +7,10 @@
 //!
 //! The texts are the localizer's own (`input::promql::Queries`), not copies.
 
-use crate::http::urlencode;
-use crate::servers::Server;
 use skeletonhunter_localizer::input::histograms::RttForm;
 use skeletonhunter_localizer::input::promql::Queries;
+use skeletonhunter_tools::http::urlencode;
+use skeletonhunter_tools::servers::Server;
 use std::time::{Duration, Instant};
 
 /// One query timed alone.

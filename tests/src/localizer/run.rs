@@ -3,11 +3,11 @@
 
 use super::synthetic::FakeFabric;
 use crate::exposition::metric_value;
-use crate::process::{bin_path, http_get, wait_until, ChildGuard};
-use crate::repo::repo_root;
-use crate::servers::{self, free_loopback_addr, Server, ServerOpts};
-use crate::sink::Sink;
 use anyhow::{bail, Result};
+use skeletonhunter_tools::process::{bin_path, http_get, wait_until, ChildGuard};
+use skeletonhunter_tools::repo::repo_root;
+use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts};
+use skeletonhunter_tools::sink::Sink;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -200,7 +200,13 @@ impl Localizer {
 
     /// `method path` on its HTTP server: (status, body).
     pub fn request(&self, method: &str, path: &str) -> Result<(u16, String)> {
-        crate::http::http_request(self.listen, method, path, None, Duration::from_secs(2))
+        skeletonhunter_tools::http::http_request(
+            self.listen,
+            method,
+            path,
+            None,
+            Duration::from_secs(2),
+        )
     }
 
     /// Its `/metrics` text (empty when unreachable).

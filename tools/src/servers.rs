@@ -10,7 +10,7 @@
 //! server's log.
 //!
 //! ```no_run
-//! use skeletonhunter_tests::servers::{self, ServerOpts};
+//! use skeletonhunter_tools::servers::{self, ServerOpts};
 //! let prom = servers::start_prometheus(
 //!     ServerOpts::new(servers::free_loopback_addr()?, "global: {scrape_interval: 1s}\n")
 //!         .file("rules.yml", "groups: []\n"),

@@ -14,10 +14,10 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use skeletonhunter_tests::fabric::{
+use skeletonhunter_tools::fabric::{
     link_addresses, ports, remove_namespaces_of, DataPlane, FabricSpec, Stack, StackOpts,
 };
-use skeletonhunter_tests::sys::{geteuid, SignalSet};
+use skeletonhunter_tools::sys::{geteuid, SignalSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -225,7 +225,7 @@ fn run(args: Args) -> Result<()> {
     let t1 = Instant::now();
     inject(&stack, args.fault, false)?;
     if stack.localizer.is_some() {
-        skeletonhunter_tests::wait_until(
+        skeletonhunter_tools::wait_until(
             "the alert to resolve",
             Duration::from_secs(120),
             Duration::from_millis(250),
@@ -554,7 +554,7 @@ fn localization(stack: &Stack) -> Result<Value> {
         stack
             .fabric
             .mon
-            .run_in(move || skeletonhunter_tests::http_get(addr, path, Duration::from_secs(5)))
+            .run_in(move || skeletonhunter_tools::http_get(addr, path, Duration::from_secs(5)))
     };
     if let Ok(Ok((200, body))) = get("/report") {
         if let Ok(v) = serde_json::from_str::<Value>(&body) {

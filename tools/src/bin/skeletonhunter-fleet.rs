@@ -1,5 +1,5 @@
 //! `skeletonhunter-fleet`: a synthetic fleet of exporters in one process
-//! (see `skeletonhunter_tests::fleet`), for scale tests of stores,
+//! (see `skeletonhunter_tools::fleet`), for scale tests of stores,
 //! scrapers and the localizer without thousands of processes.
 
 use anyhow::{Context, Result};
@@ -7,10 +7,10 @@ use clap::{error::ErrorKind, CommandFactory, Parser};
 use serde_json::json;
 use skeletonhunter_exporter::model::HistogramMode;
 use skeletonhunter_localizer::sim::{Fabric, FabricSpec};
-use skeletonhunter_tests::fleet::{
+use skeletonhunter_tools::fleet::{
     parse_fault, shape_for_pairs, write_file_sd, Effect, Fleet, FleetServer, FleetSpec,
 };
-use skeletonhunter_tests::sys::SignalSet;
+use skeletonhunter_tools::sys::SignalSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -169,7 +169,7 @@ fn run(args: Args) -> Result<()> {
 fn faults(
     fabric: &Fabric,
     specs: &[String],
-) -> Vec<(skeletonhunter_tests::fleet::FleetFault, serde_json::Value)> {
+) -> Vec<(skeletonhunter_tools::fleet::FleetFault, serde_json::Value)> {
     specs
         .iter()
         .map(|s| match parse_fault(fabric, s) {
