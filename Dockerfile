@@ -9,7 +9,7 @@
 #
 # The run-time contract (numeric non-root USER, the exporter's file
 # capabilities, ports) is checked against deploy/kubernetes/ and
-# docs/operations.md by tests/tests/ops_deploy.rs.
+# docs/operations.md by tests/tests/ops/deploy.rs.
 
 # --- build: Rust, clang for bpf/, libibverbs for the rdma feature ----------
 FROM rust:1.95-bookworm AS build

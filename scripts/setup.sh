@@ -51,7 +51,7 @@ if [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup.sh: could not mount tracefs (eBPF discovery will use its fallback)"
 fi
 
-# kubernetes-validate checks deploy/kubernetes/ (tests/tests/ops_deploy.rs).
+# kubernetes-validate checks deploy/kubernetes/ (tests/tests/ops/deploy.rs).
 # Only when missing, so an offline re-run does not fail.
 if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "setup.sh: installing kubernetes-validate (pip)"
@@ -60,7 +60,7 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
 fi
 
 # grafana-foundation-sdk (Grafana's typed dashboard models) parses the shipped
-# dashboards (tests/tests/ops_dashboards_sdk.rs). Only when missing.
+# dashboards (tests/tests/ops/dashboards_sdk.rs). Only when missing.
 if ! python3 -c 'import grafana_foundation_sdk' >/dev/null 2>&1; then
   echo "setup.sh: installing grafana-foundation-sdk (pip)"
   python3 -m pip install -q grafana-foundation-sdk 2>/dev/null ||

@@ -4,7 +4,7 @@
 // reads both (native first, `or` classic), so one rule set serves either
 // store and a mixed fleet; a store only ever holds one shape per pair.
 //
-// Prometheus 2.42 (checked by hand; ops_native_rules.rs runs these forms) can
+// Prometheus 2.42 (checked by hand; ops/native_rules.rs runs these forms) can
 // aggregate native histograms (`sum`, `rate`) and take
 // `histogram_quantile` of them, but cannot join them (`* on () group_left`
 // drops them), relabel them (`label_replace` turns them into 0) or record

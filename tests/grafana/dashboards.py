@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Parse Grafana dashboards with grafana-foundation-sdk (Grafana's own typed
-models) and report what each panel holds, for tests/tests/ops_dashboards_sdk.rs.
+models) and report what each panel holds, for tests/tests/ops/dashboards_sdk.rs.
 
     python3 tests/grafana/dashboards.py FILE.json...
 

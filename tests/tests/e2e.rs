@@ -87,7 +87,7 @@ enum Verdict {
     /// which is what the shipped inhibition rules are for), or a busy
     /// host (`host_stack`: a true warning on a machine shared with
     /// Prometheus, the browser and the other tests, and no network
-    /// component blamed; `host_noise` tests that verdict).
+    /// component blamed; `fabric::host_noise` tests that verdict).
     Noted,
 }
 

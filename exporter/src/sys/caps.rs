@@ -292,6 +292,6 @@ mod tests {
     }
 
     // keep_only itself changes the whole test process (the other tests
-    // need root), so tests/tests/exporter_privileges.rs checks it on the
+    // need root), so tests/tests/exporter/privileges.rs checks it on the
     // exporter binary, thread by thread.
 }

@@ -1,6 +1,6 @@
 //! Fault injection: loss at a ToR or a spine, a dead ToR–spine link, a
 //! host's NIC link down, a container cut off the data plane (the overlay's
-//! own faults are in `overlay.rs`). The
+//! own faults are in `fabric/overlay.rs`). The
 //! management network is never touched, so the monitoring keeps seeing
 //! every exporter.
 

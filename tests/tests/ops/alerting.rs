@@ -154,7 +154,7 @@ fn every_alert_links_to_its_runbook_section_and_dashboard() -> Result<()> {
 /// The localizer's own alerts carry the same links by default: its
 /// `--runbook-url` defaults to the rules' runbook base (what it appends,
 /// per kind, is checked against docs/runbooks.md by its unit tests, and
-/// the annotations of a real posted alert in `localizer_online.rs`).
+/// the annotations of a real posted alert in `localizer/online.rs`).
 #[test]
 fn localizer_alert_links_default_to_the_rules_base() -> Result<()> {
     let out =
@@ -196,7 +196,7 @@ fn promtool_cases() -> Result<BTreeMap<String, (bool, bool)>> {
 
 /// A new alert without a unit test fails here: every alert of `rules/` has
 /// a promtool case where it fires and one where it does not (the tests
-/// themselves run in `ops_config.rs`, `promtool_rule_unit_tests_pass`).
+/// themselves run in `ops/config.rs`, `promtool_rule_unit_tests_pass`).
 #[test]
 fn every_alert_has_a_firing_and_a_silent_promtool_case() -> Result<()> {
     let cases = promtool_cases()?;

@@ -6,8 +6,8 @@
 //!
 //! This file: loss and link faults, and the default flow rotation seen on
 //! the wire. Responder hardening and the exposition are in
-//! `exporter_responder.rs`, peer lifecycle (removal, DNS) in
-//! `exporter_peers.rs`; the shared helpers in `skeletonhunter_tests::exporter`.
+//! `exporter/responder.rs`, peer lifecycle (removal, DNS) in
+//! `exporter/peers.rs`; the shared helpers in `skeletonhunter_tests::exporter`.
 
 use skeletonhunter_tests::exporter::{
     config, counts, pair, scrape, start, start_both, static_peer, FakePeer, Probing, UDP,

@@ -1,7 +1,7 @@
 //! The shipped operations config (rules/, alertmanager/) checked by the real
 //! tools and servers, and the server helpers themselves. The Alertmanager
-//! inhibition and notifications are checked in `ops_alertmanager.rs`, the
-//! dashboards in `ops_dashboards.rs`.
+//! inhibition and notifications are checked in `ops/alertmanager.rs`, the
+//! dashboards in `ops/dashboards.rs`.
 
 use anyhow::Result;
 use skeletonhunter_tools::deploy::{group_rules, yaml_docs};

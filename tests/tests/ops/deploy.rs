@@ -40,7 +40,7 @@ fn update(rel: &str, rendered: &str) -> Result<()> {
 fn check_generated(rel: &str, rendered: &str) -> Result<()> {
     let shipped = read(rel)?;
     if shipped != rendered {
-        bail!("{rel} is out of date: run `UPDATE_DEPLOY=1 cargo test -p skeletonhunter-tests --test ops_deploy`");
+        bail!("{rel} is out of date: run `UPDATE_DEPLOY=1 cargo test -p skeletonhunter-tests --test ops deploy::`");
     }
     Ok(())
 }

@@ -11,8 +11,8 @@
 //!
 //! This file: faults alerted and resolved, and an Alertmanager cluster
 //! found through one DNS name. Store and Alertmanager outages
-//! are in `localizer_outages.rs`, the `rules` subcommand, `run --once` and
-//! flag errors in `localizer_rules.rs`.
+//! are in `localizer/outages.rs`, the `rules` subcommand, `run --once` and
+//! flag errors in `localizer/rules.rs`.
 
 use anyhow::{Context, Result};
 use serde_json::Value;

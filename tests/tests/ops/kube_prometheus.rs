@@ -6,7 +6,7 @@
 //! pods, and its Alertmanager inhibition lets any critical alert silence
 //! every warning of the same alertname and namespace; also the
 //! AlertmanagerConfig alternative to its Alertmanager Secret. The mixin's
-//! `addMixin` combination is checked in `ops_mixin`.
+//! `addMixin` combination is checked in `ops::mixin`.
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};

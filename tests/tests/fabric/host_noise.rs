@@ -7,7 +7,7 @@
 //!
 //! One short run of each here (each with its own stack, one at a time);
 //! the repeated runs are `host_noise_repeated` (ignored: a benchmark,
-//! `cargo test -p skeletonhunter-tests --test host_noise -- --ignored`).
+//! `cargo test -p skeletonhunter-tests --test fabric host_noise:: -- --ignored`).
 
 use skeletonhunter_tests::privilege::skip_or_fail;
 use skeletonhunter_tests::require_privileges;

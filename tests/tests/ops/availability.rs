@@ -2,7 +2,7 @@
 //! localizer's replicas on different nodes and at most one evicted at a
 //! time, and the exporter's priority class admitted in its namespace on
 //! clusters that limit the critical classes by quota. The objects are the
-//! kustomization's (kubernetes-validate checks them in `ops_deploy`).
+//! kustomization's (kubernetes-validate checks them in `ops::deploy`).
 
 use anyhow::{Context, Result};
 use serde_json::Value;
