@@ -13,19 +13,14 @@ use skeletonhunter_tests::privilege::skip_or_fail;
 use skeletonhunter_tests::require_privileges;
 use skeletonhunter_tools::bin_path;
 use skeletonhunter_tools::fabric::{AlertView, CpuQuota, Pauses, Stack, StackOpts};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::RwLockWriteGuard;
 use std::time::{Duration, Instant};
 
-/// The stacks of this binary's tests run one at a time: two fabrics on a
-/// 2-core machine would be host noise of their own.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// This binary's turn to run a stack, once the privileges are there
-/// (`None`: skip, see `require_privileges`).
-fn privileged_alone(test: &str) -> Option<MutexGuard<'static, ()>> {
-    let turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+/// A turn to run a stack with no other fabric beside it (see
+/// [`crate::alone`]), once the privileges are there (`None`: skip, see
+/// `require_privileges`).
+fn privileged_alone(test: &str) -> Option<RwLockWriteGuard<'static, ()>> {
+    let turn = crate::alone();
     require_privileges(test).then_some(turn)
 }
 

@@ -279,6 +279,7 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
     {
         return;
     }
+    let _turn = crate::alone();
     let mut opts = StackOpts::new(
         bin_path("skeletonhunter-exporter"),
         Some(bin_path("skeletonhunter-localizer")),

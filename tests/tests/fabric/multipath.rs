@@ -60,6 +60,7 @@ fn flows_spread_over_spines_and_a_link_fault_hits_only_its_paths() -> Result<()>
     if !require_privileges("flows_spread_over_spines_and_a_link_fault_hits_only_its_paths") {
         return Ok(());
     }
+    let _turn = crate::beside_others();
     let mut opts = StackOpts::new(bin_path("skeletonhunter-exporter"), None);
     opts.spec = FabricSpec::multipath();
     let f = Fabric::new(opts.spec)?;

@@ -21,6 +21,7 @@ fn overlay_fabric_routes_and_each_overlay_fault_breaks_only_its_part() {
     if !require_privileges("overlay_fabric_routes_and_each_overlay_fault_breaks_only_its_part") {
         return;
     }
+    let _turn = crate::beside_others();
     let f = Fabric::overlay(FabricSpec::default()).expect("build the overlay fabric");
     assert_eq!(f.data_plane, DataPlane::Vxlan);
     let a = f.node("t0-h0-c0").unwrap();
@@ -174,6 +175,7 @@ fn each_fault_is_paged_on_its_own_layer() {
     if !require_privileges("each_fault_is_paged_on_its_own_layer") {
         return;
     }
+    let _turn = crate::beside_others();
     let mut opts = StackOpts::new(
         bin_path("skeletonhunter-exporter"),
         Some(bin_path("skeletonhunter-localizer")),
@@ -314,6 +316,7 @@ fn one_exporter_per_host_probes_from_inside_each_container() {
     if !require_privileges("one_exporter_per_host_probes_from_inside_each_container") {
         return;
     }
+    let _turn = crate::beside_others();
     let f = Fabric::overlay(FabricSpec::default()).expect("build the overlay fabric");
     let (a, b) = (f.node("t0-h0-c0").unwrap(), f.node("t1-h2-c0").unwrap());
     // a's sibling holds no connection: not a training container.

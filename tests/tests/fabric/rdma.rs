@@ -68,6 +68,7 @@ fn rdma_disabled_without_device_and_udp_tcp_keep_probing() -> Result<()> {
     if !require_privileges("rdma_disabled_without_device_and_udp_tcp_keep_probing") {
         return Ok(());
     }
+    let _turn = crate::beside_others();
     let a = Netns::new("rda")?;
     let b = Netns::new("rdb")?;
     veth(&a, "a0", "198.18.30.1/24", &b, "b0", "198.18.30.2/24")?;

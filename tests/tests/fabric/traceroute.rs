@@ -110,6 +110,7 @@ fn trace_follows_the_routed_path() -> Result<()> {
     if !require_privileges("trace_follows_the_routed_path") {
         return Ok(());
     }
+    let _turn = crate::beside_others();
     let a = Netns::new("tra")?;
     let r = Netns::new("trr")?;
     let b = Netns::new("trb")?;

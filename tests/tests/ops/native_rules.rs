@@ -17,8 +17,10 @@ use skeletonhunter_tests::exporter::start_on_loopback;
 use skeletonhunter_tools::deploy::require_tool;
 use skeletonhunter_tools::process::{run_tool, wait_until, ChildGuard};
 use skeletonhunter_tools::repo::{repo_root, PAIR_DETAIL_RULES};
-use skeletonhunter_tools::servers::{self, free_loopback_addr, Server, ServerOpts, TempDir};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use skeletonhunter_tools::servers::{
+    self, free_addr_on, free_loopback_addr, Server, ServerOpts, TempDir,
+};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,11 +35,12 @@ const NODES: [(&str, &str, &str, &str); 4] = [
     ("d", "classic", "t2", "y"),
 ];
 
-/// A UDP and a TCP port free on `ip` a moment ago.
+/// A UDP and a TCP port free on `ip` a moment ago, picked outside the
+/// ephemeral range: a port the kernel handed out for port 0 was taken by
+/// another test's probe flow before this exporter bound it.
 fn free_ports(ip: &str) -> Result<(u16, u16)> {
-    let u = UdpSocket::bind((ip, 0)).with_context(|| format!("bind udp {ip}:0"))?;
-    let t = TcpListener::bind((ip, 0)).with_context(|| format!("bind tcp {ip}:0"))?;
-    Ok((u.local_addr()?.port(), t.local_addr()?.port()))
+    let ip = ip.parse().with_context(|| format!("address {ip}"))?;
+    Ok((free_addr_on(ip)?.port(), free_addr_on(ip)?.port()))
 }
 
 /// Start the four exporters; returns them and their `/metrics` addresses.

@@ -1,109 +1,18 @@
-//! Real Prometheus, Alertmanager, VictoriaMetrics and vmagent servers for tests, and
-//! runners for `promtool` / `amtool` / `vmalert`.
-//!
-//! Everything comes from the Debian packages (`prometheus`,
-//! `prometheus-alertmanager`, `victoria-metrics`); nothing is mocked. Each
-//! server gets its own temp directory (config, extra files, data), listens on
-//! the address the test gives (loopback, or a namespace-internal address when
-//! started inside a [`Netns`]), is killed on drop, and is waited for on
-//! `/-/ready` with a bounded wait so a broken config fails fast with the
-//! server's log.
-//!
-//! ```no_run
-//! use skeletonhunter_tools::servers::{self, ServerOpts};
-//! let prom = servers::start_prometheus(
-//!     ServerOpts::new(servers::free_loopback_addr()?, "global: {scrape_interval: 1s}\n")
-//!         .file("rules.yml", "groups: []\n"),
-//! )?;
-//! let result = prom.query("up")?; // the `data.result` array
-//! # Ok::<(), anyhow::Error>(())
-//! ```
+//! A real server: its options, start-up (bounded wait for `/-/ready`, the
+//! log on failure), queries and lifecycle.
 
+use super::dir::TempDir;
+use super::{ALERTMANAGER_BIN, PROMETHEUS_BIN, VICTORIA_METRICS_BIN, VMAGENT_BIN};
 use crate::http::{http_request, urlencode};
 use crate::netns::Netns;
 use crate::process::ChildGuard;
 use crate::tls::{curl_request, WebAccess};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-pub use crate::process::{run_tool, ToolOutput};
-pub use crate::repo::repo_root;
-
-static DIR_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// Binary names as the Debian packages install them.
-pub const PROMETHEUS_BIN: &str = "prometheus";
-/// Alertmanager, as Debian names it.
-pub const ALERTMANAGER_BIN: &str = "prometheus-alertmanager";
-/// VictoriaMetrics single-node.
-pub const VICTORIA_METRICS_BIN: &str = "victoria-metrics";
-/// VictoriaMetrics' scraping agent.
-pub const VMAGENT_BIN: &str = "vmagent";
-/// Prometheus's config and rule checker.
-pub const PROMTOOL_BIN: &str = "promtool";
-/// Alertmanager's config checker and route tester.
-pub const AMTOOL_BIN: &str = "amtool";
-/// VictoriaMetrics' rule evaluator, used with `-dryRun` as a checker.
-pub const VMALERT_BIN: &str = "vmalert";
-
-/// Below Linux's ephemeral range (32768-60999), which the kernel hands to
-/// sockets bound to port 0 (an exporter's probe flows took a port picked
-/// there for another exporter's responder).
-const PICKED_PORTS: std::ops::Range<u16> = 20000..32000;
-
-/// A loopback address whose port is free for TCP and UDP now, drawn from
-/// [`PICKED_PORTS`]: only another pick can take it before it is used.
-pub fn free_loopback_addr() -> Result<SocketAddr> {
-    use std::hash::BuildHasher as _;
-    static PICKS: AtomicU32 = AtomicU32::new(0);
-    let seed = std::collections::hash_map::RandomState::new();
-    let span = u64::from(PICKED_PORTS.end - PICKED_PORTS.start);
-    for _ in 0..256 {
-        let draw = seed.hash_one(PICKS.fetch_add(1, Ordering::Relaxed)) % span;
-        let addr = SocketAddr::from(([127, 0, 0, 1], PICKED_PORTS.start + draw as u16));
-        let tcp = TcpListener::bind(addr);
-        if tcp.is_ok() && std::net::UdpSocket::bind(addr).is_ok() {
-            return Ok(addr);
-        }
-    }
-    bail!("no free loopback port in {PICKED_PORTS:?} after 256 draws")
-}
-
-/// A directory under the system temp dir, removed on drop.
-#[derive(Debug)]
-pub struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    /// Create `skeletonhunter-test-<tag>-<pid>-<n>` under the temp dir, empty.
-    pub fn new(tag: &str) -> Result<TempDir> {
-        let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "skeletonhunter-test-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).with_context(|| format!("create {}", path.display()))?;
-        Ok(TempDir { path })
-    }
-
-    /// The directory's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
 
 /// How to start a server. `config` is the main config file's text
 /// (Prometheus: `prometheus.yml`; Alertmanager: `alertmanager.yml`;
@@ -573,28 +482,4 @@ pub fn in_netns<T: Send + 'static>(
         None => f(),
         Some(ns) => crate::netns::run_in_named(ns, f)?,
     }
-}
-
-/// `promtool args...` run from the repository root (so `rules/...` paths work).
-pub fn promtool(args: &[&str]) -> Result<ToolOutput> {
-    run_tool(PROMTOOL_BIN, args, Some(&repo_root()))
-}
-
-/// `amtool args...` run from the repository root.
-pub fn amtool(args: &[&str]) -> Result<ToolOutput> {
-    run_tool(AMTOOL_BIN, args, Some(&repo_root()))
-}
-
-/// The receiver `amtool config routes test` picks in Alertmanager config
-/// `config` for an alert with `labels` (`name=value` each).
-pub fn amtool_route(config: &str, labels: &[&str]) -> Result<String> {
-    let mut args = vec!["config", "routes", "test", "--config.file", config];
-    args.extend_from_slice(labels);
-    Ok(amtool(&args)?.ok()?.stdout.trim().to_string())
-}
-
-/// `vmalert args...` (VictoriaMetrics' rule evaluator; `-dryRun` checks
-/// rule files as MetricsQL) run from the repository root.
-pub fn vmalert(args: &[&str]) -> Result<ToolOutput> {
-    run_tool(VMALERT_BIN, args, Some(&repo_root()))
 }
