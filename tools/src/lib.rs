@@ -1,6 +1,7 @@
 //! Tooling that runs the system on this machine without being a test: the
-//! demo and the synthetic fleet (`src/bin`), and what they and the test
-//! suite share — network namespaces, real servers, the namespace fabric.
+//! demo (`demo`) and the synthetic fleet (`fleet`), their binaries in
+//! `src/bin`, and what they and the test suite share — network namespaces,
+//! real servers, the namespace fabric.
 //!
 //! Every fabric lives in namespaces with no link to the machine's own
 //! namespace; addresses come from 198.18.0.0/15. Namespaces, processes and
@@ -9,11 +10,12 @@
 //!
 //! Layers, lowest first (a module uses only its own layer or lower ones):
 //! `sys` (the only `unsafe`); `http`, `repo`, `process`, `netns`, `tls`;
-//! `servers`, `sink`, `deploy`; `fabric`, `fleet`.
+//! `servers`, `sink`, `deploy`; `fabric`, `fleet`; `demo`.
 
 #[allow(unsafe_code)]
 pub mod sys;
 
+pub mod demo;
 pub mod deploy;
 pub mod fabric;
 pub mod fleet;
