@@ -3,7 +3,7 @@
 //! runs against a real Prometheus scraping the synthetic fabric
 //! (`skeletonhunter_tests::localizer::FakeFabric`) and posts to a real
 //! Alertmanager. The end-to-end fault test loads the same page on the
-//! namespace fabric (`e2e.rs`).
+//! namespace fabric (`e2e/routed.rs`).
 
 use anyhow::{Context, Result};
 use skeletonhunter_tests::browser::{check_page, require_browser, PageCheck};
