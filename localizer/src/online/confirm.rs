@@ -50,11 +50,15 @@
 //!    spine drops only the flows hashed onto it, so while it stands (and
 //!    while its leftovers leave the window) the link stage may name one
 //!    or two of its links instead of the spine. One incident, paged once,
-//!    as the spine. Before the spine is reported, such a link is held
-//!    beneath it for `recent_hold`: at the spine's onset its first flows
-//!    may name one link a cycle or two before the spine shows on enough
-//!    pairs; by then it is reported (and the link held beneath it as
-//!    above). A link fault of its own pages `recent_hold` later.
+//!    as the spine. Before the spine is reported, any new finding all of
+//!    whose anomalous pairs cross one spine (a link, a container, a ToR)
+//!    is held beneath it for `recent_hold`: at the onset of a spine that
+//!    drops only the flows hashed onto it, its first flows may name one
+//!    link, or one container whose flows it happened to catch, a cycle
+//!    or two before the spine shows on enough pairs; by then it is
+//!    reported (and the finding held beneath it as above). A fault of its
+//!    own pages `recent_hold` later; one that shows on a pair the spine
+//!    does not carry (a same-ToR pair) is not delayed.
 //!
 //! 4. **No de-escalation**: a component alerting as `unreachable` that is
 //!    then reported as `loss` keeps its `unreachable` alert until it
@@ -441,12 +445,17 @@ fn spine_above<'a>(
     beneath(f, alerting.into_iter().filter(|c| c.kind == Kind::Spine))
 }
 
-/// The spine that every anomalous pair of link finding `f` crosses, by
-/// the pairs' labels, if any: at a spine's onset its first pairs may name
-/// one of its links before the spine shows on enough of them (rule 3).
+/// The spine that every anomalous pair of finding `f` (of any kind but a
+/// spine) crosses, by the pairs' labels, if any: at a spine's onset its
+/// first pairs may name one of its links, or a container or ToR whose
+/// pairs it hashed onto its faulty member, before the spine shows on
+/// enough of them (rule 3).
 fn spine_of(f: &Finding) -> Option<Component> {
+    if f.component.kind == Kind::Spine {
+        return None;
+    }
     let (a, b) = f.hit_pairs.first()?;
-    spine_above(f, &path(a, b))
+    beneath(f, path(a, b).iter().filter(|c| c.kind == Kind::Spine))
 }
 
 /// One of `parents` other than `f`'s own component that every one of `f`'s

@@ -486,3 +486,56 @@ fn a_link_beneath_an_alerting_spine_is_paged_as_the_spine() {
     assert!(c.admit(vec![cross()], at(2)).0.is_empty());
     assert_eq!(names(&c.admit(vec![cross()], at(6)).0), ["link/10.9.0.1"]);
 }
+
+/// At the onset of a spine that drops only the flows hashed onto it, the
+/// first cycles may catch one container's cross-ToR flows (the e2e
+/// multipath fabric paged `node/t0-h1-c0` 4 s before the spine): a new
+/// finding all of whose anomalous pairs cross one spine is held beneath
+/// it for the short hold, the spine shows within it, and one page, the
+/// spine's, goes out. A container losing on a same-ToR pair too is
+/// paged at its confirmation; one whose every anomalous pair crosses the
+/// spine, with no spine beside it, once the short hold has passed.
+#[test]
+fn the_onset_of_a_partial_spine_fault_does_not_page_a_container() {
+    let node = "t0-h1-c0";
+    let of_node = |a: &Identity, b: &Identity| a.node == node || b.node == node;
+    let cross_only = || {
+        let mut f = finding(Kind::Node, node, "loss");
+        f.hit_pairs = all_pairs()
+            .into_iter()
+            .filter(|(a, b)| of_node(a, b) && a.tor != b.tor)
+            .collect();
+        assert!(!f.hit_pairs.is_empty());
+        f
+    };
+    let spine = || finding(Kind::Spine, "spine0", "loss");
+    let parent = Component::new(Kind::Spine, "spine0");
+
+    let mut c = confirmer().hold_beneath_recent(Duration::from_secs(5));
+    c.admit(vec![cross_only()], at(0));
+    let (a, h) = c.admit(vec![cross_only()], at(2));
+    assert!(a.is_empty(), "{:?}", names(&a));
+    assert_eq!(h[0].1, Held::Beneath { parent });
+    c.admit(vec![cross_only(), spine()], at(4));
+    let (a, _) = c.admit(vec![cross_only(), spine()], at(6));
+    assert_eq!(names(&a), ["spine/spine0"]);
+
+    // A container fault of its own shows on its same-ToR pairs too.
+    let mut c = confirmer().hold_beneath_recent(Duration::from_secs(5));
+    let whole = || finding(Kind::Node, node, "loss");
+    assert!(whole().hit_pairs.iter().any(|(a, b)| a.tor == b.tor));
+    c.admit(vec![whole()], at(0));
+    assert_eq!(
+        names(&c.admit(vec![whole()], at(2)).0),
+        [format!("node/{node}")]
+    );
+
+    // No spine ever: paged once the short hold has passed.
+    let mut c = confirmer().hold_beneath_recent(Duration::from_secs(5));
+    c.admit(vec![cross_only()], at(0));
+    assert!(c.admit(vec![cross_only()], at(2)).0.is_empty());
+    assert_eq!(
+        names(&c.admit(vec![cross_only()], at(6)).0),
+        [format!("node/{node}")]
+    );
+}
