@@ -4,9 +4,9 @@
 use std::process::Command;
 
 fn run(yaml: &str, flags: &[&str]) -> (Option<i32>, String) {
-    let dir = std::env::temp_dir().join(format!("sh-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{:x}.yaml", fxhash(yaml)));
+    // Removed on drop, with the file in it.
+    let dir = skeletonhunter_tools::servers::TempDir::new("exporter-cli").unwrap();
+    let path = dir.path().join(format!("{:x}.yaml", fxhash(yaml)));
     std::fs::write(&path, yaml).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_skeletonhunter-exporter"))
         .arg("--config")
@@ -16,7 +16,6 @@ fn run(yaml: &str, flags: &[&str]) -> (Option<i32>, String) {
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&path);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

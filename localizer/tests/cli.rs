@@ -16,13 +16,48 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A file `name` in a directory of its own under the temp dir; the
+/// directory goes when this is dropped (a test that fails leaves nothing).
+struct Tmp {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl AsRef<Path> for Tmp {
+    fn as_ref(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Tmp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.file.as_os_str()
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "skeletonhunter-localizer-cli-{}",
+        "skeletonhunter-localizer-cli-{}-{n}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    let file = dir.join(name);
+    Tmp { dir, file }
 }
 
 fn analyze(path: &Path) -> Output {
@@ -151,7 +186,7 @@ fn bad_analyze_flags_and_stdin_exit_2_with_the_place() {
 
 /// A ping log whose second line is 1 GiB of NUL bytes with no newline: a
 /// sparse file, so it costs no disk.
-fn gigabyte_line() -> PathBuf {
+fn gigabyte_line() -> Tmp {
     let sample = std::fs::read_to_string(data("skeletonhunter_samples.csv")).unwrap();
     let header = sample.lines().next().unwrap();
     let p = tmp("gigabyte-line.csv");

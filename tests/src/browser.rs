@@ -7,6 +7,7 @@ use serde::Deserialize;
 use skeletonhunter_tools::netns::Netns;
 use skeletonhunter_tools::process::ChildGuard;
 use skeletonhunter_tools::repo::repo_file;
+use skeletonhunter_tools::servers::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -141,6 +142,10 @@ pub fn check_page(ns: Option<&Netns>, check: &PageCheck) -> Result<SeenPage, Bro
     if let Some(p) = &check.screenshot {
         cmd.arg("--screenshot").arg(p);
     }
+    // Chromium leaves its profile and shared-memory directories in the
+    // temp dir; this one goes when the check ends (after the browser).
+    let scratch = TempDir::new("browser").map_err(|e| BrowserError::Run(format!("{e:#}")))?;
+    cmd.env("TMPDIR", scratch.path());
     let mut child =
         ChildGuard::spawn("browser", cmd).map_err(|e| BrowserError::Run(format!("{e:#}")))?;
     let limit = check.timeout + BROWSER_MARGIN;
