@@ -92,7 +92,6 @@ fn broken(name: &str, body: &str) -> String {
     let p = tmp(name);
     std::fs::write(&p, body).unwrap();
     let out = analyze(&p);
-    let _ = std::fs::remove_file(&p);
     assert_eq!(out.status.code(), Some(2), "{name}: bad input must exit 2");
     assert!(out.stdout.is_empty());
     String::from_utf8(out.stderr).unwrap()
@@ -223,7 +222,6 @@ fn analyze_timed(args: &[&std::ffi::OsStr]) -> (Output, u64) {
 fn a_gigabyte_line_is_an_error_at_its_line_in_bounded_memory() {
     let p = gigabyte_line();
     let (out, peak_kib) = analyze_timed(&["--pings".as_ref(), p.as_os_str()]);
-    let _ = std::fs::remove_file(&p);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -275,7 +273,6 @@ fn distinct_pairs_past_the_limit_are_an_error_at_their_row_in_bounded_memory() {
     drop(f);
     let crossing = crossing.unwrap();
     let (out, peak_kib) = analyze_timed(&["--pings".as_ref(), p.as_os_str()]);
-    let _ = std::fs::remove_file(&p);
     let err = String::from_utf8_lossy(&out.stderr);
     eprintln!(
         "{} distinct pairs in 1,000,000 rows: exit {:?} at line {crossing}, peak RSS {peak_kib} KiB",
@@ -314,7 +311,6 @@ fn simulated_fault_is_localized_through_the_cli() {
     );
     let truth: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
     let v = json(&analyze(&csv));
-    let _ = std::fs::remove_file(&csv);
     let faults = v["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 1, "{v}");
     assert_eq!(faults[0]["kind"], "tor");
@@ -510,7 +506,6 @@ fn a_log_of_both_planes_tells_an_overlay_fault_from_an_underlay_fault() {
             .arg(&p)
             .output()
             .unwrap();
-        let _ = std::fs::remove_file(&p);
         json(&out)
     };
     // Host 3's virtual switch: its containers lose on the overlay, the
@@ -580,7 +575,6 @@ fn a_log_of_both_planes_tells_an_overlay_fault_from_an_underlay_fault() {
     let p = tmp("planes-bad.csv");
     std::fs::write(&p, "agent_type,src_node_id,dst_node_id,dial,latency,loss_rate,ping_time\nvpc,a,b,success,1,0,1\n").unwrap();
     let out = bin().args(["analyze", "--pings"]).arg(&p).output().unwrap();
-    let _ = std::fs::remove_file(&p);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -20,7 +20,7 @@ use skeletonhunter_tools::repo::{repo_root, PAIR_DETAIL_RULES};
 use skeletonhunter_tools::servers::{
     self, free_addr_on, free_loopback_addr, Server, ServerOpts, TempDir,
 };
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -38,19 +38,18 @@ const NODES: [(&str, &str, &str, &str); 4] = [
 /// A UDP and a TCP port free on `ip` a moment ago, picked outside the
 /// ephemeral range: a port the kernel handed out for port 0 was taken by
 /// another test's probe flow before this exporter bound it.
-fn free_ports(ip: &str) -> Result<(u16, u16)> {
-    let ip = ip.parse().with_context(|| format!("address {ip}"))?;
+fn free_ports(ip: Ipv4Addr) -> Result<(u16, u16)> {
     Ok((free_addr_on(ip)?.port(), free_addr_on(ip)?.port()))
 }
 
 /// Start the four exporters; returns them and their `/metrics` addresses.
 fn fleet(dir: &TempDir) -> Result<(Vec<ChildGuard>, Vec<SocketAddr>)> {
-    let ips: Vec<String> = (0..NODES.len())
-        .map(|i| format!("127.0.0.{}", i + 2))
+    let ips: Vec<Ipv4Addr> = (0..NODES.len())
+        .map(|i| Ipv4Addr::new(127, 0, 0, 2 + i as u8))
         .collect();
     let ports = ips
         .iter()
-        .map(|ip| free_ports(ip))
+        .map(|&ip| free_ports(ip))
         .collect::<Result<Vec<_>>>()?;
     let (mut guards, mut addrs) = (Vec::new(), Vec::new());
     for (i, (name, mode, tor, tenant)) in NODES.iter().enumerate() {

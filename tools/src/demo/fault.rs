@@ -1,59 +1,42 @@
 //! What each demo fault does to the fabric, in words, and which verdicts
 //! name it.
 
-use super::args::{Args, FaultKind};
+use super::args::FaultKind;
 use crate::fabric::{link_addresses, Stack};
 use anyhow::Result;
-
-/// A fault with what it needs (the ToR's loss).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Fault {
-    Tor(u32),
-    Host,
-    Node,
-    Link,
-    Overlay,
-}
 
 /// The link of `--fault link`: (ToR, spine).
 const LINK: (usize, usize) = (0, 1);
 
-impl From<&Args> for Fault {
-    fn from(a: &Args) -> Fault {
-        match a.fault {
-            FaultKind::Tor => Fault::Tor(a.loss),
-            FaultKind::Host => Fault::Host,
-            FaultKind::Node => Fault::Node,
-            FaultKind::Link => Fault::Link,
-            FaultKind::Overlay => Fault::Overlay,
-        }
-    }
-}
-
-impl Fault {
-    /// What the fault is, in words, and the (kind, component) alerts that
-    /// name it correctly (none for a link: any verdict is shown, and
-    /// whether it names the link is printed).
-    pub(super) fn describe(self, stack: &Stack) -> (String, Vec<(&'static str, String)>) {
+impl FaultKind {
+    /// What the fault is, in words (`loss`: the ToR's, in percent), and
+    /// the (kind, component) alerts that name it correctly (none for a
+    /// link: any verdict is shown, and whether it names the link is
+    /// printed).
+    pub(super) fn describe(
+        self,
+        loss: u32,
+        stack: &Stack,
+    ) -> (String, Vec<(&'static str, String)>) {
         match self {
-            Fault::Tor(p) => (
-                format!("{p}% packet loss at ToR tor1"),
+            FaultKind::Tor => (
+                format!("{loss}% packet loss at ToR tor1"),
                 vec![("tor", "tor1".into())],
             ),
-            Fault::Host => {
+            FaultKind::Host => {
                 let h = &stack.fabric.hosts[1];
                 (
                     format!("NIC link of {} down", h.name),
                     vec![("host", h.name.clone()), ("nic", h.nic_ip.to_string())],
                 )
             }
-            Fault::Node => (
+            FaultKind::Node => (
                 "container t1-h0-c1 unreachable on the data plane".into(),
                 vec![("node", "t1-h0-c1".into())],
             ),
             // The hosts' own exporters show the underlay clean: the host's
             // virtual switch (its tunnel endpoint) is to blame.
-            Fault::Overlay => {
+            FaultKind::Overlay => {
                 let h = &stack.fabric.hosts[1];
                 (
                     format!(
@@ -63,7 +46,7 @@ impl Fault {
                     vec![("vswitch", h.name.clone())],
                 )
             }
-            Fault::Link => (
+            FaultKind::Link => (
                 format!(
                     "every packet on the link tor{}-spine{} dropped, both ways",
                     LINK.0, LINK.1
@@ -74,14 +57,14 @@ impl Fault {
     }
 
     /// Put the fault on the fabric (`on`) or take it off.
-    pub(super) fn inject(self, stack: &Stack, on: bool) -> Result<()> {
+    pub(super) fn inject(self, loss: u32, stack: &Stack, on: bool) -> Result<()> {
         let f = &stack.fabric;
         match self {
-            Fault::Link => f.link_fault(LINK.0, LINK.1, on),
-            Fault::Tor(p) => f.tor_loss(1, if on { p } else { 0 }),
-            Fault::Host => f.host_link(&f.hosts[1], !on),
-            Fault::Node => f.isolate_node(f.node("t1-h0-c1")?, on),
-            Fault::Overlay => f.tunnel_blocked(&f.hosts[1], on),
+            FaultKind::Link => f.link_fault(LINK.0, LINK.1, on),
+            FaultKind::Tor => f.tor_loss(1, if on { loss } else { 0 }),
+            FaultKind::Host => f.host_link(&f.hosts[1], !on),
+            FaultKind::Node => f.isolate_node(f.node("t1-h0-c1")?, on),
+            FaultKind::Overlay => f.tunnel_blocked(&f.hosts[1], on),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The demo's six steps, from an empty machine back to one.
 
 use super::args::Args;
-use super::fault::Fault;
+use super::args::FaultKind;
 use super::show;
 use crate::fabric::{DataPlane, FabricSpec, Stack, StackOpts};
 use crate::sys::geteuid;
@@ -19,13 +19,13 @@ pub fn run(args: &Args) -> Result<()> {
     if geteuid() != 0 {
         bail!("run as root (the demo creates network namespaces and nftables rules)");
     }
-    let fault = Fault::from(args);
+    let (fault, loss) = (args.fault, args.loss);
     let (exporter, localizer) = binaries(args.no_localizer)?;
     let mut opts = StackOpts::new(exporter, localizer);
     match fault {
-        Fault::Link => opts.spec = FabricSpec::multipath(),
-        Fault::Overlay => (opts.data_plane, opts.from_containers) = (DataPlane::Vxlan, true),
-        Fault::Tor(_) | Fault::Host | Fault::Node => {}
+        FaultKind::Link => opts.spec = FabricSpec::multipath(),
+        FaultKind::Overlay => (opts.data_plane, opts.from_containers) = (DataPlane::Vxlan, true),
+        FaultKind::Tor | FaultKind::Host | FaultKind::Node => {}
     }
 
     step(1, "building the fabric and starting everything");
@@ -46,10 +46,10 @@ pub fn run(args: &Args) -> Result<()> {
     );
     show::pairs(&stack, "baseline")?;
 
-    let (what, expect) = fault.describe(&stack);
+    let (what, expect) = fault.describe(loss, &stack);
     step(3, &format!("injecting: {what}"));
     let t0 = Instant::now();
-    fault.inject(&stack, true)?;
+    fault.inject(loss, &stack, true)?;
 
     if stack.localizer.is_none() {
         // Nothing to wait on: the probes' 5 s window fills with the fault.
@@ -63,7 +63,7 @@ pub fn run(args: &Args) -> Result<()> {
 
     step(5, "removing the fault");
     let t1 = Instant::now();
-    fault.inject(&stack, false)?;
+    fault.inject(loss, &stack, false)?;
     if stack.localizer.is_some() {
         crate::wait_until(
             "the alert to resolve",
