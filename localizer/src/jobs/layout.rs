@@ -12,6 +12,8 @@
 
 use serde::Serialize;
 
+pub mod blocks;
+
 /// How global ranks map onto the grid: TP always varies fastest (its group
 /// shares a host), then either DP or PP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -18,9 +18,15 @@
 //! every layout with other groups by a margin: the groups are then a guess,
 //! and said to be.
 //!
+//! Online the skeleton is seen between containers, not ranks:
+//! [`infer_blocks`] scores layouts by the container pairs their groups
+//! join, and compares rivals by their groups as sets of containers, the
+//! finest it can see ([`groups`] keeps each job's answer between cycles).
+//!
 //! Pure: no I/O, tested on constructed skeletons; the command reading and
 //! writing JSON is `commands/jobs.rs`.
 
+pub mod groups;
 pub mod impact;
 pub mod layout;
 pub mod roster;
@@ -106,8 +112,10 @@ pub struct Groups {
     pub pp: Vec<Vec<u32>>,
 }
 
-/// Every grid of `n` ranks tried.
-pub fn grids(n: u32) -> Vec<Grid> {
+/// Every (TP, DP, PP, order) `n` ranks can be placed in: the degrees
+/// multiply to `n`, and the orders differ only when DP and PP both exceed
+/// one.
+fn factorings(n: u32) -> Vec<(u32, u32, u32, Order)> {
     let mut out = Vec::new();
     let divisors: Vec<u32> = (1..=n).filter(|d| n.is_multiple_of(*d)).collect();
     for &tp in &divisors {
@@ -117,13 +125,21 @@ pub fn grids(n: u32) -> Vec<Grid> {
                 if order == Order::TpPpDp && (dp == 1 || pp == 1) {
                     continue;
                 }
-                for gpus_per_host in HOSTS {
-                    out.push(Grid::new(tp, dp, pp, order, gpus_per_host));
-                }
+                out.push((tp, dp, pp, order));
             }
         }
     }
     out
+}
+
+/// Every grid of `n` ranks tried: every factoring on every host size.
+pub fn grids(n: u32) -> Vec<Grid> {
+    factorings(n)
+        .into_iter()
+        .flat_map(|(tp, dp, pp, order)| {
+            HOSTS.map(|gpus_per_host| Grid::new(tp, dp, pp, order, gpus_per_host))
+        })
+        .collect()
 }
 
 /// F1 of `expected` predicted connections, `hits` of them among the
@@ -171,24 +187,52 @@ struct Scored {
     f1: f64,
     ll: f64,
     layout: Layout,
+    /// Which groups it stands for.
+    keys: Keys,
+}
+
+/// What two layouts are compared by: their groups as the skeleton can
+/// see them, without names (`groups`) and with (`named`), hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keys {
+    groups: u64,
+    named: u64,
+}
+
+impl Keys {
+    fn of<T: std::hash::Hash + Ord>(mut named: [T; 3]) -> Keys {
+        let hash = |v: &[T; 3]| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(v)
+        };
+        let n = hash(&named);
+        named.sort_unstable();
+        Keys {
+            groups: hash(&named),
+            named: n,
+        }
+    }
+
+    /// Groups of ranks (grids with the same keys have the same groups).
+    fn ranks(g: &Grid) -> Keys {
+        Keys::of(g.named_key())
+    }
 }
 
 /// Every shape combination of `grid` scored against `observed` edges.
 fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = Scored> + '_ {
-    let idx = |k: usize| 0..SHAPES[k].len();
     let pairs = grid.visible_pairs();
-    idx(0)
-        .flat_map(move |a| idx(1).flat_map(move |b| idx(2).map(move |c| [a, b, c])))
-        .map(move |s| {
-            let hits = [0, 1, 2].map(|k| t.hits[k][s[k]]);
-            let expected = [0, 1, 2].map(|k| t.expected[k][s[k]]);
-            let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
-            Scored {
-                f1: f1(hits.iter().sum(), observed, expected.iter().sum()),
-                ll: log_likelihood(hits, expected, observed, pairs),
-                layout: Layout { grid, shapes },
-            }
-        })
+    combos().map(move |s| {
+        let hits = [0, 1, 2].map(|k| t.hits[k][s[k]]);
+        let expected = [0, 1, 2].map(|k| t.expected[k][s[k]]);
+        let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
+        Scored {
+            f1: f1(hits.iter().sum(), observed, expected.iter().sum()),
+            ll: log_likelihood(hits, expected, observed, pairs),
+            layout: Layout { grid, shapes },
+            keys: Keys::ranks(&grid),
+        }
+    })
 }
 
 /// Every layout of `n` ranks scored. A grid whose hits alone cannot bring
@@ -214,6 +258,7 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<Scored> {
                 f1: bound,
                 ll: f64::NEG_INFINITY,
                 layout,
+                keys: Keys::ranks(&g),
             });
             continue;
         }
@@ -229,11 +274,24 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<Scored> {
     all
 }
 
-/// The groups and grid of one job (see the module docs).
-pub fn infer(job: &JobGraph) -> Inference {
-    let n = job.ranks.min(MAX_RANKS);
-    let mut edges: Vec<(u32, u32)> = job
-        .edges
+/// One job's skeleton seen between its containers, each holding `per`
+/// consecutive ranks (container `i` holds ranks `i·per ..`): online, a
+/// connection is known by the containers it joins, not by the workers in
+/// them that hold it.
+#[derive(Debug, Clone)]
+pub struct BlockGraph {
+    /// Ranks 0..ranks.
+    pub ranks: u32,
+    /// Ranks a container holds (its workers, one per GPU).
+    pub per: u32,
+    /// Undirected connections between distinct containers, by index.
+    pub pairs: Vec<(u32, u32)>,
+}
+
+/// `edges` without self-loops, out-of-range ends or repeats, lower end
+/// first, sorted.
+fn normalized(edges: &[(u32, u32)], n: u32) -> Vec<(u32, u32)> {
+    let mut edges: Vec<(u32, u32)> = edges
         .iter()
         .filter(|&&(a, b)| a != b && a < n && b < n)
         .map(|&(a, b)| (a.min(b), a.max(b)))
@@ -241,7 +299,61 @@ pub fn infer(job: &JobGraph) -> Inference {
         .into_iter()
         .collect();
     edges.sort_unstable();
-    let all = score_all(n, &edges);
+    edges
+}
+
+/// The groups and grid of one job (see the module docs).
+pub fn infer(job: &JobGraph) -> Inference {
+    let n = job.ranks.min(MAX_RANKS);
+    let edges = normalized(&job.edges, n);
+    decide(n, &score_all(n, &edges))
+}
+
+/// The groups and grid of one job seen between containers: as [`infer`],
+/// with the containers as the hosts (what stays inside one is not seen)
+/// and a layout scored by the container pairs its groups join. A
+/// container of one rank is a rank: [`infer`] itself.
+pub fn infer_blocks(job: &BlockGraph) -> Inference {
+    if job.per <= 1 {
+        return infer(&JobGraph {
+            ranks: job.ranks,
+            edges: job.pairs.clone(),
+        });
+    }
+    let n = job.ranks.min(MAX_RANKS);
+    let per = job.per.min(n.max(1));
+    let pairs = normalized(&job.pairs, n.div_ceil(per));
+    let blocks = u64::from(n.div_ceil(per));
+    let visible = blocks * blocks.saturating_sub(1) / 2;
+    let mut all = Vec::new();
+    for (tp, dp, pp, order) in factorings(n) {
+        let grid = Grid::new(tp, dp, pp, order, Some(per));
+        let t = grid.block_tally(per, &pairs);
+        // Containers are the finest the skeleton sees: layouts whose
+        // groups join the same containers are the same answer to it.
+        let keys = Keys::of(grid.block_groups(per));
+        for combo in combos() {
+            let c = t.counts(combo);
+            let shapes = [0, 1, 2].map(|k| SHAPES[k][combo[k]]);
+            all.push(Scored {
+                f1: f1(c.hits.iter().sum(), pairs.len(), c.expected.iter().sum()),
+                ll: log_likelihood(c.hits, c.expected, pairs.len(), visible),
+                layout: Layout { grid, shapes },
+                keys,
+            });
+        }
+    }
+    decide(n, &all)
+}
+
+/// Every shape combination, as indices into [`SHAPES`].
+fn combos() -> impl Iterator<Item = [usize; 3]> {
+    let idx = |k: usize| 0..SHAPES[k].len();
+    idx(0).flat_map(move |a| idx(1).flat_map(move |b| idx(2).map(move |c| [a, b, c])))
+}
+
+/// The chosen layout of `n` ranks among `all` scored ones, and its groups.
+fn decide(n: u32, all: &[Scored]) -> Inference {
     let Some(best) = all.iter().map(|c| c.f1).max_by(f64::total_cmp) else {
         return Inference {
             determined: false,
@@ -252,15 +364,14 @@ pub fn infer(job: &JobGraph) -> Inference {
             groups: Groups::default(),
         };
     };
-    let (chosen, contenders) = choose(&all, best);
-    let key = chosen.layout.grid.partition_key();
-    let named = chosen.layout.grid.named_key();
+    let (chosen, contenders) = choose(all, best);
+    let k = chosen.keys;
     let renamed = contenders
         .iter()
-        .any(|c| c.layout.grid.partition_key() == key && c.layout.grid.named_key() != named);
+        .any(|c| c.keys.groups == k.groups && c.keys.named != k.named);
     let runner_up = all
         .iter()
-        .filter(|c| c.layout.grid.partition_key() != key)
+        .filter(|c| c.keys.groups != k.groups)
         .map(|c| c.f1)
         .max_by(f64::total_cmp)
         .unwrap_or(0.0);
@@ -272,9 +383,9 @@ pub fn infer(job: &JobGraph) -> Inference {
         score: chosen.f1,
         runner_up,
         groups: Groups {
-            tp: groups(&g, n, GroupKind::Tp),
-            dp: groups(&g, n, GroupKind::Dp),
-            pp: groups(&g, n, GroupKind::Pp),
+            tp: groups_of(&g, n, GroupKind::Tp),
+            dp: groups_of(&g, n, GroupKind::Dp),
+            pp: groups_of(&g, n, GroupKind::Pp),
         },
     }
 }
@@ -324,7 +435,7 @@ fn choose(all: &[Scored], best: f64) -> (&Scored, Vec<&Scored>) {
 }
 
 /// `l`'s groups of `kind` with more than one rank.
-fn groups(l: &Grid, n: u32, kind: GroupKind) -> Vec<Vec<u32>> {
+fn groups_of(l: &Grid, n: u32, kind: GroupKind) -> Vec<Vec<u32>> {
     let mut by: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
     for r in 0..n {
         by.entry(l.group_of(r, kind)).or_default().push(r);

@@ -8,6 +8,7 @@
 //! ranks where known. Pure: pairs, ranks and the verdicts' impacts in, the
 //! roster out.
 
+use super::groups::GroupState;
 use super::impact::{job_of, job_size, JobImpact};
 use serde::Serialize;
 use skeletonhunter_common::ranks::Ranks;
@@ -33,6 +34,10 @@ pub struct JobView {
     /// The components blamed this cycle that touch it, most ranks hit
     /// first.
     pub hurt_by: Vec<Hurt>,
+    /// Its parallel groups as its skeleton shows them ([`super::groups`]),
+    /// when they were looked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupState>,
 }
 
 /// One blamed component's reach into a job.
@@ -58,12 +63,13 @@ pub struct Roster {
 }
 
 /// The roster of the jobs among `pairs` (prober, responder), counted with
-/// `ranks`, and hurt as `verdicts` say (each blamed component with the
-/// jobs it touches, as [`super::impact::impact`] found them).
+/// `ranks`, hurt as `verdicts` say (each blamed component with the jobs it
+/// touches, as [`super::impact::impact`] found them), with their `groups`.
 pub fn roster<'a, I>(
     pairs: I,
     ranks: &HashMap<String, Ranks>,
     verdicts: impl IntoIterator<Item = (&'a Component, &'a [JobImpact])>,
+    groups: &HashMap<String, GroupState>,
 ) -> Roster
 where
     I: IntoIterator<Item = (&'a Identity, &'a Identity)>,
@@ -95,6 +101,7 @@ where
             containers: nodes.len(),
             pairs,
             hurt_by: hurts.remove(job).unwrap_or_default(),
+            groups: groups.get(job).cloned(),
         })
         .collect();
     let worst = |j: &JobView| j.hurt_by.iter().map(|h| h.impact.ranks_hit).max();
@@ -139,7 +146,12 @@ mod tests {
             .collect();
         let tor0 = Component::new(Kind::Tor, "tor0");
         let hit = impact(pairs.iter().copied(), &ranks, tor0.kind, &tor0.id);
-        let r = roster(pairs.iter().copied(), &ranks, [(&tor0, hit.as_slice())]);
+        let r = roster(
+            pairs.iter().copied(),
+            &ranks,
+            [(&tor0, hit.as_slice())],
+            &HashMap::new(),
+        );
         let names: Vec<&str> = r.jobs.iter().map(|j| j.job.as_str()).collect();
         assert_eq!(names, ["a", "b", "c"], "hurt first, then by name");
         let ja = &r.jobs[0];
@@ -174,7 +186,12 @@ mod tests {
                 ]
             })
             .collect();
-        let r = roster(nodes.iter().map(|[a, b]| (a, b)), &HashMap::new(), []);
+        let r = roster(
+            nodes.iter().map(|[a, b]| (a, b)),
+            &HashMap::new(),
+            [],
+            &HashMap::new(),
+        );
         assert_eq!((r.jobs.len(), r.omitted), (MAX_JOBS, 3));
     }
 }

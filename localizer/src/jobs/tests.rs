@@ -1,5 +1,6 @@
 use super::layout::{Grid, Order, Shape};
 use super::*;
+use std::collections::HashSet;
 
 /// A small deterministic generator (no dependency for tests).
 struct Lcg(u64);
@@ -179,4 +180,108 @@ fn likelihood_prefers_the_layout_that_predicts_what_is_seen() {
     let under = log_likelihood([0, 90, 0], [0, 90, 0], 100, 10_000);
     assert!(over > under, "{over} {under}");
     assert_eq!(binomial(0.0, 0.0), 0.0);
+}
+
+/// The skeleton `l` predicts as seen between containers of `per` ranks:
+/// a container pair for every predicted connection between them, with
+/// `missing` in 1,000 pairs dropped and `noise` random pairs added.
+fn blocks(l: &Layout, per: u32, missing: u64, noise: usize, seed: u64) -> BlockGraph {
+    let g = l.grid;
+    let n = g.tp * g.dp * g.pp;
+    let flat = Layout {
+        grid: Grid::new(g.tp, g.dp, g.pp, g.order, None),
+        shapes: l.shapes,
+    };
+    let mut rng = Lcg(seed);
+    let mut pairs: Vec<(u32, u32)> = skeleton(&flat, 0, 0, seed)
+        .edges
+        .into_iter()
+        .map(|(a, b)| (a / per, b / per))
+        .filter(|(x, y)| x != y)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .filter(|_| rng.below(1000) >= missing)
+        .collect();
+    let containers = u64::from(n.div_ceil(per));
+    for _ in 0..noise {
+        pairs.push((rng.below(containers) as u32, rng.below(containers) as u32));
+    }
+    BlockGraph {
+        ranks: n,
+        per,
+        pairs,
+    }
+}
+
+#[test]
+fn groups_are_recovered_from_the_pairs_of_containers_that_talk() {
+    // Containers of 8 workers (a host each): TP silent inside, DP rings
+    // and pipeline chains across; containers of 4 holding half of a TP
+    // group of 8 that talks across them in a ring; TP 2 with its DP peers
+    // in the container.
+    for (truth, per, tp) in [
+        (Grid::new(8, 8, 4, Order::TpDpPp, Some(8)), 8, Shape::Silent),
+        (Grid::new(8, 4, 4, Order::TpPpDp, Some(8)), 8, Shape::Silent),
+        (Grid::new(8, 6, 2, Order::TpDpPp, Some(4)), 4, Shape::Ring),
+        (
+            Grid::new(2, 16, 2, Order::TpDpPp, Some(8)),
+            8,
+            Shape::Silent,
+        ),
+    ] {
+        let l = Layout {
+            grid: truth,
+            shapes: [tp, Shape::Ring, Shape::Chain],
+        };
+        let inf = infer_blocks(&blocks(&l, per, 30, 2, 5));
+        let g = inf.grid.expect("a grid").grid;
+        // The groups as sets of containers are what the skeleton says...
+        assert_eq!(
+            g.block_groups(per),
+            truth.block_groups(per),
+            "{truth:?}: {inf:?}"
+        );
+        assert_eq!(g.gpus_per_host, Some(per));
+        assert!(inf.determined && inf.score > 0.9, "{truth:?}: {inf:?}");
+        // ...and the ranks too where the container holds one TP group.
+        if truth.tp >= per {
+            assert_eq!(
+                g.partition_key(),
+                truth.partition_key(),
+                "{truth:?}: {inf:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn containers_of_one_rank_are_ranks() {
+    let l = usual(Grid::new(2, 4, 4, Order::TpPpDp, None));
+    let edges = skeleton(&l, 0, 0, 9).edges;
+    let a = infer(&JobGraph {
+        ranks: 32,
+        edges: edges.clone(),
+    });
+    let b = infer_blocks(&BlockGraph {
+        ranks: 32,
+        per: 1,
+        pairs: edges,
+    });
+    assert_eq!(a.grid, b.grid);
+    assert_eq!(a.groups.dp, b.groups.dp);
+}
+
+#[test]
+fn container_pairs_out_of_range_count_not_at_all() {
+    let l = usual(Grid::new(8, 4, 2, Order::TpDpPp, Some(8)));
+    let mut job = blocks(&l, 8, 0, 0, 2);
+    let clean = infer_blocks(&job).score;
+    job.pairs.extend([(0, 0), (1, 400), (u32::MAX, 2)]);
+    assert_eq!(infer_blocks(&job).score, clean);
+    let none = infer_blocks(&BlockGraph {
+        ranks: 0,
+        per: 8,
+        pairs: vec![(0, 1)],
+    });
+    assert!(none.grid.is_none());
 }

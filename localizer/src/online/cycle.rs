@@ -36,10 +36,12 @@ use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
 use crate::engine::planes::{analyze_joint, LayerNote};
+use crate::jobs::groups::{block_graphs, GroupState, Solver, SOLVES_PER_CYCLE};
 use crate::jobs::roster::roster;
+use crate::jobs::BlockGraph;
 use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::Identity;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -75,6 +77,8 @@ pub(super) struct Localizer {
     ranks_failing: bool,
     /// The per-pair answers of `--pair-shards`.
     shards: PairShards,
+    /// Each job's parallel groups, solved again when its skeleton changes.
+    groups: Solver,
     /// As started: `--interval` (a longer cycle is reported with its
     /// slowest query), the protocols, the engine's configuration,
     /// `--topology-refresh`, and what the confirmation timing of the
@@ -126,6 +130,7 @@ impl Localizer {
             ranks: HashMap::new(),
             ranks_failing: false,
             shards: PairShards::new(s.pair_shards, s.pair_shards_min_nodes),
+            groups: Solver::default(),
             settings: s.clone(),
             board,
         })
@@ -261,12 +266,43 @@ impl Localizer {
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         let hurt = found.iter().map(|f| (&f.component, f.jobs.as_slice()));
-        let jobs = roster(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks, hurt);
+        let graphs = block_graphs(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks);
+        let groups = self.solve_groups(graphs).await;
+        let jobs = roster(
+            pairs.iter().map(|p| (&p.src, &p.dst)),
+            &self.ranks,
+            hurt,
+            &groups,
+        );
         self.shards.give_back(pairs);
         let alerts = self.decide(found, &coverage, now, &mut decided.events);
         status::mark_states(&mut verdicts, self.book.active_alerts());
         self.board.publish(now, verdicts, matrix, jobs);
         (Outcome::Ok(Box::new(report)), alerts)
+    }
+
+    /// Each job's groups, the changed ones solved off the async threads
+    /// (a large job takes up to a second); none if the task died.
+    async fn solve_groups(
+        &mut self,
+        graphs: BTreeMap<String, Result<BlockGraph, GroupState>>,
+    ) -> HashMap<String, GroupState> {
+        let mut solver = std::mem::take(&mut self.groups);
+        match tokio::task::spawn_blocking(move || {
+            let states = solver.solve(graphs, SOLVES_PER_CYCLE);
+            (solver, states)
+        })
+        .await
+        {
+            Ok((solver, states)) => {
+                self.groups = solver;
+                states
+            }
+            Err(e) => {
+                tracing::error!("solving the jobs' groups failed: {e}");
+                HashMap::new()
+            }
+        }
     }
 
     /// Run the engine off the async threads (screening the busy hosts of

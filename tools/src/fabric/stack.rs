@@ -354,7 +354,8 @@ impl Stack {
     /// them; from containers, counted and numbered as their launcher's
     /// variables say ([`Fabric::ranks_of`]); and that the localizer's
     /// `/jobs` lists each job with its ranks and the ToR among what hurts
-    /// it. The error says what they say instead.
+    /// it, and, from containers, the layout of its groups solved. The
+    /// error says what they say instead.
     pub fn check_jobs_under_tor(&self, tor: &str) -> Result<()> {
         let per = match self.containers {
             Some(_) => WORKERS_PER_CONTAINER,
@@ -392,6 +393,19 @@ impl Stack {
                 view["ranks"] == all && by_tor.is_some_and(|h| h["ranks_under"] == under),
                 "/jobs says {view} of {job}, not {under} of {all} ranks under tor {tor}"
             );
+            if self.containers.is_some() {
+                // Its containers publish their ranks: its groups are
+                // solved from its skeleton, on a grid of all its ranks.
+                let g = &view["groups"];
+                let size = ["tp", "dp", "pp"]
+                    .iter()
+                    .map(|k| g[k].as_u64().unwrap_or(0))
+                    .product::<u64>();
+                ensure!(
+                    g["state"] == "inferred" && size == all as u64,
+                    "/jobs says groups {g} of {job}, not a layout of its {all} ranks"
+                );
+            }
             let mut want = format!("{job}: {under} of {all} ranks under it");
             if self.containers.is_some() {
                 want.push_str(&format!(" ({})", rank_spans(&firsts, per)));

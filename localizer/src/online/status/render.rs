@@ -6,6 +6,7 @@
 
 use super::{svg, CycleEntry, Snapshot, Verdict, VerdictState, HISTORY_CAP, MATRIX_CAP};
 use crate::clients::alertmanager::rfc3339;
+use crate::jobs::groups::GroupState;
 use crate::online::metrics::CycleResult;
 use skeletonhunter_common::build::BUILD;
 use skeletonhunter_common::landing::escape;
@@ -216,6 +217,18 @@ fn verdicts(h: &mut String, s: &Snapshot) {
     h.push_str("</tbody>\n</table>\n</section>\n");
 }
 
+/// A job's groups in a few words.
+fn groups_cell(g: Option<&GroupState>) -> String {
+    match g {
+        None => "—".into(),
+        Some(GroupState::Inferred(l)) => l.describe(),
+        Some(GroupState::Pending) => "not solved yet".into(),
+        Some(GroupState::Unranked) => "unknown: containers without ranks".into(),
+        Some(GroupState::Uneven) => "unknown: containers hold unequal ranks".into(),
+        Some(GroupState::TooLarge) => "unknown: too many ranks".into(),
+    }
+}
+
 /// The jobs: which are hurt, by what, and how badly.
 fn jobs(h: &mut String, s: &Snapshot) {
     h.push_str("<section id=\"jobs\">\n<h2>Jobs</h2>\n");
@@ -231,8 +244,9 @@ fn jobs(h: &mut String, s: &Snapshot) {
         h,
         "<p class=\"muted\">{hurt} of {} jobs touched by a blamed component. Ranks as the job numbers them where \
          its containers publish them, else one per container. <em>Under</em>: its ranks placed beneath the component; \
-         <em>hit</em>: its ranks with a skeleton pair crossing it.</p>\n\
-         <table>\n<thead><tr><th>Job</th><th>Ranks</th><th>Containers</th><th>Pairs</th><th>Hurt by</th></tr></thead>\n<tbody>",
+         <em>hit</em>: its ranks with a skeleton pair crossing it. \
+         <em>Groups</em>: its parallel layout as its skeleton between containers shows it.</p>\n\
+         <table>\n<thead><tr><th>Job</th><th>Ranks</th><th>Containers</th><th>Pairs</th><th>Groups</th><th>Hurt by</th></tr></thead>\n<tbody>",
         all.len() + s.jobs.omitted
     );
     for j in all.iter().take(JOB_ROWS) {
@@ -256,11 +270,12 @@ fn jobs(h: &mut String, s: &Snapshot) {
         let _ = writeln!(
             h,
             "<tr class=\"job\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td><ul class=\"lines\">{hurt_by}</ul></td></tr>",
+             <td>{}</td><td><ul class=\"lines\">{hurt_by}</ul></td></tr>",
             escape(&j.job),
             j.ranks,
             j.containers,
-            j.pairs
+            j.pairs,
+            escape(&groups_cell(j.groups.as_ref()))
         );
     }
     h.push_str("</tbody>\n</table>\n");
@@ -375,8 +390,11 @@ fn footer(h: &mut String, s: &Snapshot) {
 mod tests {
     use super::*;
     use crate::engine::model::Symptom;
+    use crate::jobs::groups::JobLayout;
     use crate::jobs::impact::JobImpact;
+    use crate::jobs::layout::{Grid, Order, Shape};
     use crate::jobs::roster::{Hurt, JobView, Roster};
+    use crate::jobs::Layout;
     use crate::online::alerts::Severity;
     use crate::online::status::{Cell, Event, Evidence, Matrix, PageInfo};
     use skeletonhunter_common::topology::{Component, Kind};
@@ -458,6 +476,16 @@ mod tests {
                             pairs: 128,
                         },
                     }],
+                    groups: Some(GroupState::Inferred(JobLayout {
+                        layout: Layout {
+                            grid: Grid::new(8, 4, 2, Order::TpDpPp, Some(8)),
+                            shapes: [Shape::Silent, Shape::Ring, Shape::Chain],
+                        },
+                        determined: false,
+                        names_determined: false,
+                        score: 0.97,
+                        groups: [8, 16, 32],
+                    })),
                 }],
                 omitted: 60,
             },
@@ -508,6 +536,10 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("<li>tor tor1: 8 ranks under it (0-7), 24 hit (40 of 128 pairs)</li>"));
+        assert!(
+            p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: another layout fits as well)</td>"),
+            "{p}"
+        );
         assert!(p.contains("60 more jobs, none hurt more"));
         assert!(p.contains("Last cycle: <strong>ok</strong> at 2023-11-14T22:13:40Z (5 s ago)"));
         assert!(p.contains("content=\"10\""));
