@@ -226,10 +226,12 @@ impl Grid {
         hits
     }
 
-    /// Visible connections each shape of each kind predicts: a pass over
-    /// the ranks, each with the partners a shape can give it.
-    pub fn expected(&self) -> [[u64; 3]; 3] {
-        let mut expected = [[0; 3]; 3];
+    /// Every connection some shape may predict, once: `f(r, o, k, i, j,
+    /// n)` for rank `r`, member `j` of its group of kind `k` (of `n`
+    /// members), and rank `o`, member `i < j` of it: every member below
+    /// in a group small enough to be a clique, else the partners a ring
+    /// or tree can give it.
+    fn each_candidate(&self, mut f: impl FnMut(u32, u32, usize, u32, u32, u32)) {
         for r in 0..self.tp * self.dp * self.pp {
             let c = self.coord(r);
             for k in 0..3 {
@@ -237,22 +239,31 @@ impl Grid {
                 if j == 0 {
                     continue;
                 }
-                let mut count = |i: u32| {
+                let mut visit = |i: u32| {
                     let mut o = c;
                     o[k] = i;
-                    if self.visible(r, self.rank(o)) {
-                        for (s, shape) in SHAPES[k].iter().enumerate() {
-                            expected[k][s] += u64::from(shape.links(i, j, n));
-                        }
-                    }
+                    f(r, self.rank(o), k, i, j, n);
                 };
                 if n <= MAX_CLIQUE {
-                    (0..j).for_each(&mut count);
+                    (0..j).for_each(&mut visit);
                 } else {
-                    partners(j, n).for_each(&mut count);
+                    partners(j, n).for_each(&mut visit);
                 }
             }
         }
+    }
+
+    /// Visible connections each shape of each kind predicts: a pass over
+    /// the ranks, each with the partners a shape can give it.
+    pub fn expected(&self) -> [[u64; 3]; 3] {
+        let mut expected = [[0; 3]; 3];
+        self.each_candidate(|r, o, k, i, j, n| {
+            if self.visible(r, o) {
+                for (s, shape) in SHAPES[k].iter().enumerate() {
+                    expected[k][s] += u64::from(shape.links(i, j, n));
+                }
+            }
+        });
         expected
     }
 

@@ -11,7 +11,7 @@
 //! counts a shape combination by those masks, each pair once (given to the
 //! first kind, TP, DP, PP, that predicts it).
 
-use super::{partners, Grid, GroupKind, MAX_CLIQUE, SHAPES};
+use super::{Grid, GroupKind, SHAPES};
 use std::collections::HashMap;
 
 /// The bit of shape `s` of kind `k` in a mask.
@@ -76,34 +76,18 @@ impl Grid {
     pub fn block_tally(&self, per: u32, pairs: &[(u32, u32)]) -> BlockTally {
         let per = per.max(1);
         let mut masks: HashMap<(u32, u32), u16> = HashMap::new();
-        for r in 0..self.tp * self.dp * self.pp {
-            let c = self.coord(r);
-            for k in 0..3 {
-                let (n, j) = (self.degree(k), c[k]);
-                if j == 0 {
-                    continue;
-                }
-                let mut mark = |i: u32| {
-                    let mut o = c;
-                    o[k] = i;
-                    let (x, y) = (r / per, self.rank(o) / per);
-                    if x == y {
-                        return;
-                    }
-                    let m = (0..SHAPES[k].len())
-                        .filter(|&s| SHAPES[k][s].links(i, j, n))
-                        .fold(0, |m, s| m | bit(k, s));
-                    if m != 0 {
-                        *masks.entry((x.min(y), x.max(y))).or_default() |= m;
-                    }
-                };
-                if n <= MAX_CLIQUE {
-                    (0..j).for_each(&mut mark);
-                } else {
-                    partners(j, n).for_each(&mut mark);
-                }
+        self.each_candidate(|r, o, k, i, j, n| {
+            let (x, y) = (r / per, o / per);
+            if x == y {
+                return;
             }
-        }
+            let m = (0..SHAPES[k].len())
+                .filter(|&s| SHAPES[k][s].links(i, j, n))
+                .fold(0, |m, s| m | bit(k, s));
+            if m != 0 {
+                *masks.entry((x.min(y), x.max(y))).or_default() |= m;
+            }
+        });
         let observed = histogram(pairs.iter().map(|p| masks.get(p).copied().unwrap_or(0)));
         BlockTally {
             predicted: histogram(masks.into_values()),
