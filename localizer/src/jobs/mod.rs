@@ -31,7 +31,7 @@ pub mod impact;
 pub mod layout;
 pub mod roster;
 
-use layout::{Grid, GroupKind, Order, Shape, Tally, SHAPES};
+use layout::{Grid, GroupKind, Order, PerShape, Shape, Tally, SHAPES};
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -99,6 +99,25 @@ pub struct Inference {
     pub runner_up: f64,
     /// Its groups.
     pub groups: Groups,
+    /// When not determined: the layouts with other groups that fit
+    /// within the margin, best first (at most [`MAX_ALTERNATIVES`]), each
+    /// with its groups: what the job may be instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
+}
+
+/// Most alternatives an answer lists.
+pub const MAX_ALTERNATIVES: usize = 3;
+
+/// A layout with other groups that fits about as well as the chosen one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Alternative {
+    /// The layout.
+    pub grid: Layout,
+    /// How well it matched.
+    pub score: f64,
+    /// Its groups.
+    pub groups: Groups,
 }
 
 /// A job's groups of each kind with more than one rank, ranks ascending.
@@ -130,16 +149,6 @@ fn factorings(n: u32) -> Vec<(u32, u32, u32, Order)> {
         }
     }
     out
-}
-
-/// Every grid of `n` ranks tried: every factoring on every host size.
-pub fn grids(n: u32) -> Vec<Grid> {
-    factorings(n)
-        .into_iter()
-        .flat_map(|(tp, dp, pp, order)| {
-            HOSTS.map(|gpus_per_host| Grid::new(tp, dp, pp, order, gpus_per_host))
-        })
-        .collect()
 }
 
 /// F1 of `expected` predicted connections, `hits` of them among the
@@ -244,34 +253,43 @@ fn score_all(n: u32, edges: &[(u32, u32)]) -> Vec<Scored> {
     let observed = edges.len();
     let mut best = 0.0f64;
     let mut all = Vec::new();
-    for g in grids(n) {
-        let hits = g.hits(edges);
-        let h: u64 = hits
-            .iter()
-            .map(|k| k.iter().max().copied().unwrap_or(0))
-            .sum();
-        let bound = f1(h, observed, h);
-        if bound < best - PRUNE {
-            let shapes = [SHAPES[0][0], SHAPES[1][0], SHAPES[2][0]];
-            let layout = Layout { grid: g, shapes };
-            all.push(Scored {
-                f1: bound,
-                ll: f64::NEG_INFINITY,
-                layout,
-                keys: Keys::ranks(&g),
-            });
-            continue;
-        }
-        let t = Tally {
-            hits,
-            expected: g.expected(),
-        };
-        for c in scored(g, &t, observed) {
-            best = best.max(c.f1);
-            all.push(c);
+    for (tp, dp, pp, order) in factorings(n) {
+        // Which group each edge is in does not depend on the hosts.
+        let shares = Grid::new(tp, dp, pp, order, None).shares(edges);
+        for gpus_per_host in HOSTS {
+            let g = Grid::new(tp, dp, pp, order, gpus_per_host);
+            score_grid(g, g.hits_of(&shares), observed, &mut best, &mut all);
         }
     }
     all
+}
+
+/// `g` scored with its `hits` into `all`, unless its hits alone cannot
+/// bring it within [`PRUNE`] of the `best` so far (see [`score_all`]).
+fn score_grid(g: Grid, hits: PerShape, observed: usize, best: &mut f64, all: &mut Vec<Scored>) {
+    let h: u64 = hits
+        .iter()
+        .map(|k| k.iter().max().copied().unwrap_or(0))
+        .sum();
+    let bound = f1(h, observed, h);
+    if bound < *best - PRUNE {
+        let shapes = [SHAPES[0][0], SHAPES[1][0], SHAPES[2][0]];
+        all.push(Scored {
+            f1: bound,
+            ll: f64::NEG_INFINITY,
+            layout: Layout { grid: g, shapes },
+            keys: Keys::ranks(&g),
+        });
+        return;
+    }
+    let t = Tally {
+        hits,
+        expected: g.expected(),
+    };
+    for c in scored(g, &t, observed) {
+        *best = best.max(c.f1);
+        all.push(c);
+    }
 }
 
 /// One job's skeleton seen between its containers, each holding `per`
@@ -362,6 +380,7 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
             score: 0.0,
             runner_up: 0.0,
             groups: Groups::default(),
+            alternatives: Vec::new(),
         };
     };
     let (chosen, contenders) = choose(all, best);
@@ -375,19 +394,68 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
         .map(|c| c.f1)
         .max_by(f64::total_cmp)
         .unwrap_or(0.0);
-    let g = chosen.layout.grid;
+    let determined = chosen.f1 >= MIN_F1 && chosen.f1 - runner_up >= MARGIN;
     Inference {
-        determined: chosen.f1 >= MIN_F1 && chosen.f1 - runner_up >= MARGIN,
+        determined,
         names_determined: chosen.f1 >= MIN_F1 && !renamed,
         grid: Some(chosen.layout),
         score: chosen.f1,
         runner_up,
-        groups: Groups {
-            tp: groups_of(&g, n, GroupKind::Tp),
-            dp: groups_of(&g, n, GroupKind::Dp),
-            pp: groups_of(&g, n, GroupKind::Pp),
+        groups: all_groups(&chosen.layout.grid, n),
+        alternatives: if determined {
+            Vec::new()
+        } else {
+            alternatives(all, chosen, n)
         },
     }
+}
+
+/// The layouts with other groups than `chosen`'s within [`MARGIN`] of
+/// it, one per grouping (its best fit, the convention breaking ties),
+/// best first.
+fn alternatives(all: &[Scored], chosen: &Scored, n: u32) -> Vec<Alternative> {
+    let mut near: Vec<&Scored> = all
+        .iter()
+        .filter(|c| c.keys.groups != chosen.keys.groups && c.f1 >= chosen.f1 - MARGIN)
+        // A grid not scored in full (its bound) has no shapes to show.
+        .filter(|c| c.ll > f64::NEG_INFINITY)
+        .collect();
+    near.sort_by(|a, b| {
+        b.f1.total_cmp(&a.f1)
+            .then_with(|| convention(&a.layout).cmp(&convention(&b.layout)))
+    });
+    let mut seen = HashSet::new();
+    near.into_iter()
+        .filter(|c| seen.insert(c.keys.groups))
+        .take(MAX_ALTERNATIVES)
+        .map(|c| Alternative {
+            grid: c.layout,
+            score: c.f1,
+            groups: all_groups(&c.layout.grid, n),
+        })
+        .collect()
+}
+
+/// `g`'s groups of every kind.
+fn all_groups(g: &Grid, n: u32) -> Groups {
+    Groups {
+        tp: groups_of(g, n, GroupKind::Tp),
+        dp: groups_of(g, n, GroupKind::Dp),
+        pp: groups_of(g, n, GroupKind::Pp),
+    }
+}
+
+/// How usual a layout is, the most usual least (see [`choose`]).
+fn convention(l: &Layout) -> impl Ord {
+    let g = &l.grid;
+    let host_tp = if g.tp <= HOST_GPUS { g.tp } else { 0 };
+    let host = HOSTS.iter().position(|h| *h == g.gpus_per_host);
+    (
+        g.order != Order::TpDpPp,
+        std::cmp::Reverse(host_tp),
+        g.pp,
+        host,
+    )
 }
 
 /// Within [`MARGIN`] of the best match the skeleton may not tell: of
@@ -401,17 +469,7 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
 /// then the commoner host size, then the better match. Returns the choice
 /// and every contender it was chosen from.
 fn choose(all: &[Scored], best: f64) -> (&Scored, Vec<&Scored>) {
-    let rank = |l: &Layout| {
-        let g = &l.grid;
-        let host_tp = if g.tp <= HOST_GPUS { g.tp } else { 0 };
-        let host = HOSTS.iter().position(|h| *h == g.gpus_per_host);
-        (
-            g.order != Order::TpDpPp,
-            std::cmp::Reverse(host_tp),
-            g.pp,
-            host,
-        )
-    };
+    let rank = convention;
     let near = || all.iter().filter(|c| c.f1 >= best - MARGIN);
     // A likelihood weighs evidence only where the model explains the
     // skeleton: below MIN_F1 it is of a wrong model.

@@ -11,22 +11,27 @@
 //! counts a shape combination by those masks, each pair once (given to the
 //! first kind, TP, DP, PP, that predicts it).
 
-use super::{Grid, GroupKind, SHAPES};
+use super::{Grid, GroupKind, Shape, SHAPES};
 use std::collections::HashMap;
 
 /// The bit of shape `s` of kind `k` in a mask.
-fn bit(k: usize, s: usize) -> u16 {
-    1 << (3 * k + s)
+fn bit(k: usize, s: usize) -> Mask {
+    let offset: usize = SHAPES[..k].iter().map(|shapes| shapes.len()).sum();
+    1 << (offset + s)
 }
+
+/// One bit per (kind, shape): every kind's shapes fit in it.
+type Mask = u32;
+const _: () = assert!(SHAPES[0].len() + SHAPES[1].len() + SHAPES[2].len() <= Mask::BITS as usize);
 
 /// Predicted and observed container pairs of one grid, grouped by which
 /// (kind, shape) choices predict them.
 #[derive(Debug, Clone, Default)]
 pub struct BlockTally {
     /// (mask, predicted pairs with that mask).
-    predicted: Vec<(u16, u64)>,
+    predicted: Vec<(Mask, u64)>,
     /// (mask, observed pairs with that mask; 0: predicted by nothing).
-    observed: Vec<(u16, u64)>,
+    observed: Vec<(Mask, u64)>,
 }
 
 /// Counts of one shape combination: per kind (TP, DP, PP), the pairs it
@@ -43,7 +48,7 @@ impl BlockTally {
     /// The counts when the kinds talk in shapes `combo` (indices into
     /// [`SHAPES`]).
     pub fn counts(&self, combo: [usize; 3]) -> BlockCounts {
-        let first = |mask: u16| (0..3).find(|&k| mask & bit(k, combo[k]) != 0);
+        let first = |mask: Mask| (0..3).find(|&k| mask & bit(k, combo[k]) != 0);
         let mut c = BlockCounts::default();
         for &(mask, n) in &self.predicted {
             if let Some(k) = first(mask) {
@@ -60,10 +65,10 @@ impl BlockTally {
 }
 
 /// Histogram of masks.
-fn histogram(masks: impl Iterator<Item = u16>) -> Vec<(u16, u64)> {
-    let mut h: HashMap<u16, u64> = HashMap::new();
+fn histogram(masks: impl Iterator<Item = Mask>) -> Vec<(Mask, u64)> {
+    let mut h: HashMap<Mask, u64> = HashMap::new();
     masks.for_each(|m| *h.entry(m).or_default() += 1);
-    let mut out: Vec<(u16, u64)> = h.into_iter().collect();
+    let mut out: Vec<(Mask, u64)> = h.into_iter().collect();
     out.sort_unstable();
     out
 }
@@ -75,15 +80,13 @@ impl Grid {
     /// observed ones. Pairs inside one container are not on the network.
     pub fn block_tally(&self, per: u32, pairs: &[(u32, u32)]) -> BlockTally {
         let per = per.max(1);
-        let mut masks: HashMap<(u32, u32), u16> = HashMap::new();
-        self.each_candidate(|r, o, k, i, j, n| {
+        let mut masks: HashMap<(u32, u32), Mask> = HashMap::new();
+        self.each_candidate(|r, o, k, i, j, d| {
             let (x, y) = (r / per, o / per);
             if x == y {
                 return;
             }
-            let m = (0..SHAPES[k].len())
-                .filter(|&s| SHAPES[k][s].links(i, j, n))
-                .fold(0, |m, s| m | bit(k, s));
+            let m = Shape::all_links(SHAPES[k], i, j, d) << bit(k, 0).trailing_zeros();
             if m != 0 {
                 *masks.entry((x.min(y), x.max(y))).or_default() |= m;
             }
@@ -189,7 +192,7 @@ mod tests {
     /// Whether ranks `p` and `q` share a group that links them in
     /// `shapes`, ignoring hosts (the tally's containers stand for them).
     fn links(g: &Grid, shapes: [Shape; 3], p: u32, q: u32) -> bool {
-        let flat = Grid::new(g.tp, g.dp, g.pp, g.order, None);
-        flat.predicts(shapes, p.min(q), p.max(q))
+        g.shared(p.min(q), p.max(q))
+            .is_some_and(|(k, i, j)| shapes[k].links(i, j, g.dims(k)))
     }
 }

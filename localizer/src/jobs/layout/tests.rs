@@ -25,20 +25,22 @@ fn the_counts_are_what_the_shapes_predict() {
         (1, 1, 5),
         (3, 1, 1),
         (1, 20, 2),
+        (1, 40, 1),
+        (2, 24, 2),
     ] {
         for order in [Order::TpDpPp, Order::TpPpDp] {
-            for gph in [None, Some(2), Some(8)] {
+            for gph in [None, Some(2), Some(4), Some(8)] {
                 let g = Grid::new(tp, dp, pp, order, gph);
                 let n = tp * dp * pp;
                 let all: Vec<(u32, u32)> = (0..n)
                     .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
                     .collect();
                 let (hits, expected) = (g.hits(&all), g.expected());
-                let mut want = [[0u64; 3]; 3];
+                let mut want = [[0u64; MAX_SHAPES]; 3];
                 for &(a, b) in &all {
                     if let (true, Some((k, i, j))) = (g.visible(a, b), g.shared(a, b)) {
                         for (s, shape) in SHAPES[k].iter().enumerate() {
-                            want[k][s] += u64::from(shape.links(i, j, g.degree(k)));
+                            want[k][s] += u64::from(shape.links(i, j, g.dims(k)));
                         }
                     }
                 }
@@ -54,7 +56,7 @@ fn the_counts_are_what_the_shapes_predict() {
 fn connections_inside_a_host_are_not_predicted() {
     // TP 8 in a host of 8: nothing of TP on the network.
     let expected = Grid::new(8, 2, 1, Order::TpDpPp, Some(8)).expected();
-    assert_eq!(expected[0], [0, 0, 0]);
+    assert_eq!(expected[0], [0; MAX_SHAPES]);
     // DP pairs 0-8, 1-9, ...: eight visible ring connections.
     assert_eq!(expected[1][0], 8);
 }
@@ -89,4 +91,36 @@ fn visible_pairs_are_those_across_hosts() {
             .count() as u64;
         assert_eq!((g.visible_pairs(), slow), (want, want), "{g:?}");
     }
+}
+
+#[test]
+fn members_of_a_group_on_one_host_are_counted_by_the_stride() {
+    // TP 2 in hosts of 8: 4 members of a DP group on each host; a
+    // pipeline's stages are a DP degree apart, on other hosts.
+    let g = Grid::new(2, 16, 4, Order::TpDpPp, Some(8));
+    assert_eq!(g.dims(0), Dims { n: 2, m: 2 });
+    assert_eq!(g.dims(1), Dims { n: 16, m: 4 });
+    assert_eq!(g.dims(2), Dims { n: 4, m: 1 });
+    // TP, PP, DP: consecutive stages share a host instead.
+    let h = Grid::new(2, 16, 4, Order::TpPpDp, Some(8));
+    assert_eq!((h.dims(1).m, h.dims(2).m), (1, 4));
+    // No hosts: every member apart.
+    assert_eq!(Grid::new(1, 8, 1, Order::TpDpPp, None).dims(1).m, 1);
+}
+
+#[test]
+fn rails_join_blocks_at_the_same_place() {
+    // 16 members, 4 a host: blocks 0-3, 4-7, ...
+    let d = Dims { n: 16, m: 4 };
+    let all = rails(Form::Ring, None);
+    assert!(
+        all.links(1, 5, d) && all.links(3, 15, d),
+        "next block; last with first"
+    );
+    assert!(!all.links(1, 6, d) && !all.links(1, 2, d) && !all.links(1, 9, d));
+    let one = rails(Form::Ring, Some(1));
+    assert!(one.links(0, 4, d) && !one.links(1, 5, d));
+    let tree = rails(Form::Tree, Some(2));
+    assert!(tree.links(1, 9, d) && tree.links(4, 12, d) && !tree.links(0, 12, d));
+    assert!(!tree.links(2, 10, d), "place 2 carries no channel");
 }
