@@ -10,14 +10,14 @@
 //! containers must publish their ranks, each the same number, starting at
 //! a multiple of it (torchrun's placement); otherwise the state says why.
 
-use super::impact::job_of;
-use super::layout::Grid;
+use super::impact::{job_of, GroupsUnder, JobImpact};
+use super::layout::{Grid, GroupKind};
 use super::{infer_blocks, BlockGraph, Layout, MAX_RANKS};
 use serde::Serialize;
 use skeletonhunter_common::ranks::Ranks;
 use skeletonhunter_common::topology::Identity;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 /// Jobs solved anew in one cycle at most; the others keep their last
@@ -199,7 +199,40 @@ fn solved(g: &BlockGraph) -> GroupState {
     })
 }
 
+/// Each impact's groups under its component, from its job's layout where
+/// it was inferred.
+pub fn touch(impacts: &mut [JobImpact], states: &HashMap<String, GroupState>) {
+    for i in impacts {
+        if let Some(GroupState::Inferred(l)) = states.get(&i.job) {
+            i.groups_under = Some(l.touched(&i.under));
+        }
+    }
+}
+
 impl JobLayout {
+    /// The groups of each kind with a rank among `under`, of all of them.
+    pub fn touched(&self, under: &[Ranks]) -> GroupsUnder {
+        let g = self.layout.grid;
+        let n = g.tp * g.dp * g.pp;
+        let kinds = [GroupKind::Tp, GroupKind::Dp, GroupKind::Pp];
+        let degrees = [g.tp, g.dp, g.pp];
+        let touched = [0, 1, 2].map(|k| {
+            if degrees[k] < 2 {
+                return 0;
+            }
+            let ids: HashSet<u32> = under
+                .iter()
+                .flat_map(|r| r.first..r.first.saturating_add(r.count).min(n))
+                .map(|r| g.group_of(r, kinds[k]))
+                .collect();
+            ids.len()
+        });
+        GroupsUnder {
+            touched,
+            of: self.groups,
+        }
+    }
+
     /// `TP 8 × DP 4 × PP 2`, and whether it is a guess: how the status
     /// page names it.
     pub fn describe(&self) -> String {

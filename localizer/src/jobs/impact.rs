@@ -46,6 +46,23 @@ pub struct JobImpact {
     pub pairs_hit: usize,
     /// The job's skeleton pairs.
     pub pairs: usize,
+    /// Its TP, DP and PP groups with a rank under the component, of all
+    /// its groups of each kind, where its groups are known (online,
+    /// [`super::groups::touch`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups_under: Option<GroupsUnder>,
+    /// The ranks under the component, for that count; not shown.
+    #[serde(skip)]
+    pub under: Vec<Ranks>,
+}
+
+/// A job's groups with a rank under a component, per kind (TP, DP, PP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GroupsUnder {
+    /// Groups with a rank under it.
+    pub touched: [usize; 3],
+    /// All the job's groups (of more than one rank).
+    pub of: [usize; 3],
 }
 
 impl JobImpact {
@@ -55,6 +72,25 @@ impl JobImpact {
         match self.spans_under.as_str() {
             "" => String::new(),
             s => format!(" ({s})"),
+        }
+    }
+
+    /// `", groups under it: DP 2 of 8, PP 1 of 4"`, the kinds the job has
+    /// groups of; nothing where its groups are not known.
+    pub fn groups_note(&self) -> String {
+        let Some(g) = self.groups_under else {
+            return String::new();
+        };
+        let kinds: Vec<String> = ["TP", "DP", "PP"]
+            .iter()
+            .zip(g.touched.iter().zip(g.of))
+            .filter(|(_, (_, of))| *of > 0)
+            .map(|(name, (t, of))| format!("{name} {t} of {of}"))
+            .collect();
+        if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(", groups under it: {}", kinds.join(", "))
         }
     }
 }
@@ -120,6 +156,13 @@ where
             ranks: job_size(t.ranks.iter().copied(), ranks),
             pairs_hit: t.pairs_hit,
             pairs: t.pairs,
+            groups_under: None,
+            under: t
+                .under
+                .iter()
+                .filter_map(|n| ranks.get(*n))
+                .copied()
+                .collect(),
         })
         .collect();
     out.sort_by(|x, y| {
@@ -187,8 +230,8 @@ fn spans<'a>(ranks: impl Iterator<Item = &'a Ranks>) -> String {
 }
 
 /// One line for an alert annotation: at most `most` jobs, e.g. `job-a: 3
-/// of 6 ranks under it, 5 hit (7 of 12 pairs); +2 more jobs`. Empty when
-/// no job is touched.
+/// of 6 ranks under it, 5 hit (7 of 12 pairs), groups under it: DP 1 of
+/// 2; +2 more jobs`. Empty when no job is touched.
 pub fn summary(impacts: &[JobImpact], most: usize) -> String {
     let mut parts: Vec<String> = impacts
         .iter()
@@ -205,7 +248,13 @@ pub fn summary(impacts: &[JobImpact], most: usize) -> String {
             } else {
                 format!("{} of {} ranks hit", j.ranks_hit, j.ranks)
             };
-            format!("{}: {under} ({} of {} pairs)", j.job, j.pairs_hit, j.pairs)
+            format!(
+                "{}: {under} ({} of {} pairs){}",
+                j.job,
+                j.pairs_hit,
+                j.pairs,
+                j.groups_note()
+            )
         })
         .collect();
     if impacts.len() > most {
@@ -282,6 +331,8 @@ pub(super) mod tests {
                 ranks: 4,
                 pairs_hit: 2,
                 pairs: 4,
+                groups_under: None,
+                under: Vec::new(),
             }]
         );
         assert!(of(&pairs, Kind::Node, "nobody").is_empty());

@@ -36,7 +36,7 @@ use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
 use crate::engine::planes::{analyze_joint, LayerNote};
-use crate::jobs::groups::{block_graphs, GroupState, Solver, SOLVES_PER_CYCLE};
+use crate::jobs::groups::{block_graphs, touch, GroupState, Solver, SOLVES_PER_CYCLE};
 use crate::jobs::roster::roster;
 use crate::jobs::BlockGraph;
 use skeletonhunter_common::ranks::Ranks;
@@ -259,15 +259,16 @@ impl Localizer {
                 self.book.firing(now),
             );
         };
+        let graphs = block_graphs(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks);
+        let groups = self.solve_groups(graphs).await;
         let mut found = findings(&report, &pairs, &topology, &self.ranks);
         for (f, layer) in found.iter_mut().zip(layers) {
             f.layer = layer;
+            touch(&mut f.jobs, &groups);
         }
         let mut verdicts = status::verdicts(&report, &found, &pairs);
         let matrix = status::tor_matrix(&pairs, status::MATRIX_CAP);
         let hurt = found.iter().map(|f| (&f.component, f.jobs.as_slice()));
-        let graphs = block_graphs(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks);
-        let groups = self.solve_groups(graphs).await;
         let jobs = roster(
             pairs.iter().map(|p| (&p.src, &p.dst)),
             &self.ranks,

@@ -354,8 +354,8 @@ impl Stack {
     /// them; from containers, counted and numbered as their launcher's
     /// variables say ([`Fabric::ranks_of`]); and that the localizer's
     /// `/jobs` lists each job with its ranks and the ToR among what hurts
-    /// it, and, from containers, the layout of its groups solved. The
-    /// error says what they say instead.
+    /// it, and, from containers, the layout of its groups solved and the
+    /// groups under the ToR. The error says what they say instead.
     pub fn check_jobs_under_tor(&self, tor: &str) -> Result<()> {
         let per = match self.containers {
             Some(_) => WORKERS_PER_CONTAINER,
@@ -414,6 +414,14 @@ impl Stack {
                 jobs.contains(&want),
                 "jobs annotation {jobs:?} lacks {want:?}"
             );
+            if self.containers.is_some() && under > 0 {
+                // ...and says which of its groups have ranks beneath.
+                let entry = jobs.split("; ").find(|e| e.starts_with(&want));
+                ensure!(
+                    entry.is_some_and(|e| e.contains(", groups under it: ")),
+                    "jobs annotation {jobs:?} names no groups of {job} under tor {tor}"
+                );
+            }
         }
         Ok(())
     }

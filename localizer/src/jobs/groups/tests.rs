@@ -105,3 +105,43 @@ fn a_job_is_solved_again_only_when_its_skeleton_changes_and_within_the_budget() 
     assert_eq!(s.len(), 1);
     assert_eq!(solver.known.len(), 1);
 }
+
+#[test]
+fn a_component_touches_the_groups_of_the_ranks_under_it() {
+    let (nodes, ranks) = square("llm");
+    let mut states = Solver::default().solve(block_graphs(square_pairs(&nodes), &ranks), 1);
+    let GroupState::Inferred(l) = &states["llm"] else {
+        panic!("{states:?}");
+    };
+    // Container 0 (ranks 0-7): one TP group, and 8 of the DP and PP
+    // groups of 2 (each of its ranks in one of each).
+    let under = [ranks[&nodes[0].node]];
+    let t = l.touched(&under);
+    assert_eq!(t.of, [4, 16, 16]);
+    assert_eq!(t.touched, [1, 8, 8]);
+    // Containers 0 and 1: DP peers (or stages) of one another.
+    let t = l.touched(&[ranks[&nodes[0].node], ranks[&nodes[1].node]]);
+    assert_eq!(t.touched[0], 2);
+    assert_eq!(t.touched[1] + t.touched[2], 16 + 8, "{t:?}");
+    // The impact of a ToR over containers 0 and 1 gets them; a job
+    // whose groups are unknown gets none.
+    let tor0 = skeletonhunter_common::topology::Component::new(
+        skeletonhunter_common::topology::Kind::Tor,
+        "tor0",
+    );
+    let mut hit = crate::jobs::impact::impact(square_pairs(&nodes), &ranks, tor0.kind, &tor0.id);
+    touch(&mut hit, &states);
+    assert_eq!(hit[0].groups_under, Some(t));
+    assert!(
+        hit[0].groups_note().contains("groups under it: TP 2 of 4"),
+        "{}",
+        hit[0].groups_note()
+    );
+    states.clear();
+    hit[0].groups_under = None;
+    touch(&mut hit, &states);
+    assert_eq!(
+        (hit[0].groups_under, hit[0].groups_note()),
+        (None, String::new())
+    );
+}

@@ -62,6 +62,8 @@ fn an_alert_names_the_jobs_it_hurts_and_none_when_there_are_none() {
         ranks: 64,
         pairs_hit: hit,
         pairs: 128,
+        groups_under: None,
+        under: Vec::new(),
     };
     f.jobs = (0..7)
         .map(|i| job(&format!("job-{i}"), 8 - i, 24 - i))

@@ -43,6 +43,8 @@ fn llama() -> JobImpact {
         ranks: 64,
         pairs_hit: 40,
         pairs: 128,
+        groups_under: None,
+        under: Vec::new(),
     }
 }
 

@@ -331,6 +331,8 @@ mod tests {
             ranks: 8,
             pairs_hit: 2,
             pairs: 9,
+            groups_under: None,
+            under: Vec::new(),
         }];
         let v = verdicts(&report, &[hurting], &pairs);
         assert_eq!(

@@ -256,14 +256,15 @@ fn jobs(h: &mut String, s: &Snapshot) {
             .map(|x| {
                 let i = &x.impact;
                 format!(
-                    "<li>{} {}: {} ranks under it{}, {} hit ({} of {} pairs)</li>",
+                    "<li>{} {}: {} ranks under it{}, {} hit ({} of {} pairs){}</li>",
                     escape(x.component.kind.as_str()),
                     escape(&x.component.id),
                     i.ranks_under,
                     escape(&i.spans_note()),
                     i.ranks_hit,
                     i.pairs_hit,
-                    i.pairs
+                    i.pairs,
+                    escape(&i.groups_note())
                 )
             })
             .collect();
@@ -391,7 +392,7 @@ mod tests {
     use super::*;
     use crate::engine::model::Symptom;
     use crate::jobs::groups::JobLayout;
-    use crate::jobs::impact::JobImpact;
+    use crate::jobs::impact::{GroupsUnder, JobImpact};
     use crate::jobs::layout::{Grid, Order, Shape};
     use crate::jobs::roster::{Hurt, JobView, Roster};
     use crate::jobs::Layout;
@@ -474,6 +475,11 @@ mod tests {
                             ranks: 64,
                             pairs_hit: 40,
                             pairs: 128,
+                            groups_under: Some(GroupsUnder {
+                                touched: [1, 8, 8],
+                                of: [8, 16, 32],
+                            }),
+                            under: Vec::new(),
                         },
                     }],
                     groups: Some(GroupState::Inferred(JobLayout {
@@ -535,7 +541,10 @@ mod tests {
             p.contains("<td>job-tor1</td><td class=\"num\">64</td>"),
             "{p}"
         );
-        assert!(p.contains("<li>tor tor1: 8 ranks under it (0-7), 24 hit (40 of 128 pairs)</li>"));
+        assert!(p.contains(
+            "<li>tor tor1: 8 ranks under it (0-7), 24 hit (40 of 128 pairs), \
+             groups under it: TP 1 of 8, DP 8 of 16, PP 8 of 32</li>"
+        ));
         assert!(
             p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: another layout fits as well)</td>"),
             "{p}"
