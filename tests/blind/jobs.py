@@ -559,6 +559,32 @@ def report(recs, args, engine_note, wall, gen_secs, w=sys.stdout.write):
              ",".join(t["noise"]) or "-", t["edges"]))
 
 
+def to_containers(inp, truths):
+    """Added later (not part of the blind generator): rewrite the input as
+    the skeleton is seen online, between containers. A job whose GPUs talk
+    over NVLink inside a host runs a container per host: its edges become
+    pairs of containers (ranks // GPUs per host, the container's rank count
+    that the exporters publish), and pairs inside one container vanish. A
+    job with a GPU per container is left as it is."""
+    with open(inp) as f:
+        doc = json.load(f)
+    by_name = {t["job"]: t for t in truths}
+    for j in doc["jobs"]:
+        t = by_name[j["job"]]
+        if t["intra_host"] != "nvlink":
+            continue
+        g = t["gpus_per_host"]
+        pairs = {}
+        for a, b, steady in j["edges"]:
+            x, y = sorted((a // g, b // g))
+            if x != y:
+                pairs[(x, y)] = max(pairs.get((x, y), 0.0), steady)
+        j["ranks_per_container"] = g
+        j["edges"] = [[x, y, v] for (x, y), v in sorted(pairs.items())]
+    with open(inp, "w") as f:
+        json.dump(doc, f)
+
+
 def cmd_score(args):
     t0 = time.monotonic()
     tmp = args.keep or tempfile.mkdtemp(prefix="blind-jobs-")
@@ -566,6 +592,8 @@ def cmd_score(args):
         os.makedirs(tmp, exist_ok=True)
         inp = os.path.join(tmp, "jobs.json")
         truths = generate(args.seed, args.jobs, args.max_ranks, inp)
+        if args.containers:
+            to_containers(inp, truths)
         gen_secs = time.monotonic() - t0
         out, problem, wall = run_engine(args.analyze, inp, args.timeout)
         if args.keep and out is not None:
@@ -621,6 +649,8 @@ def parse_args(argv):
             p.add_argument("--timeout", type=float, default=3600.0, help="seconds for the engine run")
             p.add_argument("--worst", type=int, default=10, help="worst jobs to list")
             p.add_argument("--json", default=None, help="write per-job scores as JSON here")
+            p.add_argument("--containers", action="store_true",
+                           help="score the skeleton as seen online, between containers of a host's GPUs")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         usage_error("--jobs must be at least 1")

@@ -3,14 +3,16 @@
 //!
 //! Input: `{"jobs": [{"job": NAME, "ranks": N, "edges": [[a, b, steadiness], ...]}]}`,
 //! ranks numbered as the framework numbers them, steadiness the share of
-//! discovery intervals the connection was seen in. Output, per job: whether
+//! discovery intervals the connection was seen in; with
+//! `"ranks_per_container": K` the edges join containers of K ranks, as
+//! online (`jobs::infer_blocks`). Output, per job: whether
 //! the grid is trusted, the grid, its groups and the solve time (see
 //! `jobs::infer`). A file that is not such a document, an edge naming a
 //! rank outside its job, or a steadiness outside 0..=1 is bad input (exit
 //! 2), named by job and edge.
 
 use super::flags::{parse_size, BadInput};
-use crate::jobs::{infer, Inference, JobGraph, MAX_RANKS};
+use crate::jobs::{infer_blocks, BlockGraph, Inference, MAX_RANKS};
 use serde::Deserialize;
 use std::io::Read;
 use std::path::PathBuf;
@@ -52,6 +54,11 @@ struct Document {
 struct JobIn {
     job: String,
     ranks: u32,
+    /// When set, the edges join containers of this many consecutive
+    /// ranks (container `c` holds ranks `c·n ..`), as the skeleton is
+    /// seen online; else they join ranks.
+    #[serde(default)]
+    ranks_per_container: Option<u32>,
     edges: Vec<Vec<f64>>,
 }
 
@@ -71,7 +78,7 @@ pub fn run(args: JobsArgs) -> anyhow::Result<()> {
     for (i, j) in doc.jobs.into_iter().enumerate() {
         let graph = graph(i, &j, args.min_steadiness)?;
         let t0 = Instant::now();
-        let inference = infer(&graph);
+        let inference = infer_blocks(&graph);
         out.push(JobOut {
             job: j.job,
             inference,
@@ -112,8 +119,9 @@ fn read(args: &JobsArgs) -> Result<Document, BadInput> {
     serde_json::from_slice(&bytes).map_err(|e| BadInput(format!("--input {name}: {e}")))
 }
 
-/// Job `i`'s graph, its connections checked.
-fn graph(i: usize, j: &JobIn, min_steadiness: f64) -> Result<JobGraph, BadInput> {
+/// Job `i`'s graph, its connections checked (between containers of one
+/// rank where the job does not say otherwise: between ranks).
+fn graph(i: usize, j: &JobIn, min_steadiness: f64) -> Result<BlockGraph, BadInput> {
     let at = |k: usize, what: String| BadInput(format!("job {i} ({:?}), edge {k}: {what}", j.job));
     if j.ranks > MAX_RANKS {
         return Err(BadInput(format!(
@@ -121,6 +129,17 @@ fn graph(i: usize, j: &JobIn, min_steadiness: f64) -> Result<JobGraph, BadInput>
             j.job, j.ranks
         )));
     }
+    let per = j.ranks_per_container.unwrap_or(1);
+    if per == 0 {
+        return Err(BadInput(format!(
+            "job {i} ({:?}): ranks_per_container 0, want at least 1",
+            j.job
+        )));
+    }
+    let (ends, what) = match j.ranks_per_container {
+        Some(_) => (j.ranks.div_ceil(per), "container"),
+        None => (j.ranks, "rank"),
+    };
     let mut edges = Vec::with_capacity(j.edges.len());
     for (k, e) in j.edges.iter().enumerate() {
         let (a, b, s) = match e[..] {
@@ -134,10 +153,10 @@ fn graph(i: usize, j: &JobIn, min_steadiness: f64) -> Result<JobGraph, BadInput>
             }
         };
         let rank = |v: f64| -> Result<u32, BadInput> {
-            if v.fract() == 0.0 && v >= 0.0 && v < f64::from(j.ranks) {
+            if v.fract() == 0.0 && v >= 0.0 && v < f64::from(ends) {
                 Ok(v as u32)
             } else {
-                Err(at(k, format!("rank {v} is not one of 0..{}", j.ranks)))
+                Err(at(k, format!("{what} {v} is not one of 0..{ends}")))
             }
         };
         let (a, b) = (rank(a)?, rank(b)?);
@@ -148,8 +167,9 @@ fn graph(i: usize, j: &JobIn, min_steadiness: f64) -> Result<JobGraph, BadInput>
             edges.push((a, b));
         }
     }
-    Ok(JobGraph {
+    Ok(BlockGraph {
         ranks: j.ranks,
-        edges,
+        per,
+        pairs: edges,
     })
 }

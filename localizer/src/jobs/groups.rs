@@ -35,9 +35,9 @@ pub enum GroupState {
     /// Some of its containers publish no ranks, so its skeleton cannot be
     /// placed on a grid.
     Unranked,
-    /// Its containers hold different numbers of ranks, or ranks that do
-    /// not start at a multiple of that number: not a placement in rank
-    /// order.
+    /// Its containers hold different numbers of ranks (but for the last,
+    /// which may be partly used), or ranks that do not start at a multiple
+    /// of that number: not a placement in rank order.
     Uneven,
     /// Larger than the ranks a job may have.
     TooLarge,
@@ -71,15 +71,16 @@ pub fn block_graph(
         .values()
         .map(|r| r.ok_or(GroupState::Unranked))
         .collect::<Result<_, _>>()?;
-    let per = ranked.first().map_or(1, |r| r.count);
-    if ranked
-        .iter()
-        .any(|r| r.count != per || !r.first.is_multiple_of(per))
-    {
-        return Err(GroupState::Uneven);
-    }
+    let per = ranked.iter().map(|r| r.count).max().unwrap_or(1);
     let end = ranked.iter().map(|r| r.first + r.count).max().unwrap_or(0);
     let world = ranked.iter().filter_map(|r| r.world).max().unwrap_or(end);
+    // Every container full, but the last one of the job may be partly
+    // used (torchrun fills hosts in rank order).
+    let placed =
+        |r: &Ranks| r.first.is_multiple_of(per) && (r.count == per || r.first + r.count == world);
+    if !ranked.iter().all(placed) {
+        return Err(GroupState::Uneven);
+    }
     if world > MAX_RANKS {
         return Err(GroupState::TooLarge);
     }

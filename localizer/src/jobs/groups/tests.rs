@@ -56,9 +56,21 @@ fn containers_without_ranks_or_with_uneven_ranks_say_why() {
     ranks.remove(&nodes[3].node);
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
     assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Unranked));
-    ranks.insert(nodes[3].node.clone(), Ranks::new(24, 4, Some(32)).unwrap());
+    ranks.insert(nodes[2].node.clone(), Ranks::new(16, 4, Some(32)).unwrap());
+    let graphs = block_graphs(square_pairs(&nodes), &ranks);
+    assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Unranked));
+    ranks.insert(nodes[3].node.clone(), Ranks::new(24, 8, Some(32)).unwrap());
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
     assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Uneven));
+    // The last container of a job may hold fewer.
+    for (c, n) in nodes.iter().take(3).enumerate() {
+        let r = Ranks::new(8 * c as u32, 8, Some(28)).unwrap();
+        ranks.insert(n.node.clone(), r);
+    }
+    ranks.insert(nodes[3].node.clone(), Ranks::new(24, 4, Some(28)).unwrap());
+    let graphs = block_graphs(square_pairs(&nodes), &ranks);
+    let g = graphs["llm"].as_ref().expect("a skeleton");
+    assert_eq!((g.ranks, g.per), (28, 8));
     // A first rank off the container size is not torchrun's placement.
     ranks.insert(nodes[3].node.clone(), Ranks::new(20, 8, Some(32)).unwrap());
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
