@@ -23,7 +23,7 @@ use super::coverage::Coverage;
 use super::delivery::Delivery;
 use super::findings::findings;
 use super::flapping::FlapDetector;
-use super::metrics::{unix_now, AlertLabels, Metrics};
+use super::metrics::{unix_now, AlertLabels, JobLayoutLabels, Metrics};
 use super::overview::overview;
 use super::queries::CycleQueries;
 use super::record::{CycleRecord, Decided, NoData, Outcome, Read, StoreReads};
@@ -47,6 +47,25 @@ use std::time::{Instant, SystemTime};
 
 /// A cycle's report, the pairs it analyzed, and each verdict's layer.
 type Analyzed = (Report, Vec<PairStats>, Vec<Option<LayerNote>>);
+
+/// The series of the jobs whose groups are solved, by job.
+fn layout_labels(groups: &HashMap<String, GroupState>) -> Vec<JobLayoutLabels> {
+    let mut out: Vec<JobLayoutLabels> = groups
+        .iter()
+        .filter_map(|(job, state)| match state {
+            GroupState::Inferred(l) => Some(JobLayoutLabels {
+                tenant: job.clone(),
+                tp: l.layout.grid.tp,
+                dp: l.layout.grid.dp,
+                pp: l.layout.grid.pp,
+                determined: if l.determined { "true" } else { "false" },
+            }),
+            _ => None,
+        })
+        .collect();
+    out.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    out
+}
 
 /// The loop's state between cycles.
 pub(super) struct Localizer {
@@ -261,6 +280,7 @@ impl Localizer {
         };
         let graphs = block_graphs(pairs.iter().map(|p| (&p.src, &p.dst)), &self.ranks);
         let groups = self.solve_groups(graphs).await;
+        decided.layouts = Some(layout_labels(&groups));
         let mut found = findings(&report, &pairs, &topology, &self.ranks);
         for (f, layer) in found.iter_mut().zip(layers) {
             f.layer = layer;

@@ -133,6 +133,9 @@ skeletonhunter_common::metric_families! {
         /// Ranks of a job (its tenant) an alerting component touches: placed beneath it
         /// (scope=under), with skeleton pairs crossing it (hit), and the job's ranks (all)
         pub job_impact: Family<JobImpactLabels, Gauge> => "skeletonhunter_localizer_job_impact_ranks";
+        /// 1 for each job (its tenant) whose TP, DP and PP groups the last trusted cycle solved from
+        /// its skeleton between containers, with its grid and whether it is determined
+        pub job_layout: Family<JobLayoutLabels, Gauge> => "skeletonhunter_localizer_job_layout";
         /// Probes lost / sent over the last trusted cycle's window, over the pairs of the fabric or
         /// of one ToR, spine or tenant (scope, id)
         pub area_loss: Family<AreaLabels, FloatGauge> => "skeletonhunter_overview_loss_ratio";

@@ -16,8 +16,8 @@ use super::coverage::CycleCoverage;
 use super::findings::blame_map;
 use super::metrics::unix_seconds;
 use super::metrics::{
-    AlertLabels, AlertmanagerLabels, CycleResult, Metrics, PairReadLabels, QueryKindLabels,
-    QueryLabels, ResultLabels,
+    AlertLabels, AlertmanagerLabels, CycleResult, JobLayoutLabels, Metrics, PairReadLabels,
+    QueryKindLabels, QueryLabels, ResultLabels,
 };
 use super::overview::Overview;
 use super::queries::QueryErrors;
@@ -189,6 +189,9 @@ pub(super) struct Decided {
     pub(super) firing: Vec<AlertLabels>,
     /// The alerting components and the jobs each touches.
     pub(super) jobs: Vec<(Component, Vec<JobImpact>)>,
+    /// The jobs whose groups a trusted cycle solved (`None`: the cycle
+    /// did not get that far, the last ones stand).
+    pub(super) layouts: Option<Vec<JobLayoutLabels>>,
     /// Alerts that fired or resolved in the cycle.
     pub(super) events: Vec<Event>,
 }
@@ -268,6 +271,9 @@ impl CycleRecord {
         m.alerts_firing.set(self.decided.firing.len() as i64);
         m.set_alerting(self.decided.firing.iter().cloned());
         m.set_job_impact(&self.decided.jobs);
+        if let Some(l) = &self.decided.layouts {
+            m.set_job_layouts(l);
+        }
         if let Outcome::Ok(report) = &self.outcome {
             m.last_success.set(unix_seconds(self.ended));
             m.mark_cycle_ok();

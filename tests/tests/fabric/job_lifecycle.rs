@@ -163,6 +163,7 @@ fn ended_series(stack: &Stack, job: &str, ended: &str) -> anyhow::Result<Vec<Str
         format!("{{__name__=~\"skeletonhunter_overview_.*\",scope=\"tenant\",id=\"{job}\"}}"),
         format!("{{__name__=~\"skeletonhunter_overview_.*\",tenant=\"{job}\"}}"),
         format!("skeletonhunter_localizer_job_impact_ranks{{tenant=\"{job}\"}}"),
+        format!("skeletonhunter_localizer_job_layout{{tenant=\"{job}\"}}"),
         // The surviving exporters probe none of the ended containers.
         format!("skeletonhunter_probe_sent_total{{dst_node=~\"{ended}\"}}"),
         // Their exporters no longer say which ranks they held.
@@ -319,6 +320,16 @@ fn a_rollout_and_a_job_ending_pod_by_pod_page_nothing_and_leave_no_series() {
         || ranks_published(&stack).then_some(()),
     )
     .expect("the containers' ranks");
+    // ...and the ending job's groups solved from them (a series that must
+    // go with the job).
+    let layout = format!("skeletonhunter_localizer_job_layout{{tenant=\"{ending}\"}}");
+    wait_until(
+        "the ending job's groups solved",
+        SERIES_GONE,
+        Duration::from_secs(1),
+        || (value(&stack, &layout) == Some(1.0)).then_some(()),
+    )
+    .expect("the job's layout series");
     println!("job end: covered/expected/unknown {:?}", coverage(&stack));
     let departures = roll_out(&mut stack);
     println!(

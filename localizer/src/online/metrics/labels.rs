@@ -46,6 +46,22 @@ pub struct JobImpactLabels {
     pub scope: &'static str,
 }
 
+/// Labels of `skeletonhunter_localizer_job_layout`: one series per job
+/// whose groups are solved, with its grid.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLayoutLabels {
+    /// The job: its `tenant`.
+    pub tenant: String,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Pipeline stages.
+    pub pp: u32,
+    /// `true` when no layout with other groups fits as well.
+    pub determined: &'static str,
+}
+
 /// Labels of `skeletonhunter_component_alerting`: one series per alert the
 /// localizer holds firing, with its identity.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -4,7 +4,7 @@
 
 use super::{
     AlertLabels, AreaLabels, AreaPairsLabels, AreaQuantileLabels, ComponentLabels,
-    HistogramsLabels, JobImpactLabels, LeLabels, Metrics, WorstPairLabels,
+    HistogramsLabels, JobImpactLabels, JobLayoutLabels, LeLabels, Metrics, WorstPairLabels,
 };
 use crate::input::histograms::RttForm;
 use crate::jobs::impact::JobImpact;
@@ -138,6 +138,16 @@ impl Metrics {
                     self.job_impact.get_or_create(&l).set(ranks as i64);
                 }
             }
+        }
+    }
+
+    /// Replace the job layout series with `layouts` (a job that ended, or
+    /// whose groups are no longer known, loses its series).
+    pub fn set_job_layouts(&self, layouts: &[JobLayoutLabels]) {
+        let _g = lock(&self.update);
+        self.job_layout.clear();
+        for l in layouts {
+            self.job_layout.get_or_create(l).set(1);
         }
     }
 

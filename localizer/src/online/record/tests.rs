@@ -98,6 +98,13 @@ fn ok_cycle() -> CycleRecord {
                 severity: "critical".into(),
             }],
             jobs: vec![(Component::new(Kind::Tor, "t1"), vec![llama()])],
+            layouts: Some(vec![JobLayoutLabels {
+                tenant: "llama".into(),
+                tp: 8,
+                dp: 4,
+                pp: 2,
+                determined: "true",
+            }]),
             events: (0..EVENTS_CAP + 2)
                 .map(|i| event(&format!("t{i}")))
                 .collect(),
@@ -181,6 +188,7 @@ fn a_usable_cycle_sets_every_series_to_its_figures() {
             "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",id=\"t1\",tenant=\"llama\",scope=\"under\"} 8",
             "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",id=\"t1\",tenant=\"llama\",scope=\"hit\"} 24",
             "skeletonhunter_localizer_job_impact_ranks{kind=\"tor\",id=\"t1\",tenant=\"llama\",scope=\"all\"} 64",
+            "skeletonhunter_localizer_job_layout{tenant=\"llama\",tp=\"8\",dp=\"4\",pp=\"2\",determined=\"true\"} 1",
             "skeletonhunter_localizer_last_success_timestamp_seconds 1700000000.0",
             "skeletonhunter_localizer_pairs_observed 30",
             "skeletonhunter_localizer_pairs_anomalous 4",
@@ -248,6 +256,7 @@ fn a_failed_cycle_counts_its_errors_and_leaves_the_last_usable_figures() {
             "skeletonhunter_localizer_nodes 12",
             "skeletonhunter_localizer_histograms_info{mode=\"native\"} 1",
             "skeletonhunter_localizer_alerts_posted_total{alertmanager=\"http://a:9093\"} 3",
+            "skeletonhunter_localizer_job_layout{tenant=\"llama\",tp=\"8\",dp=\"4\",pp=\"2\",determined=\"true\"} 1",
         ],
     );
     assert!(!text(&m).contains("skeletonhunter_component_alerting{"));
@@ -256,6 +265,11 @@ fn a_failed_cycle_counts_its_errors_and_leaves_the_last_usable_figures() {
     assert_eq!(history[1].result, CycleResult::QueryFailed);
     assert_eq!((history[1].pairs, history[1].covered), (None, (0, 32)));
     assert!(failed.into_report().is_none());
+    // A usable cycle without the job (it ended): its series goes.
+    let mut ended = ok_cycle();
+    ended.decided.layouts = Some(vec![]);
+    ended.write(&m, &board);
+    assert!(!text(&m).contains("skeletonhunter_localizer_job_layout{"));
 }
 
 #[test]
