@@ -286,20 +286,25 @@ fn container_pairs_out_of_range_count_not_at_all() {
     assert!(none.grid.is_none());
 }
 
+/// One DP group of `n` ranks on hosts of `gph`, NCCL rings across the
+/// hosts on `channels` rails.
+fn pure_dp_on_rails(n: u32, gph: u32, channels: Option<u32>) -> Layout {
+    Layout {
+        grid: Grid::new(1, n, 1, Order::TpDpPp, Some(gph)),
+        shapes: [
+            Shape::Silent,
+            layout::rails(layout::Form::Ring, channels),
+            Shape::Chain,
+        ],
+    }
+}
+
 #[test]
 fn one_channel_of_nccl_between_hosts_is_data_parallel_not_tp() {
     // Pure DP over 64 GPUs in hosts of 8, NCCL with one channel that
     // enters and leaves each host on its first GPU: 0-8, 8-16, ... A TP 8
     // reading needs a ring on every rail and sees one.
-    let l = Layout {
-        grid: Grid::new(1, 64, 1, Order::TpDpPp, Some(8)),
-        shapes: [
-            Shape::Silent,
-            layout::rails(layout::Form::Ring, Some(1)),
-            Shape::Chain,
-        ],
-    };
-    let job = skeleton(&l, 0, 0, 3);
+    let job = skeleton(&pure_dp_on_rails(64, 8, Some(1)), 0, 0, 3);
     assert_eq!(job.edges.len(), 8, "{:?}", job.edges);
     let inf = infer(&job);
     let g = inf.grid.expect("a grid").grid;
@@ -312,15 +317,7 @@ fn a_channel_per_gpu_is_tp_by_convention_with_pure_dp_as_an_alternative() {
     // Every GPU's channel on its own rail, hosts of 2: exactly what TP 2
     // in each host with DP rings across sends. Not told apart, said so,
     // and the pure DP reading listed.
-    let l = Layout {
-        grid: Grid::new(1, 32, 1, Order::TpDpPp, Some(2)),
-        shapes: [
-            Shape::Silent,
-            layout::rails(layout::Form::Ring, None),
-            Shape::Chain,
-        ],
-    };
-    let inf = infer(&skeleton(&l, 0, 0, 3));
+    let inf = infer(&skeleton(&pure_dp_on_rails(32, 2, None), 0, 0, 3));
     assert!(!inf.determined, "{inf:?}");
     assert_eq!(inf.grid.expect("a grid").grid.tp, 2, "{inf:?}");
     assert!(!inf.alternatives.is_empty() && inf.alternatives.len() <= MAX_ALTERNATIVES);
