@@ -60,6 +60,10 @@ pub struct JobLayout {
     pub score: f64,
     /// Its TP, DP and PP groups with more than one rank.
     pub groups: [usize; 3],
+    /// When not determined, the layouts with other groups that fit as
+    /// well (at most [`super::MAX_ALTERNATIVES`], best first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Layout>,
 }
 
 /// A job's skeleton between its containers, or why it has none.
@@ -197,6 +201,7 @@ fn solved(g: &BlockGraph) -> GroupState {
             inf.groups.dp.len(),
             inf.groups.pp.len(),
         ],
+        alternatives: inf.alternatives.iter().map(|a| a.grid).collect(),
     })
 }
 
@@ -234,16 +239,22 @@ impl JobLayout {
         }
     }
 
-    /// `TP 8 × DP 4 × PP 2`, and whether it is a guess: how the status
-    /// page names it.
+    /// `TP 8 × DP 4 × PP 2`, and when it is a guess what else it may be:
+    /// how the status page names it.
     pub fn describe(&self) -> String {
-        let Grid { tp, dp, pp, .. } = self.layout.grid;
-        let trust = if self.determined {
-            ""
-        } else {
-            " (a guess: another layout fits as well)"
+        let grid = |l: &Layout| {
+            let Grid { tp, dp, pp, .. } = l.grid;
+            format!("TP {tp} × DP {dp} × PP {pp}")
         };
-        format!("TP {tp} × DP {dp} × PP {pp}{trust}")
+        let mut out = grid(&self.layout);
+        if !self.determined {
+            let or: Vec<String> = self.alternatives.iter().map(grid).collect();
+            out.push_str(&match or.as_slice() {
+                [] => " (a guess: another layout fits as well)".to_string(),
+                _ => format!(" (a guess: or {})", or.join(", or ")),
+            });
+        }
+        out
     }
 }
 

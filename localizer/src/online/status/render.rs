@@ -491,6 +491,10 @@ mod tests {
                         names_determined: false,
                         score: 0.97,
                         groups: [8, 16, 32],
+                        alternatives: vec![Layout {
+                            grid: Grid::new(4, 8, 2, Order::TpDpPp, Some(8)),
+                            shapes: [Shape::Silent, Shape::Ring, Shape::Chain],
+                        }],
                     })),
                 }],
                 omitted: 60,
@@ -546,7 +550,7 @@ mod tests {
              groups under it: TP 1 of 8, DP 8 of 16, PP 8 of 32</li>"
         ));
         assert!(
-            p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: another layout fits as well)</td>"),
+            p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: or TP 4 × DP 8 × PP 2)</td>"),
             "{p}"
         );
         assert!(p.contains("60 more jobs, none hurt more"));
