@@ -43,6 +43,27 @@ pub enum GroupState {
     TooLarge,
 }
 
+/// Why a job's skeleton cannot be placed on a grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsolvable {
+    /// See [`GroupState::Unranked`].
+    Unranked,
+    /// See [`GroupState::Uneven`].
+    Uneven,
+    /// See [`GroupState::TooLarge`].
+    TooLarge,
+}
+
+impl From<Unsolvable> for GroupState {
+    fn from(why: Unsolvable) -> GroupState {
+        match why {
+            Unsolvable::Unranked => GroupState::Unranked,
+            Unsolvable::Uneven => GroupState::Uneven,
+            Unsolvable::TooLarge => GroupState::TooLarge,
+        }
+    }
+}
+
 /// A job's inferred layout, with how far to trust it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobLayout {
@@ -64,16 +85,23 @@ pub struct JobLayout {
     /// well (at most [`super::MAX_ALTERNATIVES`], best first).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<Layout>,
+    /// Further groupings that fit as well, beyond those listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more_alternatives: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A job's skeleton between its containers, or why it has none.
 pub fn block_graph(
     containers: &BTreeMap<&str, Option<Ranks>>,
     pairs: &[(&str, &str)],
-) -> Result<BlockGraph, GroupState> {
+) -> Result<BlockGraph, Unsolvable> {
     let ranked: Vec<Ranks> = containers
         .values()
-        .map(|r| r.ok_or(GroupState::Unranked))
+        .map(|r| r.ok_or(Unsolvable::Unranked))
         .collect::<Result<_, _>>()?;
     let per = ranked.iter().map(|r| r.count).max().unwrap_or(1);
     let end = ranked.iter().map(|r| r.first + r.count).max().unwrap_or(0);
@@ -83,10 +111,10 @@ pub fn block_graph(
     let placed =
         |r: &Ranks| r.first.is_multiple_of(per) && (r.count == per || r.first + r.count == world);
     if !ranked.iter().all(placed) {
-        return Err(GroupState::Uneven);
+        return Err(Unsolvable::Uneven);
     }
     if world > MAX_RANKS {
-        return Err(GroupState::TooLarge);
+        return Err(Unsolvable::TooLarge);
     }
     let index = |n: &str| containers.get(n).copied().flatten().map(|r| r.first / per);
     let pairs = pairs
@@ -104,7 +132,7 @@ pub fn block_graph(
 pub fn block_graphs<'a>(
     pairs: impl IntoIterator<Item = (&'a Identity, &'a Identity)>,
     ranks: &HashMap<String, Ranks>,
-) -> BTreeMap<String, Result<BlockGraph, GroupState>> {
+) -> BTreeMap<String, Result<BlockGraph, Unsolvable>> {
     type Seen<'a> = (BTreeMap<&'a str, Option<Ranks>>, Vec<(&'a str, &'a str)>);
     let mut jobs: BTreeMap<&str, Seen> = BTreeMap::new();
     for (a, b) in pairs {
@@ -146,15 +174,15 @@ impl Solver {
     /// rest).
     pub fn solve(
         &mut self,
-        jobs: BTreeMap<String, Result<BlockGraph, GroupState>>,
+        jobs: BTreeMap<String, Result<BlockGraph, Unsolvable>>,
         budget: usize,
     ) -> HashMap<String, GroupState> {
         let mut changed: Vec<(String, u64, BlockGraph)> = Vec::new();
         let mut known = HashMap::with_capacity(jobs.len());
         for (job, graph) in jobs {
             match graph {
-                Err(state) => {
-                    known.insert(job, (0, state));
+                Err(why) => {
+                    known.insert(job, (0, why.into()));
                 }
                 Ok(g) => {
                     let f = fingerprint(&g);
@@ -202,6 +230,7 @@ fn solved(g: &BlockGraph) -> GroupState {
             inf.groups.pp.len(),
         ],
         alternatives: inf.alternatives.iter().map(|a| a.grid).collect(),
+        more_alternatives: inf.more_alternatives,
     })
 }
 
@@ -249,9 +278,13 @@ impl JobLayout {
         let mut out = grid(&self.layout);
         if !self.determined {
             let or: Vec<String> = self.alternatives.iter().map(grid).collect();
+            let more = match self.more_alternatives {
+                0 => String::new(),
+                n => format!(", or {n} more"),
+            };
             out.push_str(&match or.as_slice() {
                 [] => " (a guess: another layout fits as well)".to_string(),
-                _ => format!(" (a guess: or {})", or.join(", or ")),
+                _ => format!(" (a guess: or {}{more})", or.join(", or ")),
             });
         }
         out

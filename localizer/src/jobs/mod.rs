@@ -104,6 +104,13 @@ pub struct Inference {
     /// with its groups: what the job may be instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<Alternative>,
+    /// Further groupings that fit as well, beyond those listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more_alternatives: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Most alternatives an answer lists.
@@ -381,6 +388,7 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
             runner_up: 0.0,
             groups: Groups::default(),
             alternatives: Vec::new(),
+            more_alternatives: 0,
         };
     };
     let (chosen, contenders) = choose(all, best);
@@ -395,6 +403,11 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
         .max_by(f64::total_cmp)
         .unwrap_or(0.0);
     let determined = chosen.f1 >= MIN_F1 && chosen.f1 - runner_up >= MARGIN;
+    let (alternatives, more_alternatives) = if determined {
+        (Vec::new(), 0)
+    } else {
+        alternatives(all, chosen, n)
+    };
     Inference {
         determined,
         names_determined: chosen.f1 >= MIN_F1 && !renamed,
@@ -402,18 +415,15 @@ fn decide(n: u32, all: &[Scored]) -> Inference {
         score: chosen.f1,
         runner_up,
         groups: all_groups(&chosen.layout.grid, n),
-        alternatives: if determined {
-            Vec::new()
-        } else {
-            alternatives(all, chosen, n)
-        },
+        alternatives,
+        more_alternatives,
     }
 }
 
 /// The layouts with other groups than `chosen`'s within [`MARGIN`] of
 /// it, one per grouping (its best fit, the convention breaking ties),
-/// best first.
-fn alternatives(all: &[Scored], chosen: &Scored, n: u32) -> Vec<Alternative> {
+/// best first, at most [`MAX_ALTERNATIVES`]; and how many groupings more.
+fn alternatives(all: &[Scored], chosen: &Scored, n: u32) -> (Vec<Alternative>, usize) {
     let mut near: Vec<&Scored> = all
         .iter()
         .filter(|c| c.keys.groups != chosen.keys.groups && c.f1 >= chosen.f1 - MARGIN)
@@ -425,15 +435,21 @@ fn alternatives(all: &[Scored], chosen: &Scored, n: u32) -> Vec<Alternative> {
             .then_with(|| convention(&a.layout).cmp(&convention(&b.layout)))
     });
     let mut seen = HashSet::new();
-    near.into_iter()
+    let distinct: Vec<&Scored> = near
+        .into_iter()
         .filter(|c| seen.insert(c.keys.groups))
+        .collect();
+    let more = distinct.len().saturating_sub(MAX_ALTERNATIVES);
+    let listed = distinct
+        .into_iter()
         .take(MAX_ALTERNATIVES)
         .map(|c| Alternative {
             grid: c.layout,
             score: c.f1,
             groups: all_groups(&c.layout.grid, n),
         })
-        .collect()
+        .collect();
+    (listed, more)
 }
 
 /// `g`'s groups of every kind.

@@ -330,3 +330,22 @@ fn a_channel_per_gpu_is_tp_by_convention_with_pure_dp_as_an_alternative() {
         inf.alternatives
     );
 }
+
+#[test]
+fn readings_beyond_those_listed_are_counted() {
+    // A channel per GPU on hosts of 8: TP 8, 4, 2 or 1 with the rest DP
+    // (or DP in the host and a pipeline ring across) all send the same.
+    let inf = infer(&skeleton(&pure_dp_on_rails(64, 8, None), 0, 0, 3));
+    assert!(!inf.determined, "{inf:?}");
+    assert_eq!(inf.alternatives.len(), MAX_ALTERNATIVES);
+    assert!(inf.more_alternatives >= 1, "{inf:?}");
+    let json = serde_json::to_value(&inf).unwrap();
+    assert_eq!(json["more_alternatives"], inf.more_alternatives);
+    // A determined answer lists none and says none are left.
+    let sure = infer(&skeleton(&pure_dp_on_rails(64, 8, Some(1)), 0, 0, 3));
+    assert!(sure.determined && sure.more_alternatives == 0);
+    assert!(serde_json::to_value(&sure)
+        .unwrap()
+        .get("more_alternatives")
+        .is_none());
+}

@@ -36,7 +36,7 @@ use crate::clients::Endpoint;
 use crate::engine::model::{HostStack, PairStats, Report};
 use crate::engine::pipeline::analyze_with;
 use crate::engine::planes::{analyze_joint, LayerNote};
-use crate::jobs::groups::{block_graphs, touch, GroupState, Solver, SOLVES_PER_CYCLE};
+use crate::jobs::groups::{block_graphs, touch, GroupState, Solver, Unsolvable, SOLVES_PER_CYCLE};
 use crate::jobs::roster::roster;
 use crate::jobs::BlockGraph;
 use skeletonhunter_common::ranks::Ranks;
@@ -306,7 +306,7 @@ impl Localizer {
     /// (a large job takes up to a second); none if the task died.
     async fn solve_groups(
         &mut self,
-        graphs: BTreeMap<String, Result<BlockGraph, GroupState>>,
+        graphs: BTreeMap<String, Result<BlockGraph, Unsolvable>>,
     ) -> HashMap<String, GroupState> {
         let mut solver = std::mem::take(&mut self.groups);
         match tokio::task::spawn_blocking(move || {

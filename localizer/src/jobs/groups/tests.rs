@@ -55,13 +55,13 @@ fn containers_without_ranks_or_with_uneven_ranks_say_why() {
     let (nodes, mut ranks) = square("llm");
     ranks.remove(&nodes[3].node);
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
-    assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Unranked));
+    assert_eq!(graphs["llm"].as_ref().err(), Some(&Unsolvable::Unranked));
     ranks.insert(nodes[2].node.clone(), Ranks::new(16, 4, Some(32)).unwrap());
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
-    assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Unranked));
+    assert_eq!(graphs["llm"].as_ref().err(), Some(&Unsolvable::Unranked));
     ranks.insert(nodes[3].node.clone(), Ranks::new(24, 8, Some(32)).unwrap());
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
-    assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Uneven));
+    assert_eq!(graphs["llm"].as_ref().err(), Some(&Unsolvable::Uneven));
     // The last container of a job may hold fewer.
     for (c, n) in nodes.iter().take(3).enumerate() {
         let r = Ranks::new(8 * c as u32, 8, Some(28)).unwrap();
@@ -74,7 +74,7 @@ fn containers_without_ranks_or_with_uneven_ranks_say_why() {
     // A first rank off the container size is not torchrun's placement.
     ranks.insert(nodes[3].node.clone(), Ranks::new(20, 8, Some(32)).unwrap());
     let graphs = block_graphs(square_pairs(&nodes), &ranks);
-    assert_eq!(graphs["llm"].as_ref().err(), Some(&GroupState::Uneven));
+    assert_eq!(graphs["llm"].as_ref().err(), Some(&Unsolvable::Uneven));
     let states = Solver::default().solve(graphs, SOLVES_PER_CYCLE);
     assert_eq!(states["llm"], GroupState::Uneven);
 }

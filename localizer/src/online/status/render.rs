@@ -495,6 +495,7 @@ mod tests {
                             grid: Grid::new(4, 8, 2, Order::TpDpPp, Some(8)),
                             shapes: [Shape::Silent, Shape::Ring, Shape::Chain],
                         }],
+                        more_alternatives: 2,
                     })),
                 }],
                 omitted: 60,
@@ -550,7 +551,7 @@ mod tests {
              groups under it: TP 1 of 8, DP 8 of 16, PP 8 of 32</li>"
         ));
         assert!(
-            p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: or TP 4 × DP 8 × PP 2)</td>"),
+            p.contains("<td>TP 8 × DP 4 × PP 2 (a guess: or TP 4 × DP 8 × PP 2, or 2 more)</td>"),
             "{p}"
         );
         assert!(p.contains("60 more jobs, none hurt more"));
