@@ -86,12 +86,8 @@ pub struct JobLayout {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<Layout>,
     /// Further groupings that fit as well, beyond those listed.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "super::is_zero")]
     pub more_alternatives: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// A job's skeleton between its containers, or why it has none.
@@ -250,9 +246,8 @@ impl JobLayout {
         let g = self.layout.grid;
         let n = g.tp * g.dp * g.pp;
         let kinds = [GroupKind::Tp, GroupKind::Dp, GroupKind::Pp];
-        let degrees = [g.tp, g.dp, g.pp];
         let touched = [0, 1, 2].map(|k| {
-            if degrees[k] < 2 {
+            if self.groups[k] == 0 {
                 return 0;
             }
             let ids: HashSet<u32> = under

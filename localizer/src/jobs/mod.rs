@@ -109,6 +109,7 @@ pub struct Inference {
     pub more_alternatives: usize,
 }
 
+/// Whether a count is nothing (left out of the JSON).
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -207,6 +208,29 @@ struct Scored {
     keys: Keys,
 }
 
+impl Scored {
+    /// `grid` with the shapes of `combo` (indices into [`SHAPES`]), whose
+    /// kinds predict `expected` connections, `hits` of them among the
+    /// `observed` of `pairs` visible ones.
+    fn new(
+        grid: Grid,
+        combo: [usize; 3],
+        keys: Keys,
+        (hits, expected): ([u64; 3], [u64; 3]),
+        (observed, pairs): (usize, u64),
+    ) -> Scored {
+        Scored {
+            f1: f1(hits.iter().sum(), observed, expected.iter().sum()),
+            ll: log_likelihood(hits, expected, observed, pairs),
+            layout: Layout {
+                grid,
+                shapes: [0, 1, 2].map(|k| SHAPES[k][combo[k]]),
+            },
+            keys,
+        }
+    }
+}
+
 /// What two layouts are compared by: their groups as the skeleton can
 /// see them, without names (`groups`) and with (`named`), hashed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,16 +262,11 @@ impl Keys {
 /// Every shape combination of `grid` scored against `observed` edges.
 fn scored(grid: Grid, t: &Tally, observed: usize) -> impl Iterator<Item = Scored> + '_ {
     let pairs = grid.visible_pairs();
+    let keys = Keys::ranks(&grid);
     combos().map(move |s| {
         let hits = [0, 1, 2].map(|k| t.hits[k][s[k]]);
         let expected = [0, 1, 2].map(|k| t.expected[k][s[k]]);
-        let shapes = [SHAPES[0][s[0]], SHAPES[1][s[1]], SHAPES[2][s[2]]];
-        Scored {
-            f1: f1(hits.iter().sum(), observed, expected.iter().sum()),
-            ll: log_likelihood(hits, expected, observed, pairs),
-            layout: Layout { grid, shapes },
-            keys: Keys::ranks(&grid),
-        }
+        Scored::new(grid, s, keys, (hits, expected), (observed, pairs))
     })
 }
 
@@ -359,13 +378,14 @@ pub fn infer_blocks(job: &BlockGraph) -> Inference {
         let keys = Keys::of(grid.block_groups(per));
         for combo in combos() {
             let c = t.counts(combo);
-            let shapes = [0, 1, 2].map(|k| SHAPES[k][combo[k]]);
-            all.push(Scored {
-                f1: f1(c.hits.iter().sum(), pairs.len(), c.expected.iter().sum()),
-                ll: log_likelihood(c.hits, c.expected, pairs.len(), visible),
-                layout: Layout { grid, shapes },
+            let counts = (c.hits, c.expected);
+            all.push(Scored::new(
+                grid,
+                combo,
                 keys,
-            });
+                counts,
+                (pairs.len(), visible),
+            ));
         }
     }
     decide(n, &all)

@@ -97,9 +97,7 @@ impl Grid {
             observed,
         }
     }
-}
 
-impl Grid {
     /// Its groups of each kind (TP, DP, PP) as the sets of containers of
     /// `per` consecutive ranks their members are in, sorted, leaving out
     /// those inside one container: what a skeleton between containers can
