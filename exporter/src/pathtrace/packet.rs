@@ -2,6 +2,7 @@
 //! and the parsing of what comes back. Pure functions.
 
 use super::{Answer, Flow};
+use crate::wire::probe as wire;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// The Internet checksum (RFC 1071) of `data`, starting from `sum`.
@@ -134,25 +135,42 @@ pub fn parse_icmp_error(pkt: &[u8]) -> Option<IcmpError> {
     })
 }
 
-/// Parse a packet read from a raw UDP socket: `(source, destination)`.
-pub fn parse_udp(pkt: &[u8]) -> Option<(SocketAddrV4, SocketAddrV4)> {
+/// A UDP datagram read from a raw socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Udp<'a> {
+    /// Where it came from.
+    pub src: SocketAddrV4,
+    /// Where it went.
+    pub dst: SocketAddrV4,
+    /// What follows the UDP header.
+    pub payload: &'a [u8],
+}
+
+/// Parse a packet read from a raw UDP socket.
+pub fn parse_udp(pkt: &[u8]) -> Option<Udp<'_>> {
     let (ihl, proto, src, dst) = ipv4_header(pkt)?;
     if proto != 17 || pkt.len() < ihl + 8 {
         return None;
     }
     let u = &pkt[ihl..];
-    Some((
-        SocketAddrV4::new(src, u16::from_be_bytes([u[0], u[1]])),
-        SocketAddrV4::new(dst, u16::from_be_bytes([u[2], u[3]])),
-    ))
+    Some(Udp {
+        src: SocketAddrV4::new(src, u16::from_be_bytes([u[0], u[1]])),
+        dst: SocketAddrV4::new(dst, u16::from_be_bytes([u[2], u[3]])),
+        payload: &u[8..],
+    })
 }
 
-/// What a received packet means for the probe `id` of `flow` in flight.
+/// What a received packet means for the probe `id` of `flow` in flight,
+/// whose UDP payload is `request`. A UDP datagram counts only as the echo
+/// of `request`: the pair's probe flow uses the same 5-tuple, and an echo
+/// of one of its probes must not pass for the destination answering a
+/// TTL that never reached it.
 pub fn classify(
     flow: &Flow,
     id: u16,
+    request: &[u8],
     icmp: Option<&IcmpError>,
-    udp: Option<(SocketAddrV4, SocketAddrV4)>,
+    udp: Option<Udp<'_>>,
 ) -> Option<(Ipv4Addr, Answer)> {
     if let Some(e) = icmp {
         if e.quote.src.port() != flow.src.port()
@@ -173,8 +191,11 @@ pub fn classify(
         };
         return Some((e.from, answer));
     }
-    if let Some((src, dst)) = udp {
-        if src == flow.dst && dst.port() == flow.src.port() {
+    if let Some(u) = udp {
+        if u.src == flow.dst
+            && u.dst.port() == flow.src.port()
+            && wire::is_reply_to(u.payload, request)
+        {
             return Some((*flow.dst.ip(), Answer::Destination));
         }
     }
@@ -208,7 +229,11 @@ mod tests {
         // Everything ECMP hashes on is identical.
         assert_eq!(a[9], 17);
         assert_eq!(&a[12..24], &b[12..24]);
-        assert_eq!(parse_udp(&a), Some((f.src, f.dst)));
+        let udp = parse_udp(&a).unwrap();
+        assert_eq!(
+            (udp.src, udp.dst, udp.payload),
+            (f.src, f.dst, &b"hello"[..])
+        );
         // UDP checksum verifies over the pseudo-header.
         let mut sum = checksum_add(0, &a[12..20]);
         sum += 17 + (a.len() - 20) as u32;
@@ -239,7 +264,7 @@ mod tests {
         (typ, code): (u8, u8),
     ) -> Option<(Ipv4Addr, Answer)> {
         let e = parse_icmp_error(&icmp_about(from, typ, code, probe)).unwrap();
-        classify(f, 0x3408, Some(&e), None)
+        classify(f, 0x3408, &[], Some(&e), None)
     }
 
     #[test]
@@ -258,16 +283,16 @@ mod tests {
             }
         );
         assert_eq!(
-            classify(&f, 0x3404, Some(&e), None),
+            classify(&f, 0x3404, &[], Some(&e), None),
             Some((Ipv4Addr::new(198, 18, 1, 1), Answer::TimeExceeded))
         );
         // Another probe's id, or another flow, is not ours.
-        assert_eq!(classify(&f, 0x3408, Some(&e), None), None);
+        assert_eq!(classify(&f, 0x3408, &[], Some(&e), None), None);
         let other = Flow {
             dst: "198.18.2.2:9971".parse().unwrap(),
             ..f
         };
-        assert_eq!(classify(&other, 0x3404, Some(&e), None), None);
+        assert_eq!(classify(&other, 0x3404, &[], Some(&e), None), None);
     }
 
     #[test]
@@ -283,23 +308,54 @@ mod tests {
             answer(&f, &probe, [198, 18, 1, 1], (3, 0)),
             Some((Ipv4Addr::new(198, 18, 1, 1), Answer::Unreachable))
         );
-        // The responder's echo back to our source port.
-        let reply = build_probe(
-            &Flow {
-                src: f.dst,
-                dst: f.src,
-            },
-            64,
-            1,
-            b"reply",
-        );
+        // The responder's echo of this trace's request, back to our port.
+        let request = echo_request(wire::TRACE_SESSION, 7);
+        let back = Flow {
+            src: f.dst,
+            dst: f.src,
+        };
+        let reply = build_probe(&back, 64, 1, &echo_reply(&request));
         assert_eq!(
-            classify(&f, 0x3408, None, parse_udp(&reply)),
+            classify(&f, 0x3408, &request, None, parse_udp(&reply)),
             Some((Ipv4Addr::new(198, 18, 2, 2), Answer::Destination))
         );
+        // The same 5-tuple carries the pair's probe flow: the echo of one
+        // of its probes (another session), or of an earlier trace (another
+        // send time), is not this probe arriving.
+        for stale in [
+            echo_request(0x1234, 7),
+            echo_request(wire::TRACE_SESSION, 6),
+        ] {
+            let echo = build_probe(&back, 64, 1, &echo_reply(&stale));
+            assert_eq!(classify(&f, 0x3408, &request, None, parse_udp(&echo)), None);
+        }
+        // Nor is a datagram that is not an echo reply, or our own request.
+        let junk = build_probe(&back, 64, 1, b"reply");
+        assert_eq!(classify(&f, 0x3408, &request, None, parse_udp(&junk)), None);
+        let mirrored = build_probe(&back, 64, 1, &request);
+        assert_eq!(
+            classify(&f, 0x3408, &request, None, parse_udp(&mirrored)),
+            None
+        );
         // Unrelated UDP is ignored.
-        let other = build_probe(&f, 64, 1, b"x");
-        assert_eq!(classify(&f, 0x3408, None, parse_udp(&other)), None);
+        let other = build_probe(&f, 64, 1, &echo_reply(&request));
+        assert_eq!(
+            classify(&f, 0x3408, &request, None, parse_udp(&other)),
+            None
+        );
+    }
+
+    fn echo_request(session: u64, tx_ns: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        wire::encode_request(&mut out, session, 0, tx_ns, &[], wire::HEADER_LEN);
+        out
+    }
+
+    fn echo_reply(request: &[u8]) -> Vec<u8> {
+        let req = wire::Packet::decode(request).unwrap().header;
+        let mut out = Vec::new();
+        wire::encode_reply(&mut out, &req, 5, &[], request.len());
+        out
     }
 
     #[test]

@@ -37,11 +37,13 @@ impl Sockets {
         })
     }
 
-    /// Wait until `deadline` for an answer to probe `id` of `flow`.
+    /// Wait until `deadline` for an answer to probe `id` of `flow`, whose
+    /// UDP payload is `request`.
     fn await_answer(
         &self,
         flow: &Flow,
         id: u16,
+        request: &[u8],
         deadline: Instant,
         buf: &mut [u8],
     ) -> Option<(Ipv4Addr, Answer)> {
@@ -52,13 +54,13 @@ impl Sockets {
             if ready[0] {
                 while let Some(n) = self.icmp.recv(buf) {
                     if let Some(e) = parse_icmp_error(&buf[..n]) {
-                        got = got.or(classify(flow, id, Some(&e), None));
+                        got = got.or(classify(flow, id, request, Some(&e), None));
                     }
                 }
             }
             if ready[1] {
                 while let Some(n) = self.udp.recv(buf) {
-                    got = got.or(classify(flow, id, None, parse_udp(&buf[..n])));
+                    got = got.or(classify(flow, id, request, None, parse_udp(&buf[..n])));
                 }
             }
             if got.is_some() {
@@ -91,7 +93,7 @@ fn probe_hop(
         let pkt = build_probe(flow, ttl, id, payload);
         let sent = Instant::now();
         socks.tx.send_to(&pkt, *flow.dst.ip())?;
-        if let Some((addr, answer)) = socks.await_answer(flow, id, sent + cfg.wait, buf) {
+        if let Some((addr, answer)) = socks.await_answer(flow, id, payload, sent + cfg.wait, buf) {
             hop.address = Some(addr);
             hop.answer = Some(answer);
             hop.rtt_seconds = Some(sent.elapsed().as_secs_f64());

@@ -267,6 +267,22 @@ pub fn set_flag(out: &mut [u8], flag: u16) {
     }
 }
 
+/// Whether `reply` is the responder's echo of `request`: a reply whose
+/// session, sequence number and send time are the request's. A tracer
+/// shares its 5-tuple with the pair's probe flow, so the flow's own echoes
+/// arrive on the same port; only this tells them apart.
+pub fn is_reply_to(reply: &[u8], request: &[u8]) -> bool {
+    match (Packet::decode(reply), Packet::decode(request)) {
+        (Ok(rep), Ok(req)) => {
+            rep.header.typ == TYPE_REPLY
+                && req.header.typ == TYPE_REQUEST
+                && (rep.header.session, rep.header.seq, rep.header.tx_ns)
+                    == (req.header.session, req.header.seq, req.header.tx_ns)
+        }
+        _ => false,
+    }
+}
+
 /// Encode the reply to `req` into `out` (cleared first). It is never longer
 /// than `request_len`: TLVs that do not fit are skipped, the rest keep
 /// their order.
