@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blindgen  # noqa: E402
+import oracle  # noqa: E402
 
 JOBS = 2
 SIDE = {"node": "node_id", "nic": "real_ip", "host": "node_sn",
@@ -218,6 +219,7 @@ def score_window(truth, csv_path, report):
                 found[j] = rep.get("symptom")
     return {"reports": len(reports), "correct": correct, "false": len(reports) - correct,
             "found": [s is not None for s in found],
+            "detectable": oracle.detectable(truth, csv_path, SIDE, sets, frozenset(pairs)),
             "symptom_ok": [s == f["symptom"] for s, f in zip(found, truth["faults"])
                            if s is not None],
             "top1": first_ok if tk else None, "ecmp_rule_matches": ecmp_rule,
@@ -240,6 +242,7 @@ def summarize(recs):
     faulty = [r for r in recs if r["truth"]["faults"]]
     healthy = [r for r in recs if not r["truth"]["faults"]]
     found = [x for r in recs for x in r["score"]["found"]]
+    seen = [f for r in recs for f, d in zip(r["score"]["found"], r["score"]["detectable"]) if d]
     sym = [x for r in recs for x in r["score"]["symptom_ok"]]
     reports = sum(r["score"]["reports"] for r in recs)
     walls = sorted(r["wall"] for r in recs)
@@ -249,6 +252,7 @@ def summarize(recs):
         "reports": reports, "precision": ratio(sum(r["score"]["correct"] for r in recs),
                                                reports),
         "true_faults": len(found), "recall": ratio(sum(found), len(found)),
+        "detectable": len(seen), "recall_detectable": ratio(sum(seen), len(seen)),
         "top1": ratio(sum(1 for r in faulty if r["score"]["top1"]), len(faulty)),
         "symptom_agreement": ratio(sum(sym), len(sym)),
         "healthy_flagged": ratio(sum(1 for r in healthy if r["score"]["reports"]),
@@ -278,15 +282,19 @@ def per_category(recs):
     for rec in recs:
         sc = rec["score"]
         sym = iter(sc["symptom_ok"])
-        for fault, ok in zip(rec["truth"]["faults"], sc["found"]):
+        for fault, ok, det in zip(rec["truth"]["faults"], sc["found"], sc["detectable"]):
             s = next(sym) if ok else None
             for cat in fault_categories(rec, fault):
-                a = acc.setdefault(cat, [0, 0, 0])
+                a = acc.setdefault(cat, [0, 0, 0, 0, 0])
                 a[0] += 1
                 a[1] += ok
                 a[2] += bool(s)
+                a[3] += det
+                a[4] += det and ok
     return {c: {"faults": n, "found": f, "recall": ratio(f, n),
-                "symptom_agreement": ratio(s, f)} for c, (n, f, s) in sorted(acc.items())}
+                "symptom_agreement": ratio(s, f), "detectable": d,
+                "recall_detectable": ratio(fd, d)}
+            for c, (n, f, s, d, fd) in sorted(acc.items())}
 
 
 def badness(rec):
@@ -353,11 +361,16 @@ def print_table(fig, out=sys.stdout):
             "%s/%s" % (s["peak_rss_mib"]["mean"], s["peak_rss_mib"]["max"])))
     w("\nreports correct only by the ECMP rule (another spine crossed by all hit flows): %d\n"
       % fig["overall"]["ecmp_rule_matches"])
-    w("\n%-28s %6s %6s %7s %7s\n" % ("true fault category", "faults", "found", "recall",
-                                      "sympt"))
+    o = fig["overall"]
+    w("true faults the probes can show (oracle.py, p < %g told the component): %d of %d;"
+      " recall of those %s\n" % (oracle.LEVEL, o["detectable"], o["true_faults"],
+                                  fmt(o["recall_detectable"])))
+    w("\n%-28s %6s %6s %7s %7s %6s %7s\n" % ("true fault category", "faults", "found",
+                                              "recall", "sympt", "detect", "rec|det"))
     for cat, c in fig["by_fault"].items():
-        w("%-28s %6d %6d %7s %7s\n" % (cat, c["faults"], c["found"], fmt(c["recall"]),
-                                         fmt(c["symptom_agreement"])))
+        w("%-28s %6d %6d %7s %7s %6d %7s\n" % (
+            cat, c["faults"], c["found"], fmt(c["recall"]), fmt(c["symptom_agreement"]),
+            c["detectable"], fmt(c["recall_detectable"])))
     if fig["worst"]:
         w("\nworst windows (replay: blindgen.py --seed SEED --index I --size SIZE --out DIR)\n")
     for x in fig["worst"]:

@@ -11,6 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blindgen  # noqa: E402
+import oracle  # noqa: E402
 import planesgen  # noqa: E402
 import score  # noqa: E402
 
@@ -247,6 +248,34 @@ class ScorerTest(unittest.TestCase):
             self.assertIn(fig["precision"], (1.0, None))
             self.assertIn(fig["recall"], (1.0, None))
             self.assertEqual(fig["healthy_flagged"] or 0.0, 0.0)
+
+    def test_poisson_tail(self):
+        # Against the sums written out: P(X >= 2 | 0.18), P(X >= 1 | 0.5).
+        self.assertAlmostEqual(oracle.upper_tail(2, 0.18), 1 - 1.18 * 2.718281828459045 ** -0.18,
+                               places=12)
+        self.assertAlmostEqual(oracle.upper_tail(1, 0.5), 1 - 2.718281828459045 ** -0.5,
+                               places=12)
+        self.assertEqual(oracle.upper_tail(0, 3.0), 1.0)
+        self.assertGreater(oracle.upper_tail(3, 10.0), 0.99)
+        self.assertLess(oracle.upper_tail(40, 2.0), 1e-30)
+
+    def test_oracle_sees_a_lossy_component_and_not_a_healthy_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            csv_path, _, truth = blindgen.write_window("s3", 0, "small", tmp,
+                                                       only="single_loss")
+            pairs = score.observed_pairs(csv_path)
+            sets = score.component_sets(pairs)
+            f = truth["faults"][0]
+            self.assertGreaterEqual(f["loss"], 0.05)
+            self.assertEqual(oracle.detectable(truth, csv_path, score.SIDE, sets,
+                                               frozenset(pairs)), [True])
+            # A component no fault touches, claimed lossy, shows nothing.
+            lossy = sets[(f["kind"], f["id"])]
+            healthy = next(c for c, s in sets.items()
+                           if c[0] == "node" and not s & lossy and len(s) >= 2)
+            claim = dict(truth, faults=[dict(f, kind=healthy[0], id=healthy[1])])
+            self.assertEqual(oracle.detectable(claim, csv_path, score.SIDE, sets,
+                                               frozenset(pairs)), [False])
 
     def test_bad_flags_exit_2(self):
         for argv in (["--windows", "5"], ["--analyze", "/nonexistent/bin"],
