@@ -7,7 +7,10 @@ A fault is *detectable* when an oracle told which component to test, and
 knowing every other true fault's rate, finds its flows losing more than
 those rates and the window's background explain: a one-sided Poisson test
 of the probes lost on its observed flows, at p < `LEVEL`, with no
-correction for the many components a real engine must test. A gray
+correction for the many components a real engine must test. It is
+*detectable family-wise* at p < `FAMILY_ALPHA` / (components in the
+window): the bar of any method that tests every component and still pages
+no more than 1 % of healthy windows. A gray
 container losing 2 of its 290 probes, or one whose few flows all cross a
 lossy spine and lose about what the spine alone would, is not: no method
 can find it in this window. Only the `loss` symptom is tested; latency and
@@ -21,6 +24,7 @@ import csv
 import math
 
 LEVEL = 1e-3
+FAMILY_ALPHA = 1e-2
 
 
 def pair_counts(csv_path, side):
@@ -89,6 +93,17 @@ def fault_flows(f, sets, observed):
 
 def detectable(truth, csv_path, side, sets, observed):
     """Per true fault: whether the oracle finds it (see the module docs)."""
+    return [p < LEVEL for p in p_values(truth, csv_path, side, sets, observed)]
+
+
+def family_level(sets):
+    """The family-wise bar of a window whose components are `sets`."""
+    return FAMILY_ALPHA / max(len(sets), 1)
+
+
+def p_values(truth, csv_path, side, sets, observed):
+    """Per true fault: the oracle's p-value (0 for latency and
+    unreachable faults, which it does not test)."""
     counts = pair_counts(csv_path, side)
     faults = truth["faults"]
     flows = [fault_flows(f, sets, observed) for f in faults]
@@ -99,7 +114,7 @@ def detectable(truth, csv_path, side, sets, observed):
     out = []
     for j, f in enumerate(faults):
         if f["symptom"] != "loss":
-            out.append(True)
+            out.append(0.0)
             continue
         mu = k = 0.0
         for p in flows[j]:
@@ -112,5 +127,5 @@ def detectable(truth, csv_path, side, sets, observed):
                 continue                  # another fault takes every probe
             mu += n * (1.0 - survive)
             k += lost
-        out.append(upper_tail(int(k), mu) < LEVEL)
+        out.append(upper_tail(int(k), mu))
     return out

@@ -276,6 +276,10 @@ class ScorerTest(unittest.TestCase):
             claim = dict(truth, faults=[dict(f, kind=healthy[0], id=healthy[1])])
             self.assertEqual(oracle.detectable(claim, csv_path, score.SIDE, sets,
                                                frozenset(pairs)), [False])
+            # The family-wise bar is the 1 % spread over the components.
+            self.assertAlmostEqual(oracle.family_level(sets), 0.01 / len(sets))
+            sc = score.score_window(truth, csv_path, {"faults": []})
+            self.assertEqual((sc["detectable"], sc["detectable_fw"]), ([True], [True]))
 
     def test_bad_flags_exit_2(self):
         for argv in (["--windows", "5"], ["--analyze", "/nonexistent/bin"],
