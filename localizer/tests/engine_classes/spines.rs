@@ -374,3 +374,38 @@ fn a_nested_spine_stays_the_fault_when_a_nic_explains_the_hits_outside_it() {
         detail(&report)
     );
 }
+
+/// Three ToRs of six hosts, the first two under spine 0 and the third
+/// under spine 1; spine 0 drops 2% of every flow (200 probes a pair over
+/// a 0.01% background) and container node-2, whose pairs all stay under
+/// ToR 0 (it has no same-host pair), drops 8%. ToR 0 loses on its
+/// cross-ToR pairs through the spine and on its same-ToR pairs through
+/// the container, and its statistic is the largest. Before the fix it
+/// was paged first, fitted at the spine's rate, which the container's
+/// pairs do not exceed; spine 1 was paged beside it for what spine 0's
+/// flows to it lost, and spine 0 was missed.
+#[test]
+fn a_tor_between_a_lossy_container_and_a_lossy_spine_is_neither() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1],
+        hosts: 6,
+    };
+    let mut pairs = window_with(&f, 200.0, 1e-4, &|k, i| Effect {
+        loss: match (k, i) {
+            (Kind::Spine, "spine-0") => 0.02,
+            (Kind::Node, "node-2") => 0.08,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    pairs.retain(|p| !(p.src.node == "node-2" && p.dst.node == "node-3"));
+    let r = analyze(&pairs, &Config::default());
+    let mut names = named(&r);
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["node:node-2:loss", "spine:spine-0:loss"],
+        "{}",
+        detail(&r)
+    );
+}

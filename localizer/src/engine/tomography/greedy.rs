@@ -169,7 +169,8 @@ impl<F: Family> Greedy<'_, F> {
     /// sub-component (a non-spine column all of whose pairs are `b`'s)
     /// that explains it ([`Self::explained_by`]); repeated down the
     /// tree. A real fault of `b` shows on its other pairs too, and `b`
-    /// stays first.
+    /// stays first. The pairs a passing spine crosses are left out of
+    /// that question ([`Self::explained_elsewhere`]).
     fn sub_component_first(
         &self,
         model: &Model,
@@ -197,6 +198,11 @@ impl<F: Family> Greedy<'_, F> {
             }
             children.sort_by(|x, y| y.stat.total_cmp(&x.stat));
             let (rows, _) = self.tester.rows_and_hits(model, b.col);
+            let elsewhere = self.explained_elsewhere(&b, remaining, last);
+            let rows: Vec<u32> = rows
+                .into_iter()
+                .filter(|i| elsewhere.binary_search(i).is_err())
+                .collect();
             let param = self.tester.family.fit(model, &rows).0;
             let explains = |c: &&Verdict| self.explained_by(model, &rows, param, c.col);
             match children.into_iter().find(explains) {
@@ -205,6 +211,32 @@ impl<F: Family> Greedy<'_, F> {
             }
         }
         b
+    }
+
+    /// The pairs of candidate `b` that a passing spine candidate crosses,
+    /// sorted: that spine, tested on its own, explains them as well as
+    /// `b` does. A ToR over a lossy container and beside a lossy spine
+    /// loses on its cross-ToR pairs through the spine and on its same-ToR
+    /// pairs through the container, and is neither; its rate fitted over
+    /// all its pairs is the spine's, which the container's pairs do not
+    /// exceed. (A spine above a faulty ToR passes too, but then the ToR's
+    /// same-ToR pairs still show it.)
+    fn explained_elsewhere(
+        &self,
+        b: &Verdict,
+        remaining: &[usize],
+        last: &HashMap<usize, Verdict>,
+    ) -> Vec<u32> {
+        let m = self.tester.m;
+        let mut out: Vec<u32> = remaining
+            .iter()
+            .filter_map(|j| last.get(j))
+            .filter(|v| v.passes && v.col != b.col && m.columns[v.col].kind == Kind::Spine)
+            .flat_map(|v| m.col(v.col).iter().copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Whether sub-component `c` explains the evidence of a candidate
