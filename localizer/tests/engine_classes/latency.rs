@@ -161,3 +161,26 @@ fn a_container_slow_only_on_its_two_jittery_pairs_is_not_slow() {
     let report = analyze(&pairs, &Config::default());
     assert!(named(&report).is_empty(), "{}", detail(&report));
 }
+
+/// Two ToRs under one spine: every cross-ToR pair crosses both ToRs and
+/// the spine. ToR 0 adds 75 µs and the spine 72: ToR 0's same-ToR pairs
+/// are 75 µs slow, its cross-ToR pairs 147. Before the fix the spine,
+/// nested in the accepted ToR, was never accepted beside it (a rule for
+/// loss that grows during the window; delays add up).
+#[test]
+fn a_slow_spine_above_a_slow_tor_of_two_is_paged_beside_it() {
+    let f = Fabric {
+        spine_of: vec![0, 0],
+        hosts: 8,
+    };
+    let mut names = blamed(&f, &|k, i| Effect {
+        delay_us: match (k, i) {
+            (Kind::Tor, "tor-0") => 75.0,
+            (Kind::Spine, "spine-0") => 72.0,
+            _ => 0.0,
+        },
+        ..Default::default()
+    });
+    names.sort();
+    assert_eq!(names, vec!["spine:spine-0:latency", "tor:tor-0:latency"]);
+}

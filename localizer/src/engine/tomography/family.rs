@@ -144,6 +144,15 @@ pub(super) trait Family {
     fn shortfall_p_value(&self, p_hit: impl Iterator<Item = f64>, hits: f64) -> f64 {
         poisson_lower_tail(hits, p_hit.sum())
     }
+    /// Whether a component nested in an accepted fault (a spine all of
+    /// whose pairs cross an accepted ToR) may be accepted beside it
+    /// ([`super::greedy`]). Not for counts: loss that grows during the
+    /// window, read later on some pairs, leaves more on a subset, the
+    /// shape of a second fault. Delays add up: a slow spine above a slow
+    /// ToR doubles the ToR's delay on exactly the spine's pairs.
+    fn nested_may_add(&self) -> bool {
+        false
+    }
     /// Whether pair `i`'s failures came in a burst: so few of its rounds
     /// hold them that independent failures would rarely have (at
     /// `coverage_alpha`). `false` when the family has no round counts.
@@ -315,6 +324,9 @@ impl LatencyFamily<'_> {
 }
 
 impl Family for LatencyFamily<'_> {
+    fn nested_may_add(&self) -> bool {
+        true
+    }
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.present[i] && !model.explained[i]
     }

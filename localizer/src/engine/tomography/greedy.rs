@@ -11,7 +11,9 @@
 //! loss on some of its pairs than on others — the very shape of a second,
 //! partial (ECMP) fault on the subset. One component is the explanation.
 //! This holds whichever rule the spine passed (the ECMP count, or the
-//! component rule of a gray spine dropping on every flow).
+//! component rule of a gray spine dropping on every flow), for the count
+//! symptoms ([`Family::nested_may_add`]): delays add up, and a slow spine
+//! above a slow ToR doubles the ToR's delay on exactly its pairs.
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
@@ -118,7 +120,9 @@ impl<F: Family> Greedy<'_, F> {
     fn nested<'v>(&self, v: &Verdict, mut accepted: impl Iterator<Item = &'v Verdict>) -> bool {
         let m = self.tester.m;
         let spine = |c: usize| m.columns[c].kind == Kind::Spine;
-        spine(v.col) && accepted.any(|a| !spine(a.col) && is_subset(m.col(v.col), m.col(a.col)))
+        !self.tester.family.nested_may_add()
+            && spine(v.col)
+            && accepted.any(|a| !spine(a.col) && is_subset(m.col(v.col), m.col(a.col)))
     }
 
     fn evaluate(&self, model: &Model, j: usize) -> Verdict {
