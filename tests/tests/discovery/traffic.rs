@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::require_privileges;
 use skeletonhunter_tools::netns::veth;
+use skeletonhunter_tools::servers::TempDir;
 use skeletonhunter_tools::{http_get, wait_until, ChildGuard, Netns};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -147,14 +148,14 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     veth(&a, "a2b", "198.18.1.1/30", &b, "b2a", "198.18.1.2/30")?;
     veth(&a, "a2c", "198.18.2.1/30", &c, "c2a", "198.18.2.2/30")?;
     veth(&a, "a2d", "198.18.3.1/30", &d, "d2a", "198.18.3.2/30")?;
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut exporters = start_peers(&dir, [&b, &c, &d])?;
+    let tmp = TempDir::new(test)?;
+    let dir = tmp.path();
+    let mut exporters = start_peers(dir, [&b, &c, &d])?;
     // A -> B is already open when the exporter starts (a job running
     // before the exporter restarts): it must be picked up too.
     let app_b = App::listen(&b, "198.18.1.2:29500".parse()?)?;
     let mut a_to_b = connect(&a, format!("198.18.1.2:{APP}").parse()?)?;
-    let mut ea = start_a(&a, &dir, discovery, wrap)?;
+    let mut ea = start_a(&a, dir, discovery, wrap)?;
 
     // Training-like traffic: A -> B and C -> A stay open; A -> D is brief.
     let app_a = App::listen(&a, "198.18.2.1:29500".parse()?)?;
@@ -179,7 +180,6 @@ fn scenario(test: &str, discovery: &str, expect_source: &str, wrap: &[&str]) -> 
     for e in &mut exporters {
         e.check_running()?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -383,9 +383,9 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     let c = Netns::new("dgc")?;
     veth(&a, "a2b", "198.18.1.1/30", &b, "b2a", "198.18.1.2/30")?;
     veth(&a, "a2c", "198.18.2.1/30", &c, "c2a", "198.18.2.2/30")?;
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let ea = start_a_for_cgroup(&a, &dir, test, mode, &name)?;
+    let tmp = TempDir::new(test)?;
+    let dir = tmp.path();
+    let ea = start_a_for_cgroup(&a, dir, test, mode, &name)?;
 
     let _app_b = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
     let _app_c = App::listen(&c, format!("198.18.2.2:{APP}").parse()?)?;
@@ -407,7 +407,6 @@ fn cgroup_scenario(test: &str, mode: &str) -> Result<()> {
     drop(p_in);
     drop(p_out);
     drop(ea);
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -527,10 +526,10 @@ fn control_plane_scenario() -> Result<()> {
     veth(&a, "a2b", "198.18.1.1/30", &b, "b2a", "198.18.1.2/30")?;
     veth(&a, "a2k", "198.18.2.1/30", &k, "k2a", "198.18.2.2/30")?;
     veth(&a, "a2s", "198.18.3.1/30", &s, "s2a", "198.18.3.2/30")?;
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-disc-dflt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let tmp = TempDir::new("disc-dflt")?;
+    let dir = tmp.path();
     let cfg_b = exporter_config("node-b", "198.18.1.2", "  ebpf: false\n");
-    let mut eb = start_exporter(&b, &dir, "node-b", &cfg_b)?;
+    let mut eb = start_exporter(&b, dir, "node-b", &cfg_b)?;
     let (_api, _kubelet) = (
         App::listen(&k, "198.18.2.2:6443".parse()?)?,
         App::listen(&a, "198.18.2.1:10250".parse()?)?,
@@ -543,7 +542,7 @@ fn control_plane_scenario() -> Result<()> {
     let mut scraper = connect(&k, "198.18.2.1:10250".parse()?)?;
     let mut mount = connect(&a, "198.18.3.2:2049".parse()?)?;
     let mut felix = connect(&a, "198.18.3.2:5473".parse()?)?;
-    let mut ea = start_a(&a, &dir, "  ebpf: true\n", &[])?;
+    let mut ea = start_a(&a, dir, "  ebpf: true\n", &[])?;
     let _app = App::listen(&b, format!("198.18.1.2:{APP}").parse()?)?;
     let mut ring = connect(&a, format!("198.18.1.2:{APP}").parse()?)?;
     for c in [&mut to_api, &mut scraper, &mut mount, &mut felix, &mut ring] {
@@ -568,6 +567,5 @@ fn control_plane_scenario() -> Result<()> {
     assert!(sample(&body, filtered).is_some_and(|n| n >= 1.0), "{body}");
     ea.check_running()?;
     eb.check_running()?;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

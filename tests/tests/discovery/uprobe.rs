@@ -8,6 +8,7 @@
 use anyhow::{bail, Context, Result};
 use skeletonhunter_tests::require_privileges;
 use skeletonhunter_tools::bin_path;
+use skeletonhunter_tools::servers::TempDir;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -103,9 +104,9 @@ fn discovery_uprobe_decodes_ibv_modify_qp_rtr() {
     if !require_privileges("discovery_uprobe_decodes_ibv_modify_qp_rtr") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-uprobe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prog = build_program(&dir).unwrap();
+    let tmp = TempDir::new("uprobe").unwrap();
+    let dir = tmp.path();
+    let prog = build_program(dir).unwrap();
 
     // The tracer prints "ready" once attached, then one line per event.
     let mut tracer = Command::new(bin_path("skeletonhunter-discovery-trace"));
@@ -182,7 +183,6 @@ fn discovery_uprobe_decodes_ibv_modify_qp_rtr() {
         pid_of(l0)
     };
     assert!(pid.parse::<u32>().is_ok_and(|p| p > 0), "pid {pid}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Kill the tracer when the test ends, pass or fail.
@@ -206,9 +206,9 @@ fn discovery_rdma_queue_pair_becomes_a_skeleton_peer() {
     if !require_privileges("discovery_rdma_queue_pair_becomes_a_skeleton_peer") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-rdma-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prog = build_program(&dir).unwrap();
+    let tmp = TempDir::new("rdma").unwrap();
+    let dir = tmp.path();
+    let prog = build_program(dir).unwrap();
     let ns = Netns::new("drq").unwrap();
     let cfg = format!(
         "listen: \"127.0.0.1:9479\"\nidentity: {{node: node-a}}\nresponder: {{udp: off, tcp: off}}\n\
@@ -275,5 +275,4 @@ fn discovery_rdma_queue_pair_becomes_a_skeleton_peer() {
         || (peers(&ns) == Some(0.0)).then_some(()),
     )
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", exporter.log()));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,6 +15,7 @@ use anyhow::Result;
 use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::require_privileges;
 use skeletonhunter_tools::netns::veth;
+use skeletonhunter_tools::servers::TempDir;
 use skeletonhunter_tools::{http_get, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -72,10 +73,10 @@ fn rdma_disabled_without_device_and_udp_tcp_keep_probing() -> Result<()> {
     let a = Netns::new("rda")?;
     let b = Netns::new("rdb")?;
     veth(&a, "a0", "198.18.30.1/24", &b, "b0", "198.18.30.2/24")?;
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-rdma-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut eb = start(&b, &dir, "node-b", "198.18.30.2", "198.18.30.1")?;
-    let mut ea = start(&a, &dir, "node-a", "198.18.30.1", "198.18.30.2")?;
+    let tmp = TempDir::new("rdma")?;
+    let dir = tmp.path();
+    let mut eb = start(&b, dir, "node-b", "198.18.30.2", "198.18.30.1")?;
+    let mut ea = start(&a, dir, "node-a", "198.18.30.1", "198.18.30.2")?;
 
     // UDP and TCP probes from A to B produce samples.
     let dst = "dst_node=\"node-b\"";
@@ -150,6 +151,5 @@ fn rdma_disabled_without_device_and_udp_tcp_keep_probing() -> Result<()> {
     }
     ea.terminate(Duration::from_secs(10))?;
     eb.terminate(Duration::from_secs(10))?;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

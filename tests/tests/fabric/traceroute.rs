@@ -15,6 +15,7 @@ use skeletonhunter_tests::exporter::Launch;
 use skeletonhunter_tests::require_privileges;
 use skeletonhunter_tools::http::http_request;
 use skeletonhunter_tools::netns::veth;
+use skeletonhunter_tools::servers::TempDir;
 use skeletonhunter_tools::{http_get, wait_until, ChildGuard, Netns};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -123,10 +124,10 @@ fn trace_follows_the_routed_path() -> Result<()> {
     r.exec(&["sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"])?;
     a.ip(&["route", "add", "default", "via", "198.18.40.1"])?;
     b.ip(&["route", "add", "default", "via", "198.18.41.1"])?;
-    let dir = std::env::temp_dir().join(format!("skeletonhunter-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let _eb = start(&b, &dir, "node-b", "198.18.41.2", None)?;
-    let mut ea = start(&a, &dir, "node-a", "198.18.40.2", Some("198.18.41.2"))?;
+    let tmp = TempDir::new("trace")?;
+    let dir = tmp.path();
+    let _eb = start(&b, dir, "node-b", "198.18.41.2", None)?;
+    let mut ea = start(&a, dir, "node-a", "198.18.40.2", Some("198.18.41.2"))?;
     wait_until(
         "A probing B",
         Duration::from_secs(15),
@@ -284,6 +285,5 @@ fn trace_follows_the_routed_path() -> Result<()> {
     );
     assert!(log.is_ok(), "{}", ea.log());
     ea.check_running()?;
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
