@@ -20,31 +20,10 @@ Recall over the detectable faults says how much of the shortfall is the
 engine's; the share of detectable faults bounds the recall any engine
 reaches on the same windows.
 """
-import csv
 import math
 
 LEVEL = 1e-3
 FAMILY_ALPHA = 1e-2
-
-
-def pair_counts(csv_path, side):
-    """Unordered (node, node) pair -> [probes, lost] (10 probes a row)."""
-    counts = {}
-    with open(csv_path, encoding="utf-8-sig", newline="") as fh:
-        rd = csv.reader(fh)
-        col = {name: i for i, name in enumerate(next(rd))}
-        si, di = col["src_" + side["node"]], col["dst_" + side["node"]]
-        li = col["loss_rate"]
-        for row in rd:
-            key = (row[si], row[di]) if row[si] <= row[di] else (row[di], row[si])
-            try:
-                lost = round(float(row[li] or 0) * 10)
-            except ValueError:
-                continue
-            c = counts.setdefault(key, [0, 0])
-            c[0] += 10
-            c[1] += min(max(lost, 0), 10)
-    return counts
 
 
 def upper_tail(k, mu):
@@ -91,9 +70,9 @@ def fault_flows(f, sets, observed):
     return sets.get((f["kind"], f["id"]), frozenset())
 
 
-def detectable(truth, csv_path, side, sets, observed):
+def detectable(truth, counts, sets, observed):
     """Per true fault: whether the oracle finds it (see the module docs)."""
-    return [p < LEVEL for p in p_values(truth, csv_path, side, sets, observed)]
+    return [p < LEVEL for p in p_values(truth, counts, sets, observed)]
 
 
 def family_level(sets):
@@ -101,10 +80,10 @@ def family_level(sets):
     return FAMILY_ALPHA / max(len(sets), 1)
 
 
-def p_values(truth, csv_path, side, sets, observed):
+def p_values(truth, counts, sets, observed):
     """Per true fault: the oracle's p-value (0 for latency and
-    unreachable faults, which it does not test)."""
-    counts = pair_counts(csv_path, side)
+    unreachable faults, which it does not test). `counts` maps each
+    observed pair to [probes, lost] (score.read_window)."""
     faults = truth["faults"]
     flows = [fault_flows(f, sets, observed) for f in faults]
     touched = frozenset().union(*flows) if flows else frozenset()

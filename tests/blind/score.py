@@ -148,20 +148,33 @@ def run_analyze(binary, csv_path, timeout):
 
 def observed_pairs(csv_path):
     """Unordered pairs with a row in the CSV -> (side a, side b) topology."""
-    pairs = {}
+    return read_window(csv_path)[0]
+
+
+def read_window(csv_path):
+    """One pass over the CSV: `observed_pairs`, and per unordered pair
+    [probes, lost] (10 probes a row) for oracle.py."""
+    pairs, counts = {}, {}
     with open(csv_path, encoding="utf-8-sig", newline="") as fh:
         rd = csv.reader(fh)
         head = next(rd)
         col = {name: i for i, name in enumerate(head)}
         src = {k: col["src_" + v] for k, v in SIDE.items()}
         dst = {k: col["dst_" + v] for k, v in SIDE.items()}
-        si, di = src["node"], dst["node"]
+        si, di, li = src["node"], dst["node"], col["loss_rate"]
         for row in rd:
             key = (row[si], row[di]) if row[si] <= row[di] else (row[di], row[si])
             if key not in pairs:
                 pairs[key] = ({k: row[i] for k, i in src.items()},
                               {k: row[i] for k, i in dst.items()})
-    return pairs
+            try:
+                lost = round(float(row[li] or 0) * 10)
+            except ValueError:
+                continue
+            c = counts.setdefault(key, [0, 0])
+            c[0] += 10
+            c[1] += min(max(lost, 0), 10)
+    return pairs, counts
 
 
 def component_sets(pairs):
@@ -201,7 +214,7 @@ def truth_keys(truth, sets, observed):
 
 
 def score_window(truth, csv_path, report):
-    pairs = observed_pairs(csv_path)
+    pairs, counts = read_window(csv_path)
     sets = component_sets(pairs)
     tk = truth_keys(truth, sets, frozenset(pairs))
     reports = (report or {}).get("faults") or []
@@ -219,7 +232,7 @@ def score_window(truth, csv_path, report):
                 found[j] = rep.get("symptom")
     return {"reports": len(reports), "correct": correct, "false": len(reports) - correct,
             "found": [s is not None for s in found],
-            **detectability(truth, csv_path, sets, pairs),
+            **detectability(truth, counts, sets, pairs),
             "symptom_ok": [s == f["symptom"] for s, f in zip(found, truth["faults"])
                            if s is not None],
             "top1": first_ok if tk else None, "ecmp_rule_matches": ecmp_rule,
@@ -227,10 +240,10 @@ def score_window(truth, csv_path, report):
             "unobserved_truth": sum(1 for _, s, _ in tk if not s)}
 
 
-def detectability(truth, csv_path, sets, pairs):
+def detectability(truth, counts, sets, pairs):
     """Per true fault: can the probes show it (oracle.py), told the
     component, and at the family-wise bar."""
-    ps = oracle.p_values(truth, csv_path, SIDE, sets, frozenset(pairs))
+    ps = oracle.p_values(truth, counts, sets, frozenset(pairs))
     bar = oracle.family_level(sets)
     return {"detectable": [p < oracle.LEVEL for p in ps],
             "detectable_fw": [p < bar for p in ps]}

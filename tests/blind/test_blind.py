@@ -263,19 +263,17 @@ class ScorerTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             csv_path, _, truth = blindgen.write_window("s3", 0, "small", tmp,
                                                        only="single_loss")
-            pairs = score.observed_pairs(csv_path)
+            pairs, counts = score.read_window(csv_path)
             sets = score.component_sets(pairs)
             f = truth["faults"][0]
             self.assertGreaterEqual(f["loss"], 0.05)
-            self.assertEqual(oracle.detectable(truth, csv_path, score.SIDE, sets,
-                                               frozenset(pairs)), [True])
+            self.assertEqual(oracle.detectable(truth, counts, sets, frozenset(pairs)), [True])
             # A component no fault touches, claimed lossy, shows nothing.
             lossy = sets[(f["kind"], f["id"])]
             healthy = next(c for c, s in sets.items()
                            if c[0] == "node" and not s & lossy and len(s) >= 2)
             claim = dict(truth, faults=[dict(f, kind=healthy[0], id=healthy[1])])
-            self.assertEqual(oracle.detectable(claim, csv_path, score.SIDE, sets,
-                                               frozenset(pairs)), [False])
+            self.assertEqual(oracle.detectable(claim, counts, sets, frozenset(pairs)), [False])
             # The family-wise bar is the 1 % spread over the components.
             self.assertAlmostEqual(oracle.family_level(sets), 0.01 / len(sets))
             sc = score.score_window(truth, csv_path, {"faults": []})
