@@ -1,7 +1,13 @@
 //! The greedy confirmation shared by all symptoms: evaluate every remaining
 //! candidate against the model of faults accepted so far, accept the
 //! strongest one that passes, explain it away, repeat; then re-test each
-//! accepted fault given all the others and drop those that no longer pass.
+//! accepted fault given all the others and drop those that no longer pass;
+//! after a drop, go forward again from the faults kept. The dropped fault
+//! may have hidden another: a ToR over a gray container, lifted by it above
+//! a lossy spine, is accepted first and takes the container's loss at its
+//! own rate; given the spine nothing is left of the ToR, and the container
+//! must be asked again. (Likewise a spine above every other ToR of a small
+//! fabric, crossed by all the pairs of a lossy spine beside it.)
 //!
 //! A spine whose every pair also crosses an accepted non-spine fault (two
 //! ToRs under one spine: each cross-ToR pair crosses both ToRs) is never
@@ -22,6 +28,9 @@ use crate::engine::stats::one_sided_lr_p_value;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
+/// Forward and backward passes at the most (see [`confirm`]).
+const MAX_PASSES: usize = 3;
+
 /// Accepted and cleared verdicts of one symptom, from the Lasso's
 /// candidates (`lasso`: columns with a negative coefficient).
 pub(super) fn confirm<F: Family>(
@@ -32,8 +41,20 @@ pub(super) fn confirm<F: Family>(
     let g = Greedy { tester, present };
     let mut remaining = g.candidates(lasso);
     let mut last: HashMap<usize, Verdict> = HashMap::new();
-    let accepted = g.forward(&mut remaining, &mut last);
-    let (accepted, dropped) = g.backward(accepted);
+    let mut accepted = Vec::new();
+    let mut dropped = Vec::new();
+    // A dropped fault may have held evidence another candidate needs: go
+    // forward again from what is kept. An accepted column has left
+    // `remaining` for good, so a dropped one never comes back.
+    for _ in 0..MAX_PASSES {
+        accepted = g.forward(accepted, &mut remaining, &mut last);
+        let (kept, gone) = g.backward(accepted);
+        accepted = kept;
+        if gone.is_empty() {
+            break;
+        }
+        dropped.extend(gone);
+    }
     let cleared = remaining
         .iter()
         .filter_map(|j| last.remove(j))
@@ -133,11 +154,14 @@ impl<F: Family> Greedy<'_, F> {
     /// repeat. `last` keeps every candidate's latest verdict.
     fn forward(
         &self,
+        mut accepted: Vec<Verdict>,
         remaining: &mut Vec<usize>,
         last: &mut HashMap<usize, Verdict>,
     ) -> Vec<Verdict> {
         let mut model = Model::empty(self.npairs());
-        let mut accepted = Vec::new();
+        for a in &accepted {
+            self.apply(&mut model, a);
+        }
         loop {
             let chance = self.chance(&model);
             let mut best: Option<Verdict> = None;
