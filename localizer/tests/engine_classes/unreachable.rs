@@ -44,3 +44,56 @@ fn a_nic_refusing_dials_under_a_lossy_tor_is_found_beside_it() {
         detail(&report)
     );
 }
+
+/// A host with two NICs losing 13% of its packets, one NIC's only
+/// container refusing every dial. Its loss shows on the other NIC's pairs
+/// alone: loss cannot tell that NIC (and its container) from the host, and
+/// the verdict lists the host as equivalent. Its dials can: the other
+/// NIC's pairs connect, so the refusing container's verdict does not.
+/// Blind seed 717512629462 window 30 paged the NIC, the true host absent.
+#[test]
+fn a_lossy_host_seen_through_one_nic_is_equivalent_to_that_nic() {
+    let f = Fabric {
+        spine_of: vec![0, 1],
+        hosts: 4,
+    };
+    let mut pairs = window(&f, 100.0, &|k, i| Effect {
+        loss: if k == Kind::Host && i == "host-1" {
+            0.13
+        } else {
+            0.0
+        },
+        ..Default::default()
+    });
+    for p in &mut pairs {
+        for end in [&mut p.src, &mut p.dst] {
+            if end.node == "node-3" {
+                end.nic = "nic-1b".into();
+            }
+        }
+        if p.src.node == "node-3" || p.dst.node == "node-3" {
+            (p.failed_dials, p.sent, p.lost) = (p.rounds, 0.0, 0.0);
+        }
+    }
+    let report = analyze(&pairs, &Config::default());
+    let equivalent = |name: &str| {
+        let f = report.faults.iter().find(|f| f.id == name);
+        f.map(|f| {
+            f.equivalent
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(
+        named(&report),
+        ["node:node-3:unreachable", "node:node-2:loss"],
+        "{}",
+        detail(&report)
+    );
+    assert_eq!(
+        equivalent("node-2"),
+        Some(vec!["nic/nic-1".to_string(), "host/host-1".to_string()])
+    );
+    assert_eq!(equivalent("node-3"), Some(vec!["nic/nic-1b".to_string()]));
+}

@@ -1,9 +1,12 @@
 //! Components the probes cannot tell apart from a blamed one.
 //!
-//! Two sources: columns the path matrix merged because exactly the same
-//! observed pairs cross them (see [`crate::engine::topology`]), and ECMP
-//! components whose faults would hit exactly the same flows as the blamed
-//! one. Both are reported as the fault's `equivalent` list.
+//! Three sources: columns the path matrix merged because exactly the same
+//! observed pairs cross them (see [`crate::engine::topology`]); columns
+//! crossed by exactly the same pairs *with evidence of the symptom* (a
+//! host whose one NIC refuses every dial shows its loss on the other NIC's
+//! pairs alone, and loss cannot tell the two apart); and ECMP components
+//! whose faults would hit exactly the same flows as the blamed one. All
+//! are reported as the fault's `equivalent` list.
 
 use super::hypothesis::Verdict;
 use crate::engine::topology::PathMatrix;
@@ -23,6 +26,26 @@ pub(super) fn ecmp_siblings(
             last.get(&j)
                 .is_some_and(|v| j != best.col && v.ecmp && v.passes && v.hit == best.hit)
         })
+        .collect()
+}
+
+/// Other columns whose pairs with evidence of the symptom (`present`) are
+/// exactly column `col`'s, none of them without. Only the columns of its
+/// first such pair can be: a handful, whatever the fabric's size.
+pub(super) fn same_evidence(m: &PathMatrix, present: &[bool], col: usize) -> Vec<usize> {
+    let with_data = |j: usize| {
+        m.col(j)
+            .iter()
+            .copied()
+            .filter(|&i| present.get(i as usize).copied().unwrap_or(false))
+    };
+    let Some(first) = with_data(col).next() else {
+        return Vec::new();
+    };
+    m.row(first as usize)
+        .iter()
+        .map(|&j| j as usize)
+        .filter(|&j| j != col && with_data(j).eq(with_data(col)))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 //! here feed [`super::solver`]; the verdicts come from
 //! [`super::hypothesis`] via [`super::greedy`].
 
-use super::equivalence::equivalent_components;
+use super::equivalence::{equivalent_components, same_evidence};
 use super::family::{BinomialFamily, Family, LatencyFamily};
 use super::greedy::confirm;
 use super::hypothesis::{Tester, Verdict};
@@ -48,7 +48,15 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
         let reg = binomial_regression(obs);
         let present: Vec<bool> = obs.n.iter().map(|&n| n > 0.0).collect();
         let family = BinomialFamily { obs, config };
-        let (acc, clr) = run_symptom(&family, m, &reg, config, levels, &present);
+        let (mut acc, clr) = run_symptom(&family, m, &reg, config, levels, &present);
+        // A lossy pair's dials, left out of the unreachable test above,
+        // are evidence still: its dials went through.
+        let probed = if symptom == Symptom::Loss {
+            present
+        } else {
+            ev.unreachable.n.iter().map(|&n| n > 0.0).collect()
+        };
+        with_same_evidence(m, &probed, &mut acc);
         push_results(m, symptom, acc, clr, &mut found, &mut blame);
     }
     {
@@ -59,7 +67,8 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
             config,
             z_cov: normal_upper_quantile(config.coverage_alpha),
         };
-        let (acc, clr) = run_symptom(&family, m, &reg, config, levels, &obs.present);
+        let (mut acc, clr) = run_symptom(&family, m, &reg, config, levels, &obs.present);
+        with_same_evidence(m, &obs.present, &mut acc);
         push_results(m, Symptom::Latency, acc, clr, &mut found, &mut blame);
     }
 
@@ -266,6 +275,19 @@ fn run_symptom<F: Family>(
         ecmp_level,
     };
     confirm(&tester, &candidates, present)
+}
+
+/// Each accepted (whole-component) verdict's columns crossed by the same
+/// pairs with evidence of its symptom, `evidence` (see
+/// [`same_evidence`]), reported as equivalent.
+fn with_same_evidence(m: &PathMatrix, evidence: &[bool], accepted: &mut [Verdict]) {
+    for v in accepted.iter_mut().filter(|v| !v.ecmp) {
+        for j in same_evidence(m, evidence, v.col) {
+            if !v.also.contains(&j) {
+                v.also.push(j);
+            }
+        }
+    }
 }
 
 fn push_results(
