@@ -39,13 +39,14 @@ pub(super) fn same_evidence(m: &PathMatrix, present: &[bool], col: usize) -> Vec
             .copied()
             .filter(|&i| present.get(i as usize).copied().unwrap_or(false))
     };
-    let Some(first) = with_data(col).next() else {
+    let own: Vec<u32> = with_data(col).collect();
+    let Some(&first) = own.first() else {
         return Vec::new();
     };
     m.row(first as usize)
         .iter()
         .map(|&j| j as usize)
-        .filter(|&j| j != col && with_data(j).eq(with_data(col)))
+        .filter(|&j| j != col && with_data(j).eq(own.iter().copied()))
         .collect()
 }
 
