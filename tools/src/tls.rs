@@ -53,6 +53,29 @@ fn path_str(p: &Path) -> Result<&str> {
     p.to_str().context("utf-8 path")
 }
 
+/// `openssl req` with a new P-256 key written to `key` and the request
+/// (or, with `-x509` among `extra`, the self-signed certificate) to `out`,
+/// for common name `cn`.
+fn new_key_request(dir: &Path, (key, out): (&Path, &Path), cn: &str, extra: &[&str]) -> Result<()> {
+    let subject = format!("/CN={cn}");
+    let mut args = vec![
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        path_str(key)?,
+        "-out",
+        path_str(out)?,
+        "-subj",
+        &subject,
+    ];
+    args.extend_from_slice(extra);
+    openssl(dir, &args)
+}
+
 /// The file name of `p`, for configurations that resolve relative names
 /// against their own directory.
 pub fn file_name(p: &Path) -> Result<String> {
@@ -68,24 +91,14 @@ impl Ca {
     pub fn new(dir: &Path, name: &str) -> Result<Ca> {
         let cert = dir.join(format!("{name}.crt"));
         let key = dir.join(format!("{name}.key"));
-        openssl(
+        new_key_request(
             dir,
+            (&key, &cert),
+            name,
             &[
-                "req",
                 "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                path_str(&key)?,
-                "-out",
-                path_str(&cert)?,
                 "-days",
                 "2",
-                "-subj",
-                &format!("/CN={name}"),
                 "-addext",
                 "basicConstraints=critical,CA:TRUE",
                 "-addext",
@@ -125,23 +138,7 @@ impl Ca {
         let file = |ext: &str| base.with_extension(ext);
         let (key, csr, cert, ext) = (file("key"), file("csr"), file("crt"), file("ext"));
         std::fs::write(&ext, extensions)?;
-        openssl(
-            &self.dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                path_str(&key)?,
-                "-out",
-                path_str(&csr)?,
-                "-subj",
-                &format!("/CN={cn}"),
-            ],
-        )?;
+        new_key_request(&self.dir, (&key, &csr), cn, &[])?;
         openssl(
             &self.dir,
             &[
