@@ -212,3 +212,41 @@ fn a_tor_over_a_gray_container_and_noisy_pairs_yields_to_the_container() {
         detail(&report)
     );
 }
+
+/// A gray NIC (6 %) whose one container is alone on it, on a host whose
+/// other NIC carries a noisy pair (5 lost of 200, one a round) beside two
+/// quiet ones. The host's rate over all its pairs is lower than the NIC's,
+/// and its pairs away from the NIC are significant only by that one noisy
+/// pair: what a host fault must show is loss on all of them, as any
+/// component's evidence must survive dropping its strongest pairs. The NIC
+/// (and its container) is the fault. Blind seed 461914090760 window 75
+/// paged the host instead.
+#[test]
+fn a_gray_nic_beside_a_noisy_pair_of_its_host_is_not_the_host() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1, 1],
+        hosts: 4,
+    };
+    let mut pairs = window_with(&f, 200.0, 1e-3, &|k, i| Effect {
+        loss: if k == Kind::Node && i == "node-2" {
+            0.06
+        } else {
+            0.0
+        },
+        ..Default::default()
+    });
+    // node-3, host-1's other container, on the host's second NIC.
+    on_own_nic(&mut pairs, "node-3", "nic-1b");
+    let mut away = [5.0, 1.0, 0.0].into_iter();
+    for p in pairs
+        .iter_mut()
+        .filter(|p| (p.src.node == "node-3") != (p.dst.node == "node-3"))
+        .filter(|p| p.src.host != p.dst.host)
+    {
+        let lost = away.next().expect("three pairs of node-3 away from host-1");
+        (p.lost, p.lossy_rounds) = (lost, Some(lost));
+    }
+    assert_eq!(away.next(), None, "node-3's three outside pairs");
+    let report = analyze(&pairs, &Config::default());
+    assert_eq!(named(&report), ["node:node-2:loss"], "{}", detail(&report));
+}

@@ -151,6 +151,17 @@ fn on_pairs_of(
     }
 }
 
+/// Moves container `node` to a NIC of its own, `nic`, on the same host.
+fn on_own_nic(pairs: &mut [PairStats], node: &str, nic: &str) {
+    for p in pairs {
+        for end in [&mut p.src, &mut p.dst] {
+            if end.node == node {
+                end.nic = nic.into();
+            }
+        }
+    }
+}
+
 fn named(r: &Report) -> Vec<String> {
     r.faults
         .iter()

@@ -65,12 +65,8 @@ fn a_lossy_host_seen_through_one_nic_is_equivalent_to_that_nic() {
         },
         ..Default::default()
     });
+    on_own_nic(&mut pairs, "node-3", "nic-1b");
     for p in &mut pairs {
-        for end in [&mut p.src, &mut p.dst] {
-            if end.node == "node-3" {
-                end.nic = "nic-1b".into();
-            }
-        }
         if p.src.node == "node-3" || p.dst.node == "node-3" {
             (p.failed_dials, p.sent, p.lost) = (p.rounds, 0.0, 0.0);
         }

@@ -271,7 +271,9 @@ impl<F: Family> Greedy<'_, F> {
     /// whose usable pairs are `rows`, fitted at `param` over all of them:
     /// those of its pairs that do not cross `c` show no fault worth
     /// reporting of their own (at `alpha`, by an effect
-    /// [`Family::big_enough`]), and `c`'s pairs do not fit `param` either:
+    /// [`Family::big_enough`], robust to dropping their strongest pairs:
+    /// one noisy pair on a host's other NIC is not the host), and `c`'s
+    /// pairs do not fit `param` either:
     /// they show more, beyond chance (`coverage_alpha`). A gray ToR's rate
     /// fitted over a lossy container's pairs and a few noisy ones fits
     /// neither; a gray NIC's, whose one container happened to lose a
@@ -283,9 +285,15 @@ impl<F: Family> Greedy<'_, F> {
             rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
         let (own, stat) = f.fit(model, &rest);
+        let rest_hits: Vec<u32> = rest
+            .iter()
+            .copied()
+            .filter(|&i| f.anomalous(model, i as usize))
+            .collect();
         let rest_holds = !rest.is_empty()
             && one_sided_lr_p_value(stat) < t.config.alpha
-            && f.big_enough(&rest, own);
+            && f.big_enough(&rest, own)
+            && t.robust(model, &rest, &rest_hits);
         let inside_own = f.fit(model, &inside).0;
         let inside_exceeds = inside_own > param
             && one_sided_lr_p_value(f.gap(model, &inside, param)) < t.config.coverage_alpha;

@@ -413,7 +413,7 @@ impl<F: Family> Tester<'_, F> {
     /// the window or cut by another fault), every one of them showing the
     /// symptom, cannot be tested so; it passes: two pairs of one container
     /// both noisy on their own is far less likely than the container.
-    fn robust(&self, model: &Model, rows: &[u32], hit: &[u32]) -> bool {
+    pub(super) fn robust(&self, model: &Model, rows: &[u32], hit: &[u32]) -> bool {
         let f = self.family;
         // Hit pairs are informative, so this needs at most `min_pairs` hits.
         if hit.len() <= self.config.min_pairs
