@@ -24,7 +24,7 @@
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
 use super::hypothesis::{is_subset, Chance, Tester, Verdict};
-use crate::engine::stats::one_sided_lr_p_value;
+use crate::engine::stats::{chi_square_upper_tail, one_sided_lr_p_value};
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
 
@@ -267,17 +267,18 @@ impl<F: Family> Greedy<'_, F> {
         out
     }
 
-    /// Whether sub-component `c` explains the evidence of a candidate
-    /// whose usable pairs are `rows`, fitted at `param` over all of them:
-    /// those of its pairs that do not cross `c` show no fault worth
-    /// reporting of their own (at `alpha`, by an effect
-    /// [`Family::big_enough`], robust to dropping their strongest pairs:
-    /// one noisy pair on a host's other NIC is not the host), and `c`'s
-    /// pairs do not fit `param` either:
-    /// they show more, beyond chance (`coverage_alpha`). A gray ToR's rate
-    /// fitted over a lossy container's pairs and a few noisy ones fits
-    /// neither; a gray NIC's, whose one container happened to lose a
-    /// little more, fits both.
+    /// Whether sub-component `c` explains the evidence of a candidate whose
+    /// usable pairs are `rows`, fitted at `param` over all of them: those of
+    /// its pairs that do not cross `c` show no fault worth reporting of their
+    /// own (at `alpha`, by an effect [`Family::big_enough`], robust to dropping
+    /// their strongest pairs: one noisy pair on a host's other NIC is not the
+    /// host), and `c`'s pairs do not fit `param` either: they show more, beyond
+    /// chance (`coverage_alpha`; alone, or with the other pairs showing less,
+    /// two degrees of freedom: three pairs of a gray container are few, and its
+    /// host's quiet other NIC says as much as they do). A gray ToR's rate
+    /// fitted over a lossy container's pairs and a few noisy ones fits neither;
+    /// a gray NIC's, whose one container happened to lose a little more, fits
+    /// both.
     fn explained_by(&self, model: &Model, rows: &[u32], param: f64, c: usize) -> bool {
         let t = self.tester;
         let crossed = t.m.col(c);
@@ -295,8 +296,18 @@ impl<F: Family> Greedy<'_, F> {
             && f.big_enough(&rest, own)
             && t.robust(model, &rest, &rest_hits);
         let inside_own = f.fit(model, &inside).0;
+        let inside_gap = f.gap(model, &inside, param);
+        // The other pairs losing less than `param` count against it too:
+        // both sides of the question, two degrees of freedom.
+        let rest_gap = if own < param {
+            f.gap(model, &rest, param)
+        } else {
+            0.0
+        };
+        let alpha = t.config.coverage_alpha;
         let inside_exceeds = inside_own > param
-            && one_sided_lr_p_value(f.gap(model, &inside, param)) < t.config.coverage_alpha;
+            && (one_sided_lr_p_value(inside_gap) < alpha
+                || chi_square_upper_tail(inside_gap + rest_gap, 2.0) < alpha);
         !rest_holds && inside_exceeds
     }
 
