@@ -153,6 +153,15 @@ pub(super) trait Family {
     fn nested_may_add(&self) -> bool {
         false
     }
+    /// Whether the hit pairs of an ECMP fault on every flow alike that
+    /// show far more than its effect are left to other faults
+    /// ([`super::greedy`]). For counts: a rate on every flow. Not for
+    /// delays: a spine slowing every flow left outliers whose residual
+    /// paged four to nine containers and ToRs on the blind generator's
+    /// slow spines.
+    fn ecmp_outliers_are_faults(&self) -> bool {
+        true
+    }
     /// Whether pair `i`'s failures came in a burst: so few of its rounds
     /// hold them that independent failures would rarely have (at
     /// `coverage_alpha`). `false` when the family has no round counts.
@@ -326,6 +335,9 @@ impl LatencyFamily<'_> {
 impl Family for LatencyFamily<'_> {
     fn nested_may_add(&self) -> bool {
         true
+    }
+    fn ecmp_outliers_are_faults(&self) -> bool {
+        false
     }
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.present[i] && !model.explained[i]

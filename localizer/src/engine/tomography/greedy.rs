@@ -31,6 +31,18 @@ use std::collections::HashMap;
 /// Forward and backward passes at the most (see [`confirm`]).
 const MAX_PASSES: usize = 3;
 
+/// An ECMP fault hitting at least this share of its flows is one effect on
+/// all of them, whose outliers are other faults ([`Greedy::ecmp_outliers`]);
+/// one hitting fewer shares its hit pairs with whatever else hits them.
+const WHOLE_SHARE: f64 = 0.9;
+
+/// Largest spread of an ECMP fault's hit pairs about one effect (their
+/// heterogeneity over its degrees of freedom) that is still one effect: a
+/// fault on every flow alike leaves about the spread of chance (1, a
+/// little more with noisy pairs); a member switch carrying a different
+/// share of each pair's flows leaves four times that and more.
+const UNIFORM_DISPERSION: f64 = 2.5;
+
 /// Accepted and cleared verdicts of one symptom, from the Lasso's
 /// candidates (`lasso`: columns with a negative coefficient).
 pub(super) fn confirm<F: Family>(
@@ -118,11 +130,19 @@ impl<F: Family> Greedy<'_, F> {
     }
 
     /// Add an accepted fault to the model: its effect on every pair it
-    /// crosses, or (ECMP) its hit pairs as explained.
+    /// crosses, or (ECMP) its hit pairs as explained, but for the outliers
+    /// of a fault on all its flows alike, which get its effect
+    /// ([`Self::ecmp_outliers`]).
     fn apply(&self, model: &mut Model, v: &Verdict) {
         if v.ecmp {
+            let (outliers, effect) = self.ecmp_outliers(model, v);
             for &i in &v.hit {
-                model.explained[i as usize] = true;
+                if outliers.binary_search(&i).is_ok() {
+                    let add = self.tester.family.applied_effect(model, &[i], effect);
+                    model.effect[i as usize] += add;
+                } else {
+                    model.explained[i as usize] = true;
+                }
             }
             for &i in self.tester.m.col(v.col) {
                 model.under_ecmp[i as usize] = true;
@@ -134,6 +154,45 @@ impl<F: Family> Greedy<'_, F> {
                 model.effect[i as usize] += add;
             }
         }
+    }
+
+    /// The hit pairs of an ECMP fault showing far more than its effect
+    /// (sorted), and that effect (model units), when the fault is one
+    /// effect on every other hit flow: a whole spine losing 11 % on every
+    /// flow and a container behind it losing 30 % more on its own two.
+    /// Explained whole, the spine would take the container's pairs with
+    /// it. A fault whose effect varies from flow to flow (a member switch
+    /// carrying a different share of each pair's flows) has no such
+    /// outliers: its hit pairs stay explained whole.
+    fn ecmp_outliers(&self, model: &Model, v: &Verdict) -> (Vec<u32>, f64) {
+        let t = self.tester;
+        let f = t.family;
+        let hit = &v.hit;
+        let usable = t.rows_and_hits(model, v.col).0.len() as f64;
+        if !f.ecmp_outliers_are_faults() || (hit.len() as f64) < WHOLE_SHARE * usable {
+            return (Vec::new(), 0.0);
+        }
+        let (param, _) = f.fit(model, hit);
+        let outliers: Vec<u32> = hit
+            .iter()
+            .copied()
+            .filter(|&i| {
+                f.fit(model, &[i]).0 > param
+                    && one_sided_lr_p_value(f.gap(model, &[i], param)) < t.config.alpha
+            })
+            .collect();
+        let inliers: Vec<u32> = hit
+            .iter()
+            .copied()
+            .filter(|i| outliers.binary_search(i).is_err())
+            .collect();
+        let (inner, _) = f.fit(model, &inliers);
+        let spread = f.heterogeneity(model, &inliers, inner);
+        let df = inliers.len() as f64 - 1.0;
+        if outliers.is_empty() || df < 1.0 || spread > UNIFORM_DISPERSION * df {
+            return (Vec::new(), 0.0);
+        }
+        (outliers, f.effect(inner))
     }
 
     /// Whether spine verdict `v`'s pairs all cross one of the non-spine
