@@ -213,6 +213,35 @@ fn a_tor_over_a_gray_container_and_noisy_pairs_yields_to_the_container() {
     );
 }
 
+/// Host-1 of four ToRs over two spines (four hosts each, 200 probes a
+/// pair over a 0.1 % background) with its two containers on two NICs:
+/// node-2 on nic-1, node-3 on nic-1b. `kind` `id` loses `loss`; when
+/// `away` is not empty, node-3's three pairs outside the host lose those
+/// counts instead, one a round.
+fn two_nic_host(kind: Kind, id: &str, loss: f64, away: &[f64]) -> Report {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1, 1],
+        hosts: 4,
+    };
+    let mut pairs = window_with(&f, 200.0, 1e-3, &|k, i| Effect {
+        loss: if k == kind && i == id { loss } else { 0.0 },
+        ..Default::default()
+    });
+    on_own_nic(&mut pairs, "node-3", "nic-1b");
+    if !away.is_empty() {
+        let outside: Vec<&mut PairStats> = pairs
+            .iter_mut()
+            .filter(|p| (p.src.node == "node-3") != (p.dst.node == "node-3"))
+            .filter(|p| p.src.host != p.dst.host)
+            .collect();
+        assert_eq!(outside.len(), away.len(), "node-3's pairs outside host-1");
+        for (p, &lost) in outside.into_iter().zip(away) {
+            (p.lost, p.lossy_rounds) = (lost, Some(lost));
+        }
+    }
+    analyze(&pairs, &Config::default())
+}
+
 /// A gray NIC (6 %) whose one container is alone on it, on a host whose
 /// other NIC carries a noisy pair (5 lost of 200, one a round) beside two
 /// quiet ones. The host's rate over all its pairs is lower than the NIC's,
@@ -223,31 +252,7 @@ fn a_tor_over_a_gray_container_and_noisy_pairs_yields_to_the_container() {
 /// paged the host instead.
 #[test]
 fn a_gray_nic_beside_a_noisy_pair_of_its_host_is_not_the_host() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 1, 1],
-        hosts: 4,
-    };
-    let mut pairs = window_with(&f, 200.0, 1e-3, &|k, i| Effect {
-        loss: if k == Kind::Node && i == "node-2" {
-            0.06
-        } else {
-            0.0
-        },
-        ..Default::default()
-    });
-    // node-3, host-1's other container, on the host's second NIC.
-    on_own_nic(&mut pairs, "node-3", "nic-1b");
-    let mut away = [5.0, 1.0, 0.0].into_iter();
-    for p in pairs
-        .iter_mut()
-        .filter(|p| (p.src.node == "node-3") != (p.dst.node == "node-3"))
-        .filter(|p| p.src.host != p.dst.host)
-    {
-        let lost = away.next().expect("three pairs of node-3 away from host-1");
-        (p.lost, p.lossy_rounds) = (lost, Some(lost));
-    }
-    assert_eq!(away.next(), None, "node-3's three outside pairs");
-    let report = analyze(&pairs, &Config::default());
+    let report = two_nic_host(Kind::Node, "node-2", 0.06, &[5.0, 1.0, 0.0]);
     assert_eq!(named(&report), ["node:node-2:loss"], "{}", detail(&report));
 }
 
@@ -262,29 +267,7 @@ fn a_gray_nic_beside_a_noisy_pair_of_its_host_is_not_the_host() {
 /// spine).
 #[test]
 fn a_gray_container_beside_a_quiet_nic_of_its_host_is_not_the_host() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 1, 1],
-        hosts: 4,
-    };
-    let mut pairs = window_with(&f, 200.0, 1e-3, &|k, i| Effect {
-        loss: if k == Kind::Node && i == "node-2" {
-            0.04
-        } else {
-            0.0
-        },
-        ..Default::default()
-    });
-    on_own_nic(&mut pairs, "node-3", "nic-1b");
-    let mut away = [3.0, 2.0, 1.0].into_iter();
-    for p in pairs
-        .iter_mut()
-        .filter(|p| (p.src.node == "node-3") != (p.dst.node == "node-3"))
-        .filter(|p| p.src.host != p.dst.host)
-    {
-        let lost = away.next().expect("three pairs of node-3 away from host-1");
-        (p.lost, p.lossy_rounds) = (lost, Some(lost));
-    }
-    let report = analyze(&pairs, &Config::default());
+    let report = two_nic_host(Kind::Node, "node-2", 0.04, &[3.0, 2.0, 1.0]);
     assert_eq!(named(&report), ["node:node-2:loss"], "{}", detail(&report));
 }
 
@@ -292,19 +275,6 @@ fn a_gray_container_beside_a_quiet_nic_of_its_host_is_not_the_host() {
 /// container stays the host, whichever container happened to lose more.
 #[test]
 fn a_gray_host_over_two_nics_stays_the_host() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 1, 1],
-        hosts: 4,
-    };
-    let mut pairs = window_with(&f, 200.0, 1e-3, &|k, i| Effect {
-        loss: if k == Kind::Host && i == "host-1" {
-            0.03
-        } else {
-            0.0
-        },
-        ..Default::default()
-    });
-    on_own_nic(&mut pairs, "node-3", "nic-1b");
-    let report = analyze(&pairs, &Config::default());
+    let report = two_nic_host(Kind::Host, "host-1", 0.03, &[]);
     assert_eq!(named(&report), ["host:host-1:loss"], "{}", detail(&report));
 }

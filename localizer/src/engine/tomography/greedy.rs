@@ -168,8 +168,13 @@ impl<F: Family> Greedy<'_, F> {
         let t = self.tester;
         let f = t.family;
         let hit = &v.hit;
-        let usable = t.rows_and_hits(model, v.col).0.len() as f64;
-        if !f.ecmp_outliers_are_faults() || (hit.len() as f64) < WHOLE_SHARE * usable {
+        if !f.ecmp_outliers_are_faults() {
+            return (Vec::new(), 0.0);
+        }
+        let usable = (t.m.col(v.col).iter())
+            .filter(|&&i| f.usable(model, i as usize))
+            .count();
+        if (hit.len() as f64) < WHOLE_SHARE * usable as f64 {
             return (Vec::new(), 0.0);
         }
         let (param, _) = f.fit(model, hit);
@@ -345,17 +350,18 @@ impl<F: Family> Greedy<'_, F> {
             rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
         let (own, stat) = f.fit(model, &rest);
-        let rest_hits: Vec<u32> = rest
-            .iter()
-            .copied()
-            .filter(|&i| f.anomalous(model, i as usize))
-            .collect();
         let rest_holds = !rest.is_empty()
             && one_sided_lr_p_value(stat) < t.config.alpha
             && f.big_enough(&rest, own)
-            && t.robust(model, &rest, &rest_hits);
-        let inside_own = f.fit(model, &inside).0;
+            && t.robust(model, &rest, &t.hits(model, &rest));
+        if rest_holds || f.fit(model, &inside).0 <= param {
+            return false;
+        }
+        let alpha = t.config.coverage_alpha;
         let inside_gap = f.gap(model, &inside, param);
+        if one_sided_lr_p_value(inside_gap) < alpha {
+            return true;
+        }
         // The other pairs losing less than `param` count against it too:
         // both sides of the question, two degrees of freedom.
         let rest_gap = if own < param {
@@ -363,11 +369,7 @@ impl<F: Family> Greedy<'_, F> {
         } else {
             0.0
         };
-        let alpha = t.config.coverage_alpha;
-        let inside_exceeds = inside_own > param
-            && (one_sided_lr_p_value(inside_gap) < alpha
-                || chi_square_upper_tail(inside_gap + rest_gap, 2.0) < alpha);
-        !rest_holds && inside_exceeds
+        chi_square_upper_tail(inside_gap + rest_gap, 2.0) < alpha
     }
 
     /// Backward: a fault accepted early may have absorbed the evidence of

@@ -274,12 +274,16 @@ impl<F: Family> Tester<'_, F> {
             .copied()
             .filter(|&i| f.usable(model, i as usize))
             .collect();
-        let hit = rows
-            .iter()
-            .copied()
-            .filter(|&i| f.anomalous(model, i as usize))
-            .collect();
+        let hit = self.hits(model, &rows);
         (rows, hit)
+    }
+
+    /// Those of `rows` showing the symptom under the model.
+    pub(super) fn hits(&self, model: &Model, rows: &[u32]) -> Vec<u32> {
+        rows.iter()
+            .copied()
+            .filter(|&i| self.family.anomalous(model, i as usize))
+            .collect()
     }
 
     /// Whether spine column `c`'s own ECMP count passes.
