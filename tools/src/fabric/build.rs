@@ -275,7 +275,7 @@ impl Fabric {
     pub fn check_connectivity(&self) -> Result<()> {
         let far = self.nodes.last().context("empty fabric")?;
         for n in &self.nodes {
-            if n.data_ip != far.data_ip && !reachable(&n.ns, far.data_ip)? {
+            if n.data_ip != far.data_ip && !reaches_within(&n.ns, far.data_ip, SETTLE)? {
                 bail!(
                     "fabric does not route: {} cannot reach {} ({})",
                     n.identity.node,
@@ -283,7 +283,7 @@ impl Fabric {
                     far.data_ip
                 );
             }
-            if !reachable(&self.mon, n.mgmt_ip)? {
+            if !reaches_within(&self.mon, n.mgmt_ip, SETTLE)? {
                 bail!(
                     "management network broken: mon cannot reach {} ({})",
                     n.identity.node,
@@ -294,7 +294,9 @@ impl Fabric {
         // The hosts' own endpoints: NIC to NIC, and scraped from `mon`.
         for u in &self.underlay {
             let other = self.underlay.iter().find(|o| o.data_ip != u.data_ip);
-            if let Some(o) = other.filter(|o| !reachable(&u.ns, o.data_ip).unwrap_or(false)) {
+            if let Some(o) =
+                other.filter(|o| !reaches_within(&u.ns, o.data_ip, SETTLE).unwrap_or(false))
+            {
                 bail!(
                     "underlay does not route: {} cannot reach {} ({})",
                     u.identity.node,
@@ -302,7 +304,7 @@ impl Fabric {
                     o.data_ip
                 );
             }
-            if !reachable(&self.mon, u.mgmt_ip)? {
+            if !reaches_within(&self.mon, u.mgmt_ip, SETTLE)? {
                 bail!(
                     "management network broken: mon cannot reach host {}",
                     u.identity.node
@@ -331,6 +333,28 @@ fn multipath_sysctls(ns: &Netns) -> Result<()> {
         "net.ipv4.icmp_ratelimit=0",
     ])?;
     Ok(())
+}
+
+/// How long a path of a fabric just built (or just repaired) may take to
+/// carry its first packets: neighbour discovery runs first (twice on the
+/// overlay, for the container and for the tunnel's underlay hop), and a
+/// request the kernel dropped is asked again only a second later, beyond
+/// one [`reachable`] try on a loaded machine.
+pub const SETTLE: Duration = Duration::from_secs(10);
+
+/// Whether `ns` reaches `ip` within `timeout`, trying every 100 ms; for
+/// paths that should work, where one lost first try is no verdict.
+pub fn reaches_within(ns: &Netns, ip: Ipv4Addr, timeout: Duration) -> Result<bool> {
+    let t0 = std::time::Instant::now();
+    loop {
+        if reachable(ns, ip)? {
+            return Ok(true);
+        }
+        if t0.elapsed() >= timeout {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Whether `ns` can reach `ip` now: a TCP connect to a closed port that is

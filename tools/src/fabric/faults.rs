@@ -4,10 +4,9 @@
 //! management network is never touched, so the monitoring keeps seeing
 //! every exporter.
 
-use super::build::reachable;
+use super::build::{reaches_within, SETTLE};
 use super::topology::{Fabric, Host, Node};
 use anyhow::{ensure, Context, Result};
-use std::time::Duration;
 
 impl Fabric {
     /// Drop `percent`% of every packet the ToR forwards or receives (0
@@ -73,15 +72,11 @@ impl Fabric {
             // The kernel propagates a veth's carrier change asynchronously
             // (link watch, up to about a second); until then the link drops
             // packets. Return once the ToR answers across it.
-            let t0 = std::time::Instant::now();
-            while !reachable(&host.ns, host.gateway)? {
-                ensure!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "{}: uplink up0 still carries nothing 10 s after it was set up",
-                    host.name
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            ensure!(
+                reaches_within(&host.ns, host.gateway, SETTLE)?,
+                "{}: uplink up0 still carries nothing {SETTLE:?} after it was set up",
+                host.name
+            );
         }
         Ok(())
     }

@@ -64,7 +64,7 @@ mod stack;
 mod topology;
 
 pub use alerts::AlertView;
-pub use build::reachable;
+pub use build::{reachable, reaches_within, SETTLE};
 pub use cleanup::remove_namespaces_of;
 pub use config::{
     container_host_config, default_rule_files, exporter_config, kubernetes_target_labels,
