@@ -10,16 +10,17 @@ use skeletonhunter_tools::fabric::{
     container_host_config, exporter_get, reachable, reaches_within, Containers, DataPlane, Fabric,
     FabricSpec, Node, Stack, StackOpts, SETTLE,
 };
+use skeletonhunter_tools::netns::Netns;
 use skeletonhunter_tools::process::{bin_path, ChildGuard};
 use skeletonhunter_tools::servers::TempDir;
 use skeletonhunter_tools::wait_until;
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// Whether `ns` reaches `ip`, given the time a path that should work may
 /// take to carry its first packets; a path that should not work is
 /// checked once, with [`reachable`].
-fn reaches(ns: &skeletonhunter_tools::netns::Netns, ip: std::net::Ipv4Addr) -> bool {
+fn reaches(ns: &Netns, ip: Ipv4Addr) -> bool {
     reaches_within(ns, ip, SETTLE).unwrap()
 }
 

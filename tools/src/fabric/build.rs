@@ -5,6 +5,7 @@ use super::topology::{
     link_addresses, tenant_of_rail, DataPlane, Fabric, FabricSpec, Host, Node, Spine, Tor, POD,
 };
 use crate::netns::{attach, bridge, veth, Netns};
+use crate::process::wait_until;
 use anyhow::{bail, ensure, Context, Result};
 use skeletonhunter_common::Identity;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
@@ -345,16 +346,15 @@ pub const SETTLE: Duration = Duration::from_secs(10);
 /// Whether `ns` reaches `ip` within `timeout`, trying every 100 ms; for
 /// paths that should work, where one lost first try is no verdict.
 pub fn reaches_within(ns: &Netns, ip: Ipv4Addr, timeout: Duration) -> Result<bool> {
-    let t0 = std::time::Instant::now();
-    loop {
-        if reachable(ns, ip)? {
-            return Ok(true);
+    let every = Duration::from_millis(100);
+    // Stop at the first answer or error; a timeout is the answer "no".
+    let first = wait_until(&format!("{ip}"), timeout, every, || {
+        match reachable(ns, ip) {
+            Ok(false) => None,
+            done => Some(done),
         }
-        if t0.elapsed() >= timeout {
-            return Ok(false);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
+    first.unwrap_or(Ok(false))
 }
 
 /// Whether `ns` can reach `ip` now: a TCP connect to a closed port that is

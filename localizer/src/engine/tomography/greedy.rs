@@ -171,9 +171,7 @@ impl<F: Family> Greedy<'_, F> {
         if !f.ecmp_outliers_are_faults() {
             return (Vec::new(), 0.0);
         }
-        let usable = (t.m.col(v.col).iter())
-            .filter(|&&i| f.usable(model, i as usize))
-            .count();
+        let usable = t.rows(model, v.col).len();
         if (hit.len() as f64) < WHOLE_SHARE * usable as f64 {
             return (Vec::new(), 0.0);
         }
@@ -336,10 +334,10 @@ impl<F: Family> Greedy<'_, F> {
     /// its pairs that do not cross `c` show no fault worth reporting of their
     /// own (at `alpha`, by an effect [`Family::big_enough`], not a few noisy
     /// pairs: see [`Greedy::not_noise`]), and `c`'s pairs do not fit `param`
-    /// either: they show more, beyond
-    /// chance (`coverage_alpha`; alone, or with the other pairs showing less,
-    /// two degrees of freedom: three pairs of a gray container are few, and its
-    /// host's quiet other NIC says as much as they do). A gray ToR's rate
+    /// either: they show more, beyond chance (`coverage_alpha`; alone, or
+    /// with the other pairs showing less, two degrees of freedom: three pairs
+    /// of a gray container are few, and its host's quiet other NIC says as
+    /// much as they do). A gray ToR's rate
     /// fitted over a lossy container's pairs and a few noisy ones fits neither;
     /// a gray NIC's, whose one container happened to lose a little more, fits
     /// both.
@@ -379,7 +377,7 @@ impl<F: Family> Greedy<'_, F> {
     /// ones is not the host. A ToR's few same-rack pairs away from one node,
     /// losing unevenly as they do at a fault's onset or escalation in a
     /// sliding window (each exporter scraped at its own time), are still
-    /// the ToR; without the half, its nodes took the verdict in a third of
+    /// the ToR; without the half, its nodes took the verdict in 20–56 % of
     /// such windows and the online loop resolved a standing ToR alert.
     fn not_noise(&self, model: &Model, rest: &[u32]) -> bool {
         let t = self.tester;

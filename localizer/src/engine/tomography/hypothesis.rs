@@ -263,17 +263,21 @@ impl<F: Family> Tester<'_, F> {
         (strong, null, p_count)
     }
 
-    /// Column `j`'s pairs usable under the model, and those of them
-    /// showing the symptom.
-    pub(super) fn rows_and_hits(&self, model: &Model, j: usize) -> (Vec<u32>, Vec<u32>) {
+    /// Column `j`'s pairs usable under the model.
+    pub(super) fn rows(&self, model: &Model, j: usize) -> Vec<u32> {
         let f = self.family;
-        let rows: Vec<u32> = self
-            .m
+        self.m
             .col(j)
             .iter()
             .copied()
             .filter(|&i| f.usable(model, i as usize))
-            .collect();
+            .collect()
+    }
+
+    /// Column `j`'s pairs usable under the model, and those of them
+    /// showing the symptom.
+    pub(super) fn rows_and_hits(&self, model: &Model, j: usize) -> (Vec<u32>, Vec<u32>) {
+        let rows = self.rows(model, j);
         let hit = self.hits(model, &rows);
         (rows, hit)
     }
