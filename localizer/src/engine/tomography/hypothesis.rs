@@ -7,7 +7,7 @@
 //! accepted ECMP faults fail at all). Then:
 //! - spine (ECMP): the share of its pairs showing the symptom must exceed,
 //!   significantly (`alpha` over the spine columns), the share elsewhere
-//!   in the fabric ([`Chance`]), and
+//!   in the fabric ([`Chance`]; the rule is in `ecmp.rs`), and
 //!   reach `ecmp_min_fraction`, also on its pairs outside each smaller
 //!   spine whose pairs are all its own (unless that one passes no count
 //!   and holds only some of the hits); the score is fitted on the hit flows
@@ -24,9 +24,7 @@
 
 use super::family::{Family, Model};
 use crate::engine::model::Config;
-use crate::engine::stats::{
-    binomial_upper_tail, chi_square_upper_tail, median, one_sided_lr_p_value,
-};
+use crate::engine::stats::{chi_square_upper_tail, one_sided_lr_p_value};
 use crate::engine::topology::PathMatrix;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
@@ -71,14 +69,14 @@ pub(super) struct Chance {
 
 impl Chance {
     /// Pairs showing the symptom with an own effect of at least `size`.
-    fn at_least(&self, size: f64) -> f64 {
+    pub(super) fn at_least(&self, size: f64) -> f64 {
         (self.sizes.len() - self.sizes.partition_point(|&s| s < size)) as f64
     }
 
     /// Share of pairs showing an effect of at least `size` outside a
     /// candidate (its own `hit` such pairs of `n` removed), floored at the
     /// per-pair test level.
-    fn outside(&self, hit: f64, n: f64, size: f64, floor: f64) -> f64 {
+    pub(super) fn outside(&self, hit: f64, n: f64, size: f64, floor: f64) -> f64 {
         let t = self.total - n;
         let a = (self.at_least(size) - hit).max(0.0);
         if t > 0.0 {
@@ -88,11 +86,6 @@ impl Chance {
         }
     }
 }
-
-/// The ECMP rule counts the hit pairs whose own effect reaches this share
-/// of the hit pairs' median effect, here and elsewhere alike: a partial
-/// fault hits its flows with one size, noise is smaller.
-const ECMP_SIZE_SHARE: f64 = 0.5;
 
 /// Level of the coverage shortfall test: fewer hit pairs than a fault of
 /// the fitted size makes is evidence against the candidate only when this
@@ -204,65 +197,6 @@ impl<F: Family> Tester<'_, F> {
                     > min)
     }
 
-    /// ECMP rule: the candidate's share of pairs showing the symptom
-    /// against the share elsewhere. Ranks by the evidence on the flows it
-    /// hits: two spines share the cross-block pairs, and the culprit is the
-    /// one whose hit flows carry more evidence, not the one with fewer
-    /// healthy flows.
-    fn ecmp_test(
-        &self,
-        model: &Model,
-        chance: &Chance,
-        (rows, param_all): (&[u32], f64),
-        hit: &[u32],
-        v: &mut Verdict,
-    ) {
-        let (f, config) = (self.family, self.config);
-        let (n_pairs, m_hit) = (rows.len() as f64, hit.len() as f64);
-        let (strong, null, p_count) = self.count(model, chance, rows, hit);
-        let (param_hit, stat_hit) = f.fit(model, hit);
-        v.stat = stat_hit;
-        v.p_value = v.p_value.max(p_count);
-        v.score = f.score(hit, param_hit);
-        // The share of its flows hit: of the pairs that its rate over all
-        // of them, on every flow, would make show it (a gray 2% spine
-        // shows on 7% of its pairs of 90 probes, all its flows hit).
-        let full: f64 = rows
-            .iter()
-            .map(|&i| f.p_hit(model, i as usize, param_all))
-            .sum();
-        v.passes = p_count < self.ecmp_level
-            && m_hit >= config.ecmp_min_fraction * full.min(n_pairs)
-            && f.big_enough(hit, param_hit)
-            && self.no_nested_spine_holds_the_hits(model, chance, v.col, (rows, &strong), null);
-    }
-
-    /// The ECMP count of a spine's `rows` with `hit` showing the symptom:
-    /// its strong hit flows (an effect of at least [`ECMP_SIZE_SHARE`] of
-    /// the hits' median), the chance of such a flow elsewhere, and the
-    /// binomial p-value of the strong count against it.
-    fn count(
-        &self,
-        model: &Model,
-        chance: &Chance,
-        rows: &[u32],
-        hit: &[u32],
-    ) -> (Vec<u32>, f64, f64) {
-        let f = self.family;
-        let own: Vec<f64> = hit.iter().map(|&i| f.fit(model, &[i]).0).collect();
-        let size = ECMP_SIZE_SHARE * median(&mut own.clone());
-        let strong: Vec<u32> = hit
-            .iter()
-            .zip(&own)
-            .filter(|&(_, &s)| s >= size)
-            .map(|(&i, _)| i)
-            .collect();
-        let n = rows.len() as f64;
-        let null = chance.outside(strong.len() as f64, n, size, self.config.coverage_alpha);
-        let p_count = binomial_upper_tail(strong.len() as f64, n, null);
-        (strong, null, p_count)
-    }
-
     /// Column `j`'s pairs usable under the model.
     pub(super) fn rows(&self, model: &Model, j: usize) -> Vec<u32> {
         let f = self.family;
@@ -290,94 +224,9 @@ impl<F: Family> Tester<'_, F> {
             .collect()
     }
 
-    /// Whether spine column `c`'s own ECMP count passes.
-    fn count_passes(&self, model: &Model, chance: &Chance, c: usize) -> bool {
-        let (rows, hit) = self.rows_and_hits(model, c);
-        hit.len() >= self.config.min_pairs
-            && self.count(model, chance, &rows, &hit).2 < self.ecmp_level
-    }
-
-    /// A spine crossed by every cross-block pair also crosses each pair of a
-    /// smaller spine beside it. When the hit flows sit under the smaller
-    /// one, "the large spine, on some of its flows" and "the small spine"
-    /// fit the same pairs, and the large one's hit flows carry more
-    /// evidence (its few noisy pairs elsewhere add to them). A partial
-    /// fault of the large spine hits its flows wherever they go; so it
-    /// must show on its pairs outside every smaller spine it contains,
-    /// significantly (`alpha`) above the chance `null` of the count.
-    /// Unless the smaller spine passes no count of its own and a strong
-    /// hit lies outside it: then it holds only some of the hits, and the
-    /// large spine, which holds them all, is no longer its rival (three
-    /// dead flows of a spine's nine in a small fabric, two of them under
-    /// a smaller spine, went unreported). Nor is it when a strong hit
-    /// outside it is beyond chance on its own and nothing else on its path
-    /// passes ([`Self::unexplained_but_by`]): the smaller spine would
-    /// leave it unexplained (four flows of 35
-    /// losing 6–13 %, three of them under a smaller spine, paged the
-    /// smaller one).
-    fn no_nested_spine_holds_the_hits(
-        &self,
-        model: &Model,
-        chance: &Chance,
-        j: usize,
-        (rows, strong): (&[u32], &[u32]),
-        null: f64,
-    ) -> bool {
-        let m = self.m;
-        let own = m.col(j);
-        let mut spines: Vec<u32> = strong
-            .iter()
-            .flat_map(|&i| m.row(i as usize).iter().copied())
-            .filter(|&c| c as usize != j && m.columns[c as usize].kind == Kind::Spine)
-            .collect();
-        spines.sort_unstable();
-        spines.dedup();
-        let mut nested = spines.into_iter().filter(|&c| {
-            let col = m.col(c as usize);
-            col.len() < own.len() && is_subset(col, own)
-        });
-        nested.all(|c| {
-            let crossed = m.col(c as usize);
-            let outside = |i: &&u32| crossed.binary_search(i).is_err();
-            let n = rows.iter().filter(outside).count() as f64;
-            let k = strong.iter().filter(outside).count() as f64;
-            binomial_upper_tail(k, n, null) < self.config.alpha
-                || (k >= 1.0 && !self.count_passes(model, chance, c as usize))
-                || {
-                    // The story with the smaller spine: its strong hits
-                    // are its, and what else passes must pass without them.
-                    let mut with_c = model.clone();
-                    for &i in strong.iter().filter(|i| !outside(i)) {
-                        with_c.explained[i as usize] = true;
-                    }
-                    strong
-                        .iter()
-                        .filter(outside)
-                        .any(|&i| self.unexplained_but_by(&with_c, chance, i, j))
-                }
-        })
-    }
-
-    /// Whether pair `i` shows the symptom at the family-wise level on its
-    /// own (no noisy pair does) and no component on its path but spine `j`
-    /// passes as a fault of its own: then only `j` explains it, and a
-    /// story without `j` needs a fault that shows on one pair, which is
-    /// never reported. A gray NIC's pair outside the nested spine is
-    /// explained by the NIC; a node whose other hit pairs the nested
-    /// spine takes is not (`model` counts them explained).
-    fn unexplained_but_by(&self, model: &Model, chance: &Chance, i: u32, j: usize) -> bool {
-        one_sided_lr_p_value(self.family.fit(model, &[i]).1) < self.level
-            && self.m.row(i as usize).iter().all(|&c| {
-                let c = c as usize;
-                c == j
-                    || self.m.columns[c].kind == Kind::Spine
-                    || !self.evaluate(model, c, chance).passes
-            })
-    }
-
     /// Non-ECMP rule: robustness, effect size, coverage overall and outside
     /// the most-hit sub-component.
-    fn component_test(
+    pub(super) fn component_test(
         &self,
         model: &Model,
         j: usize,

@@ -21,10 +21,12 @@
 //!
 //! One file per step: [`solver`] (Lasso screening), [`family`] (the
 //! binomial and Gaussian models of a symptom), [`hypothesis`] (the LR and
-//! coverage tests of one candidate), [`greedy`] (forward / backward
+//! coverage tests of one candidate), [`ecmp`] (a spine's partial-fault
+//! rule), [`greedy`] (forward / backward
 //! confirmation), [`equivalence`] (what cannot be told apart) and
 //! [`localize`] (the orchestration and the report).
 
+mod ecmp;
 mod equivalence;
 mod family;
 mod greedy;
