@@ -559,20 +559,20 @@ impl<'h> Aggregator<'h> {
             })
             .collect();
         let pairs = &self.pairs;
-        let gone = departures::gone(
-            self.acc
-                .iter()
-                .map(|a| (pairs[a.pair as usize].0, &a.timeline)),
+        // A container that left mid-window: its last failed rounds are its
+        // departure (`departures.rs`), protocol by protocol.
+        let departed = departures::departed(
+            self.acc.iter().map(|a| {
+                let (src, dst, _) = pairs[a.pair as usize];
+                (src, dst, &a.timeline)
+            }),
             self.end,
         );
         // The preference of the protocol whose median each pair's RTT is.
         let mut rtt_pref = vec![None::<u8>; out.len()];
-        for (a, (rtt, samples)) in self.acc.iter().zip(median) {
+        for ((a, (rtt, samples)), departed) in self.acc.iter().zip(median).zip(departed) {
             let p = &mut out[a.pair as usize];
-            // A container that left mid-window: its last failed rounds
-            // are its departure (`departures.rs`), protocol by protocol.
-            let dst = gone.get(&pairs[a.pair as usize].1).copied();
-            let departed = a.timeline.departure_rounds(self.end, dst) as f64;
+            let departed = departed as f64;
             p.rounds += a.rounds - departed;
             p.failed_dials += a.failed - departed;
             p.sent += a.sent + a.connected * ppr;

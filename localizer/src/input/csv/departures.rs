@@ -16,8 +16,17 @@
 //! gone, and the failures towards it after its last probe are its
 //! departure too ([`gone`]). A container cut off the network keeps
 //! probing (its dials fail), so it is not gone.
+//!
+//! A container probed but probing nothing says it through its peers:
+//! when every pair towards it stopped, the latest of them a whole round
+//! (of the least of their intervals) before the end, it left
+//! ([`unprobed`]), and each of those pairs' trailing failures is its
+//! departure, however close to the end its own rows stop. One pair's rows
+//! stopping may be a row lost, so that pair alone waits 1.2 of its
+//! rounds; all of a container's pairs stopping by one round is the
+//! container.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Most failed rounds at the end of a pair's rows read as its end's
 /// departure. More failures before the probes stopped are a fault that
@@ -61,8 +70,9 @@ impl Timeline {
     ///
     /// `gone`: when the destination's own probes stopped, if they did
     /// ([`gone`]); the failures after it and after the last answer are the
-    /// departure, wherever the pair's rows end.
-    pub fn departure_rounds(&self, end: u64, gone: Option<u64>) -> usize {
+    /// departure, wherever the pair's rows end. `unprobed`: every pair
+    /// towards the destination stopped ([`unprobed`]), this one with them.
+    pub fn departure_rounds(&self, end: u64, gone: Option<u64>, unprobed: bool) -> usize {
         let Some(last_ok) = self.last_ok else {
             return 0;
         };
@@ -72,7 +82,7 @@ impl Timeline {
         let since = match gone {
             Some(g) => g.max(last_ok),
             // Its next round was due before the log ended.
-            None if self.stopped_before(end, interval) => last_ok,
+            None if unprobed || self.stopped_before(end, interval) => last_ok,
             None => return 0,
         };
         let trailing = self.fails.iter().filter(|&&t| t > since).count();
@@ -97,6 +107,26 @@ impl Timeline {
     }
 }
 
+/// Per timeline of `(source, destination, timeline)`, in order: its
+/// failed rounds that are its destination's departure, given that the log
+/// ends at `end` ([`Timeline::departure_rounds`], with [`gone`] read from
+/// the sources and [`unprobed`] from the destinations that probe nobody).
+pub fn departed<'t, K: std::hash::Hash + Eq + Copy>(
+    timelines: impl Iterator<Item = (K, K, &'t Timeline)> + Clone,
+    end: u64,
+) -> Vec<usize> {
+    let gone = gone(timelines.clone().map(|(s, _, t)| (s, t)), end);
+    // A container that probes speaks for itself ([`gone`]).
+    let probing: HashSet<K> = timelines.clone().map(|(s, _, _)| s).collect();
+    let unprobed = unprobed(timelines.clone().map(|(_, d, t)| (d, t)), end);
+    timelines
+        .map(|(_, d, t)| {
+            let left = unprobed.contains(&d) && !probing.contains(&d);
+            t.departure_rounds(end, gone.get(&d).copied(), left)
+        })
+        .collect()
+}
+
 /// The containers whose own probes stopped before the log's `end`, and
 /// when: from the timelines of the pairs each probes (`(source, timeline)`).
 /// A container went at its latest probe, when a whole round of its own
@@ -107,15 +137,39 @@ pub fn gone<'t, K: std::hash::Hash + Eq + Copy>(
     probes: impl Iterator<Item = (K, &'t Timeline)>,
     end: u64,
 ) -> HashMap<K, u64> {
-    let mut last: HashMap<K, (u64, f64)> = HashMap::new();
-    for (src, t) in probes {
-        let e = last.entry(src).or_insert((0, f64::INFINITY));
+    stopped(probes, end, 1)
+}
+
+/// The containers every pair towards which stopped before the log's
+/// `end`, from the timelines of the pairs probing each
+/// (`(destination, timeline)`): the same reading as [`gone`], over at
+/// least two pairs (one pair's rows stopping may be a row lost).
+pub fn unprobed<'t, K: std::hash::Hash + Eq + Copy>(
+    probed: impl Iterator<Item = (K, &'t Timeline)>,
+    end: u64,
+) -> HashSet<K> {
+    stopped(probed, end, 2).into_keys().collect()
+}
+
+/// The keys whose timelines (at least `min_pairs` of them) all stopped a
+/// round of their least interval before `end`, with their latest row.
+fn stopped<'t, K: std::hash::Hash + Eq + Copy>(
+    timelines: impl Iterator<Item = (K, &'t Timeline)>,
+    end: u64,
+    min_pairs: usize,
+) -> HashMap<K, u64> {
+    let mut last: HashMap<K, (u64, f64, usize)> = HashMap::new();
+    for (key, t) in timelines {
+        let e = last.entry(key).or_insert((0, f64::INFINITY, 0));
         e.0 = e.0.max(t.last);
         e.1 = e.1.min(t.interval().unwrap_or(f64::INFINITY));
+        e.2 += 1;
     }
     last.into_iter()
-        .filter(|(_, (at, interval))| end.saturating_sub(*at) as f64 > *interval)
-        .map(|(k, (at, _))| (k, at))
+        .filter(|(_, (at, interval, n))| {
+            *n >= min_pairs && end.saturating_sub(*at) as f64 > *interval
+        })
+        .map(|(k, (at, _, _))| (k, at))
         .collect()
 }
 
@@ -135,33 +189,33 @@ mod tests {
     #[test]
     fn a_pair_whose_probes_stop_after_a_failure_departed() {
         // Six rounds, the last failed, in a log running to 90 s.
-        assert_eq!(timeline(6, &[5]).departure_rounds(90, None), 1);
-        assert_eq!(timeline(6, &[4, 5]).departure_rounds(90, None), 2);
+        assert_eq!(timeline(6, &[5]).departure_rounds(90, None, false), 1);
+        assert_eq!(timeline(6, &[4, 5]).departure_rounds(90, None, false), 2);
     }
 
     #[test]
     fn failures_until_the_end_of_the_log_are_evidence() {
         // Probed to the end: a container down but scheduled.
-        assert_eq!(timeline(10, &[8, 9]).departure_rounds(90, None), 0);
+        assert_eq!(timeline(10, &[8, 9]).departure_rounds(90, None, false), 0);
         // The end within a round of the last row: no round was missed.
-        assert_eq!(timeline(9, &[8]).departure_rounds(89, None), 0);
+        assert_eq!(timeline(9, &[8]).departure_rounds(89, None, false), 0);
         // A round due at 90 that never came, in a log running to 94.
-        assert_eq!(timeline(9, &[8]).departure_rounds(94, None), 1);
+        assert_eq!(timeline(9, &[8]).departure_rounds(94, None, false), 1);
     }
 
     #[test]
     fn long_outages_and_middle_failures_stay() {
         // Three failures before the probing stopped: a fault that lasted.
-        assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90, None), 0);
+        assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90, None, false), 0);
         // A failure followed by an answer is not a departure.
-        assert_eq!(timeline(6, &[2]).departure_rounds(90, None), 0);
+        assert_eq!(timeline(6, &[2]).departure_rounds(90, None, false), 0);
         // Never answered: nothing says it ever worked.
         assert_eq!(
-            timeline(6, &[0, 1, 2, 3, 4, 5]).departure_rounds(90, None),
+            timeline(6, &[0, 1, 2, 3, 4, 5]).departure_rounds(90, None, false),
             0
         );
         // Too few rows to know the pair's interval.
-        assert_eq!(timeline(2, &[1]).departure_rounds(90, None), 0);
+        assert_eq!(timeline(2, &[1]).departure_rounds(90, None, false), 0);
     }
 
     #[test]
@@ -177,7 +231,7 @@ mod tests {
         ] {
             t.add(at, ok);
         }
-        assert_eq!(t.departure_rounds(90, None), 1);
+        assert_eq!(t.departure_rounds(90, None, false), 1);
     }
 
     /// The log ends a round after the container left: its peers' last
@@ -204,9 +258,45 @@ mod tests {
         assert!(stays.is_empty(), "{stays:?}");
         // Its peer probed it to 90 s, the round at 90 failed.
         let inbound = timeline(10, &[9]);
-        assert_eq!(inbound.departure_rounds(92, None), 0);
-        assert_eq!(inbound.departure_rounds(92, gone.get("a").copied()), 1);
+        assert_eq!(inbound.departure_rounds(92, None, false), 0);
+        assert_eq!(
+            inbound.departure_rounds(92, gone.get("a").copied(), false),
+            1
+        );
         // Failures before it left stay evidence.
-        assert_eq!(timeline(10, &[5, 9]).departure_rounds(92, Some(70)), 1);
+        assert_eq!(
+            timeline(10, &[5, 9]).departure_rounds(92, Some(70), false),
+            1
+        );
+    }
+
+    /// A container probed by two peers, each at its own phase of the
+    /// round, left after the round at 40 s: both last rows failed. The
+    /// later peer's rows stop only 11 s before the end (under 1.2 rounds),
+    /// so its pair alone cannot say it; both pairs stopping can.
+    #[test]
+    fn a_container_all_of_whose_peers_stopped_probing_it_left() {
+        let phased = |phase: u64| {
+            let mut t = Timeline::default();
+            for i in 0..5 {
+                t.add(phase + i * 10, i < 4);
+            }
+            t
+        };
+        let (early, late) = (phased(0), phased(3));
+        let peers = [("x", &early), ("x", &late)];
+        let left = unprobed(peers.iter().copied(), 54);
+        assert_eq!(left, HashSet::from(["x"]));
+        assert_eq!(late.departure_rounds(54, None, false), 0);
+        assert_eq!(late.departure_rounds(54, None, true), 1);
+        // Probed to within a round of the end: still there.
+        assert!(unprobed(peers.iter().copied(), 52).is_empty());
+        // One pair stopping may be a row lost.
+        assert!(unprobed([("x", &late)].into_iter(), 54).is_empty());
+        // Still probed by another peer: not gone, whatever these two say.
+        let on = timeline(6, &[]);
+        assert!(unprobed(peers.into_iter().chain([("x", &on)]), 54).is_empty());
+        // Left or not, a long outage before the end stays evidence.
+        assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90, None, true), 0);
     }
 }

@@ -229,3 +229,51 @@ fn departures_are_read_protocol_by_protocol() {
     assert_eq!(pairs[0].rounds, 5.0 + 11.0, "RDMA's departure dropped");
     assert_eq!(pairs[0].failed_dials, 2.0, "TCP's failures to the end stay");
 }
+
+/// A container that only others probe left mid-window: both its peers'
+/// last rounds failed and then stopped, one of them too close to the end
+/// of the log to tell on its own. Neither failure is evidence; a third
+/// peer still probing it (failing) to the end says it is still there.
+/// A container probing others is read by its own probes instead.
+#[test]
+fn a_container_whose_peers_all_stopped_took_their_last_failures_with_it() {
+    let header = "src_node_id,dst_node_id,dial,latency,loss_rate,ping_time";
+    let log = |third: bool, probing: bool| {
+        let mut body = format!("{header}\n");
+        for (src, phase) in [("a", 0), ("b", 3)] {
+            for round in 0..5 {
+                let dial = if round == 4 {
+                    "timeout,,"
+                } else {
+                    "success,10,0"
+                };
+                body.push_str(&format!("{src},x,{dial},{}\n", phase + round * 10));
+            }
+        }
+        // The log runs to 54 s (a pair elsewhere).
+        for t in (4..=54).step_by(10) {
+            body.push_str(&format!("c,d,success,10,0,{t}\n"));
+        }
+        if third {
+            for t in (4..=54).step_by(10) {
+                let dial = if t > 40 { "timeout,," } else { "success,10,0" };
+                body.push_str(&format!("e,x,{dial},{t}\n"));
+            }
+        }
+        if probing {
+            // x probes y every 10 s to 47 s: within a round of the end.
+            for t in (7..=47).step_by(10) {
+                body.push_str(&format!("x,y,success,10,0,{t}\n"));
+            }
+        }
+        read_log(&body).unwrap()
+    };
+    let failed = |pairs: &[PairStats]| pairs.iter().map(|p| p.failed_dials).sum::<f64>();
+    assert_eq!(failed(&log(false, false)), 0.0);
+    // Then `a`'s pair, 14 s short of the end, is still read as stopped
+    // on its own; `b`'s failure and the third peer's two stay.
+    assert_eq!(failed(&log(true, false)), 1.0 + 2.0);
+    // Nor does it count when the container probes on itself: it speaks
+    // for itself, and it has not gone.
+    assert_eq!(failed(&log(false, true)), 1.0);
+}
