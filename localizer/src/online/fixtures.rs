@@ -2,7 +2,9 @@
 //! from.
 
 use crate::engine::model::{Fault, Symptom};
-use skeletonhunter_common::topology::{Identity, Kind};
+use crate::online::alerts::Finding;
+use skeletonhunter_common::topology::{Component, Identity, Kind};
+use std::collections::BTreeMap;
 
 /// Node `node` under ToR `tor` and spine `s1`, on a NIC and a host named
 /// after it.
@@ -43,5 +45,27 @@ pub(super) fn fault(kind: Kind, id: &str, hit_pairs: Vec<usize>) -> Fault {
         pairs: 2,
         equivalent: vec![],
         hit_pairs,
+    }
+}
+
+/// A finding of `component` with `symptom` (score 0.3, p 1e-9) whose hit
+/// pairs are `hit_pairs`, with no context, evidence or jobs.
+pub(super) fn finding(
+    component: Component,
+    symptom: Symptom,
+    hit_pairs: Vec<(Identity, Identity)>,
+) -> Finding {
+    Finding {
+        component,
+        symptom,
+        score: 0.3,
+        p_value: 1e-9,
+        pairs: hit_pairs.len(),
+        equivalent: Vec::new(),
+        context: BTreeMap::new(),
+        evidence: Vec::new(),
+        jobs: Vec::new(),
+        hit_pairs,
+        layer: None,
     }
 }

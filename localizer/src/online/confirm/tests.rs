@@ -1,5 +1,5 @@
 use super::*;
-use crate::online::fixtures::fabric_node;
+use crate::online::fixtures::{self, fabric_node};
 use skeletonhunter_common::topology::{Identity, Kind};
 
 /// Node `t<T>-h<H>-c<C>` of the e2e fabric shape.
@@ -31,22 +31,14 @@ fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
         .into_iter()
         .filter(|(a, b)| path(a, b).contains(&component))
         .collect();
+    let symptom = match symptom {
+        "loss" => Symptom::Loss,
+        "unreachable" => Symptom::Unreachable,
+        _ => Symptom::Latency,
+    };
     Finding {
-        component,
-        symptom: match symptom {
-            "loss" => Symptom::Loss,
-            "unreachable" => Symptom::Unreachable,
-            _ => Symptom::Latency,
-        },
-        score: 0.3,
-        p_value: 1e-9,
         pairs: 0,
-        equivalent: Vec::new(),
-        context: BTreeMap::new(),
-        evidence: Vec::new(),
-        jobs: Vec::new(),
-        hit_pairs,
-        layer: None,
+        ..fixtures::finding(component, symptom, hit_pairs)
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::online::fixtures::fabric_node;
+use crate::online::fixtures::{self, fabric_node};
 use skeletonhunter_common::topology::{path, Identity, Kind};
 
 /// Node `t<T>-h<H>` of a 2 ToR x 2 host fabric.
@@ -19,17 +19,8 @@ fn finding(kind: Kind, cid: &str, symptom: Symptom) -> Finding {
         }
     }
     Finding {
-        component,
-        symptom,
         score: 1.0,
-        p_value: 1e-9,
-        pairs: hit_pairs.len(),
-        equivalent: Vec::new(),
-        context: BTreeMap::new(),
-        evidence: Vec::new(),
-        jobs: Vec::new(),
-        hit_pairs,
-        layer: None,
+        ..fixtures::finding(component, symptom, hit_pairs)
     }
 }
 

@@ -273,17 +273,9 @@ mod tests {
 
     fn finding(c: Component, symptom: Symptom) -> Finding {
         Finding {
-            component: c,
-            symptom,
-            score: 0.3,
-            p_value: 1e-9,
             pairs: 2,
-            equivalent: vec![],
-            context: BTreeMap::new(),
             evidence: vec!["a -> b: 30.0% loss".into()],
-            jobs: Vec::new(),
-            hit_pairs: vec![],
-            layer: None,
+            ..crate::online::fixtures::finding(c, symptom, vec![])
         }
     }
 
