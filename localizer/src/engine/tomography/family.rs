@@ -162,6 +162,19 @@ pub(super) trait Family {
     fn ecmp_outliers_are_faults(&self) -> bool {
         true
     }
+    /// Whether a pair may sit off its route level's baseline for good (a
+    /// longer cable, a hop more): true for delays, whose baseline can be
+    /// tight enough that such an offset is significant; a lost probe has
+    /// no such offset. Where pairs have offsets, a pair's own significance
+    /// is no fault's: in [`super::hypothesis`]'s `agree`, two pairs that
+    /// disagree on the size of one effect are a noisy pair beside a
+    /// slightly slow one. For counts, two pairs each far beyond chance on
+    /// their own are both hit, whatever a blip added to one of them (a
+    /// container dropping 31 % on its only two pairs, 26 % on one and
+    /// 34 % on the other, went unreported).
+    fn pairs_have_offsets(&self) -> bool {
+        false
+    }
     /// Whether pair `i`'s failures came in a burst: so few of its rounds
     /// hold them that independent failures would rarely have (at
     /// `coverage_alpha`). `false` when the family has no round counts.
@@ -338,6 +351,9 @@ impl Family for LatencyFamily<'_> {
     }
     fn ecmp_outliers_are_faults(&self) -> bool {
         false
+    }
+    fn pairs_have_offsets(&self) -> bool {
+        true
     }
     fn usable(&self, model: &Model, i: usize) -> bool {
         self.obs.present[i] && !model.explained[i]

@@ -322,13 +322,20 @@ impl<F: Family> Tester<'_, F> {
     /// one effect ([`Family::heterogeneity`] at `coverage_alpha`): one
     /// noisy pair and one slightly slow pair of a container are not the
     /// container. Nor is one whose pair lost its probes in a burst
-    /// ([`Family::burst`]): a gray component drops them one by one.
+    /// ([`Family::burst`]): a gray component drops them one by one. Pairs
+    /// each beyond the candidate's level on their own agree that it is hit
+    /// ([`Family::pairs_have_offsets`]).
     fn agree(&self, model: &Model, hit: &[u32]) -> bool {
-        if hit.iter().any(|&i| self.family.burst(model, i as usize)) {
+        let f = self.family;
+        if hit.iter().any(|&i| f.burst(model, i as usize)) {
             return false;
         }
-        let (param, _) = self.family.fit(model, hit);
-        let q = self.family.heterogeneity(model, hit, param);
+        let alone = |i: u32| one_sided_lr_p_value(f.fit(model, &[i]).1) < self.level;
+        if !f.pairs_have_offsets() && hit.iter().all(|&i| alone(i)) {
+            return true;
+        }
+        let (param, _) = f.fit(model, hit);
+        let q = f.heterogeneity(model, hit, param);
         chi_square_upper_tail(q, hit.len() as f64 - 1.0) >= self.config.coverage_alpha
     }
 
