@@ -18,12 +18,12 @@
 //! probing (its dials fail), so it is not gone.
 //!
 //! A container probed but probing nothing says it through its peers:
-//! when every pair towards it stopped, the latest of them a whole round
-//! (of the least of their intervals) before the end, it left
-//! ([`unprobed`]), and each of those pairs' trailing failures is its
+//! when every peer probing it (at least two) stopped, the latest of them
+//! a whole round (of the least of their intervals) before the end, it
+//! left ([`unprobed`]), and each of those pairs' trailing failures is its
 //! departure, however close to the end its own rows stop. One pair's rows
 //! stopping may be a row lost, so that pair alone waits 1.2 of its
-//! rounds; all of a container's pairs stopping by one round is the
+//! rounds; all of a container's peers stopping by one round is the
 //! container.
 
 use std::collections::{HashMap, HashSet};
@@ -118,7 +118,7 @@ pub fn departed<'t, K: std::hash::Hash + Eq + Copy>(
     let gone = gone(timelines.clone().map(|(s, _, t)| (s, t)), end);
     // A container that probes speaks for itself ([`gone`]).
     let probing: HashSet<K> = timelines.clone().map(|(s, _, _)| s).collect();
-    let unprobed = unprobed(timelines.clone().map(|(_, d, t)| (d, t)), end);
+    let unprobed = unprobed(timelines.clone(), end);
     timelines
         .map(|(_, d, t)| {
             let left = unprobed.contains(&d) && !probing.contains(&d);
@@ -137,40 +137,70 @@ pub fn gone<'t, K: std::hash::Hash + Eq + Copy>(
     probes: impl Iterator<Item = (K, &'t Timeline)>,
     end: u64,
 ) -> HashMap<K, u64> {
-    stopped(probes, end, 1)
-}
-
-/// The containers every pair towards which stopped before the log's
-/// `end`, from the timelines of the pairs probing each
-/// (`(destination, timeline)`): the same reading as [`gone`], over at
-/// least two pairs (one pair's rows stopping may be a row lost).
-pub fn unprobed<'t, K: std::hash::Hash + Eq + Copy>(
-    probed: impl Iterator<Item = (K, &'t Timeline)>,
-    end: u64,
-) -> HashSet<K> {
-    stopped(probed, end, 2).into_keys().collect()
-}
-
-/// The keys whose timelines (at least `min_pairs` of them) all stopped a
-/// round of their least interval before `end`, with their latest row.
-fn stopped<'t, K: std::hash::Hash + Eq + Copy>(
-    timelines: impl Iterator<Item = (K, &'t Timeline)>,
-    end: u64,
-    min_pairs: usize,
-) -> HashMap<K, u64> {
-    let mut last: HashMap<K, (u64, f64, usize)> = HashMap::new();
-    for (key, t) in timelines {
-        let e = last.entry(key).or_insert((0, f64::INFINITY, 0));
-        e.0 = e.0.max(t.last);
-        e.1 = e.1.min(t.interval().unwrap_or(f64::INFINITY));
-        e.2 += 1;
+    let mut last: HashMap<K, Stop<K>> = HashMap::new();
+    for (src, t) in probes {
+        last.entry(src).or_default().add(t, None);
     }
     last.into_iter()
-        .filter(|(_, (at, interval, n))| {
-            *n >= min_pairs && end.saturating_sub(*at) as f64 > *interval
-        })
-        .map(|(k, (at, _, _))| (k, at))
+        .filter(|(_, s)| s.before(end))
+        .map(|(k, s)| (k, s.at))
         .collect()
+}
+
+/// The destinations probed by at least two peers that all stopped before
+/// the log's `end` (the same reading as [`gone`]), from the timelines of
+/// `(source, destination, timeline)`: one pair's rows stopping may be a
+/// row lost, every peer's is the container.
+pub fn unprobed<'t, K: std::hash::Hash + Eq + Copy>(
+    timelines: impl Iterator<Item = (K, K, &'t Timeline)>,
+    end: u64,
+) -> HashSet<K> {
+    let mut last: HashMap<K, Stop<K>> = HashMap::new();
+    for (src, dst, t) in timelines {
+        last.entry(dst).or_default().add(t, Some(src));
+    }
+    last.into_iter()
+        .filter(|(_, s)| s.several && s.before(end))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The latest row and least interval of one container's timelines, and
+/// whether they come from more than one peer.
+#[derive(Debug)]
+struct Stop<K> {
+    at: u64,
+    interval: f64,
+    peer: Option<K>,
+    several: bool,
+}
+
+impl<K> Default for Stop<K> {
+    fn default() -> Self {
+        Stop {
+            at: 0,
+            interval: f64::INFINITY,
+            peer: None,
+            several: false,
+        }
+    }
+}
+
+impl<K: PartialEq + Copy> Stop<K> {
+    fn add(&mut self, t: &Timeline, peer: Option<K>) {
+        self.at = self.at.max(t.last);
+        self.interval = self.interval.min(t.interval().unwrap_or(f64::INFINITY));
+        match (self.peer, peer) {
+            (None, p) => self.peer = p,
+            (Some(a), Some(b)) if a != b => self.several = true,
+            _ => {}
+        }
+    }
+
+    /// Whether a whole round passed after the latest row before `end`.
+    fn before(&self, end: u64) -> bool {
+        end.saturating_sub(self.at) as f64 > self.interval
+    }
 }
 
 #[cfg(test)]
@@ -284,18 +314,21 @@ mod tests {
             t
         };
         let (early, late) = (phased(0), phased(3));
-        let peers = [("x", &early), ("x", &late)];
+        let peers = [("a", "x", &early), ("b", "x", &late)];
         let left = unprobed(peers.iter().copied(), 54);
         assert_eq!(left, HashSet::from(["x"]));
         assert_eq!(late.departure_rounds(54, None, false), 0);
         assert_eq!(late.departure_rounds(54, None, true), 1);
         // Probed to within a round of the end: still there.
         assert!(unprobed(peers.iter().copied(), 52).is_empty());
-        // One pair stopping may be a row lost.
-        assert!(unprobed([("x", &late)].into_iter(), 54).is_empty());
+        // One pair stopping may be a row lost, over one protocol or two.
+        assert!(unprobed([("b", "x", &late)].into_iter(), 54).is_empty());
+        let both = [("b", "x", &late), ("b", "x", &early)];
+        assert!(unprobed(both.into_iter(), 54).is_empty());
         // Still probed by another peer: not gone, whatever these two say.
         let on = timeline(6, &[]);
-        assert!(unprobed(peers.into_iter().chain([("x", &on)]), 54).is_empty());
+        let more = peers.into_iter().chain([("c", "x", &on)]);
+        assert!(unprobed(more, 54).is_empty());
         // Left or not, a long outage before the end stays evidence.
         assert_eq!(timeline(6, &[3, 4, 5]).departure_rounds(90, None, true), 0);
     }
