@@ -6,7 +6,7 @@
 
 use super::family::{Family, Model};
 use super::hypothesis::{is_subset, Chance, Tester, Verdict};
-use crate::engine::stats::{binomial_upper_tail, median, one_sided_lr_p_value};
+use crate::engine::stats::{binomial_upper_tail, median};
 use skeletonhunter_common::topology::Kind;
 
 /// The ECMP rule counts the hit pairs whose own effect reaches this share
@@ -150,7 +150,7 @@ impl<F: Family> Tester<'_, F> {
     /// explained by the NIC; a node whose other hit pairs the nested
     /// spine takes is not (`model` counts them explained).
     fn unexplained_but_by(&self, model: &Model, chance: &Chance, i: u32, j: usize) -> bool {
-        one_sided_lr_p_value(self.family.fit(model, &[i]).1) < self.level
+        self.stands_alone(model, i)
             && self.m.row(i as usize).iter().all(|&c| {
                 let c = c as usize;
                 c == j

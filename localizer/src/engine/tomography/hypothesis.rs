@@ -197,6 +197,12 @@ impl<F: Family> Tester<'_, F> {
                     > min)
     }
 
+    /// Whether pair `i` shows the symptom on its own at the candidates'
+    /// (Bonferroni) level, under the model.
+    pub(super) fn stands_alone(&self, model: &Model, i: u32) -> bool {
+        one_sided_lr_p_value(self.family.fit(model, &[i]).1) < self.level
+    }
+
     /// Column `j`'s pairs usable under the model.
     pub(super) fn rows(&self, model: &Model, j: usize) -> Vec<u32> {
         let f = self.family;
@@ -226,7 +232,7 @@ impl<F: Family> Tester<'_, F> {
 
     /// Non-ECMP rule: robustness, effect size, coverage overall and outside
     /// the most-hit sub-component.
-    pub(super) fn component_test(
+    fn component_test(
         &self,
         model: &Model,
         j: usize,
@@ -330,8 +336,7 @@ impl<F: Family> Tester<'_, F> {
         if hit.iter().any(|&i| f.burst(model, i as usize)) {
             return false;
         }
-        let alone = |i: u32| one_sided_lr_p_value(f.fit(model, &[i]).1) < self.level;
-        if !f.pairs_have_offsets() && hit.iter().all(|&i| alone(i)) {
+        if !f.pairs_have_offsets() && hit.iter().all(|&i| self.stands_alone(model, i)) {
             return true;
         }
         let (param, _) = f.fit(model, hit);
