@@ -137,13 +137,7 @@ fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
         for p in &mut pairs {
             p.lossy_rounds = Some(p.lost);
         }
-        // node-1 keeps two of its pairs.
-        let mut mine = 0;
-        pairs.retain(|p| {
-            let is_mine = p.src.node == node || p.dst.node == node;
-            mine += is_mine as usize;
-            !is_mine || mine <= 2
-        });
+        keep_pairs_of(&mut pairs, node, 2);
         let rounds = [3.0, if burst { 1.0 } else { 3.0 }];
         on_pairs_of(&mut pairs, node, &rounds, |p, rounds| {
             p.lost = 3.0;
@@ -171,13 +165,7 @@ fn a_container_losing_heavily_but_unevenly_on_its_two_pairs_is_the_container() {
     let node = "node-1";
     let with = |lost: [f64; 2]| -> Report {
         let mut pairs = window_with(&f, 600.0, 5e-4, &|_, _| Effect::default());
-        // node-1 keeps two of its pairs.
-        let mut mine = 0;
-        pairs.retain(|p| {
-            let is_mine = p.src.node == node || p.dst.node == node;
-            mine += is_mine as usize;
-            !is_mine || mine <= 2
-        });
+        keep_pairs_of(&mut pairs, node, 2);
         on_pairs_of(&mut pairs, node, &lost, |p, lost| {
             p.lost = lost;
             p.lossy_rounds = Some(lost.min(p.rounds));

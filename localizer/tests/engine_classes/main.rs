@@ -152,6 +152,17 @@ fn on_pairs_of(
     }
 }
 
+/// Drops container `node`'s pairs beyond its first `keep`, in window order
+/// (the others missing from the window).
+fn keep_pairs_of(pairs: &mut Vec<PairStats>, node: &str, keep: usize) {
+    let mut mine = 0;
+    pairs.retain(|p| {
+        let is_mine = p.src.node == node || p.dst.node == node;
+        mine += is_mine as usize;
+        !is_mine || mine <= keep
+    });
+}
+
 /// Moves container `node` to a NIC of its own, `nic`, on the same host.
 fn on_own_nic(pairs: &mut [PairStats], node: &str, nic: &str) {
     for p in pairs {
