@@ -70,13 +70,21 @@ local rtt = import 'rtt.libsonnet';
         expr: 'sum by (%(pair)s) (rate(skeletonhunter_probe_dial_failures_total[1m]))' % c,
       },
       // 1 for a pair that gets nothing through: every protocol loses (almost)
-      // every probe, or every TCP dial of the last minute failed.
+      // every probe, or every TCP dial of the last minute failed; and it is
+      // still probed. A series its exporter removed (a peer that left, or a
+      // new peer's address label once its reply named it) keeps its last
+      // minute in the 1m windows for a minute more: one failed dial of a
+      // peer restarting its exporter would hold as "unreachable" long
+      // enough to fire, under a name that no longer exists.
       {
         record: 'pair:skeletonhunter_probe_unreachable:bool',
         expr: |||
-          min by (src_node, dst_node) (pair:skeletonhunter_probe_loss:ratio_rate1m) >= bool %(unreachableLossRatio)g == 1
-          or
-          max by (src_node, dst_node) (pair:skeletonhunter_probe_dial_success:avg1m) == bool 0 == 1
+          (
+            min by (src_node, dst_node) (pair:skeletonhunter_probe_loss:ratio_rate1m) >= bool %(unreachableLossRatio)g == 1
+            or
+            max by (src_node, dst_node) (pair:skeletonhunter_probe_dial_success:avg1m) == bool 0 == 1
+          )
+          and on (src_node, dst_node) group by (src_node, dst_node) (skeletonhunter_probe_sent_total)
         ||| % c,
       },
       {
