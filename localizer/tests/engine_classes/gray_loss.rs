@@ -151,6 +151,36 @@ fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
     assert_eq!(named(&spread), ["node:node-1:loss"], "{}", detail(&spread));
 }
 
+/// A container whose only two pairs each lost 3 of 80 probes (8 rounds of
+/// 10), all three in one round: each pair alone is barely more clustered
+/// than chance (p 0.012 against a 0.01 bar), both together are a blip
+/// (p 0.0014), paged as the container before the fix. Lost in three
+/// rounds each, the same counts are a gray container.
+#[test]
+fn two_pairs_that_each_lost_their_probes_in_one_round_are_not_the_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0],
+        hosts: 3,
+    };
+    let node = "node-1";
+    let with = |rounds: f64| -> Report {
+        let mut pairs = window_with(&f, 80.0, 5e-4, &|_, _| Effect::default());
+        for p in &mut pairs {
+            p.lossy_rounds = Some(p.lost);
+        }
+        keep_pairs_of(&mut pairs, node, 2);
+        on_pairs_of(&mut pairs, node, &[rounds; 2], |p, rounds| {
+            p.lost = 3.0;
+            p.lossy_rounds = Some(rounds);
+        });
+        analyze(&pairs, &Config::default())
+    };
+    let blip = with(1.0);
+    assert_eq!(named(&blip), Vec::<String>::new(), "{}", detail(&blip));
+    let gray = with(3.0);
+    assert_eq!(named(&gray), ["node:node-1:loss"], "{}", detail(&gray));
+}
+
 /// A container left with two pairs drops about 30 % on both, unevenly
 /// (156 and 204 of 600 probes: more apart than one rate makes, at p
 /// 0.003), each far beyond chance on its own. Read as a noisy pair beside

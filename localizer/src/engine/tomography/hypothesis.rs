@@ -327,13 +327,13 @@ impl<F: Family> Tester<'_, F> {
     /// Whether the few pairs a candidate has (too few to drop any) agree on
     /// one effect ([`Family::heterogeneity`] at `coverage_alpha`): one
     /// noisy pair and one slightly slow pair of a container are not the
-    /// container. Nor is one whose pair lost its probes in a burst
+    /// container. Nor is one whose pairs lost their probes in bursts
     /// ([`Family::burst`]): a gray component drops them one by one. Pairs
     /// each beyond the candidate's level on their own agree that it is hit
     /// ([`Family::pairs_have_offsets`]).
     fn agree(&self, model: &Model, hit: &[u32]) -> bool {
         let f = self.family;
-        if hit.iter().any(|&i| f.burst(model, i as usize)) {
+        if f.burst(model, hit) {
             return false;
         }
         if !f.pairs_have_offsets() && hit.iter().all(|&i| self.stands_alone(model, i)) {
