@@ -127,28 +127,31 @@ fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
 /// same pair losing its three in three rounds is.
 #[test]
 fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
+    let burst = three_lost_on_each_of_two_pairs(170.0, [3.0, 1.0]);
+    assert_eq!(named(&burst), Vec::<String>::new(), "{}", detail(&burst));
+    let spread = three_lost_on_each_of_two_pairs(170.0, [3.0, 3.0]);
+    assert_eq!(named(&spread), ["node:node-1:loss"], "{}", detail(&spread));
+}
+
+/// node-1 of a three-ToR fabric cut down to its two pairs, each losing 3
+/// of `probes` in `rounds` of its rounds, over a 0.05% background; every
+/// pair says how many rounds lost probes.
+fn three_lost_on_each_of_two_pairs(probes: f64, rounds: [f64; 2]) -> Report {
     let f = Fabric {
         spine_of: vec![0, 0, 0],
         hosts: 3,
     };
     let node = "node-1";
-    let with = |burst: bool| -> Vec<PairStats> {
-        let mut pairs = window_with(&f, 170.0, 5e-4, &|_, _| Effect::default());
-        for p in &mut pairs {
-            p.lossy_rounds = Some(p.lost);
-        }
-        keep_pairs_of(&mut pairs, node, 2);
-        let rounds = [3.0, if burst { 1.0 } else { 3.0 }];
-        on_pairs_of(&mut pairs, node, &rounds, |p, rounds| {
-            p.lost = 3.0;
-            p.lossy_rounds = Some(rounds);
-        });
-        pairs
-    };
-    let burst = analyze(&with(true), &Config::default());
-    assert_eq!(named(&burst), Vec::<String>::new(), "{}", detail(&burst));
-    let spread = analyze(&with(false), &Config::default());
-    assert_eq!(named(&spread), ["node:node-1:loss"], "{}", detail(&spread));
+    let mut pairs = window_with(&f, probes, 5e-4, &|_, _| Effect::default());
+    for p in &mut pairs {
+        p.lossy_rounds = Some(p.lost);
+    }
+    keep_pairs_of(&mut pairs, node, 2);
+    on_pairs_of(&mut pairs, node, &rounds, |p, rounds| {
+        p.lost = 3.0;
+        p.lossy_rounds = Some(rounds);
+    });
+    analyze(&pairs, &Config::default())
 }
 
 /// A container whose only two pairs each lost 3 of 80 probes (8 rounds of
@@ -158,26 +161,9 @@ fn a_burst_on_one_of_a_container_s_two_pairs_is_not_the_container() {
 /// rounds each, the same counts are a gray container.
 #[test]
 fn two_pairs_that_each_lost_their_probes_in_one_round_are_not_the_container() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 0],
-        hosts: 3,
-    };
-    let node = "node-1";
-    let with = |rounds: f64| -> Report {
-        let mut pairs = window_with(&f, 80.0, 5e-4, &|_, _| Effect::default());
-        for p in &mut pairs {
-            p.lossy_rounds = Some(p.lost);
-        }
-        keep_pairs_of(&mut pairs, node, 2);
-        on_pairs_of(&mut pairs, node, &[rounds; 2], |p, rounds| {
-            p.lost = 3.0;
-            p.lossy_rounds = Some(rounds);
-        });
-        analyze(&pairs, &Config::default())
-    };
-    let blip = with(1.0);
+    let blip = three_lost_on_each_of_two_pairs(80.0, [1.0, 1.0]);
     assert_eq!(named(&blip), Vec::<String>::new(), "{}", detail(&blip));
-    let gray = with(3.0);
+    let gray = three_lost_on_each_of_two_pairs(80.0, [3.0, 3.0]);
     assert_eq!(named(&gray), ["node:node-1:loss"], "{}", detail(&gray));
 }
 

@@ -296,14 +296,16 @@ impl Family for BinomialFamily<'_> {
     /// node's two pairs that each lost 3 of 80 probes in one round of 8
     /// (p 0.012 each, 0.0014 together) were a blip, paged as the node.
     fn burst(&self, _model: &Model, rows: &[u32]) -> bool {
+        // Round counts come for every pair or for none.
+        if self.obs.rounds.is_empty() {
+            return false;
+        }
         let alpha = self.config.coverage_alpha;
         let (mut fisher, mut df) = (0.0, 0.0);
         for &i in rows {
-            let Some(&(rounds, lossy)) = self.obs.rounds.get(i as usize) else {
-                return false;
-            };
-            let (k, n) = (self.obs.k[i as usize], self.obs.n[i as usize]);
-            let p = clustered_tail(k, n, rounds, lossy);
+            let i = i as usize;
+            let (rounds, lossy) = self.obs.rounds[i];
+            let p = clustered_tail(self.obs.k[i], self.obs.n[i], rounds, lossy);
             if p < alpha {
                 return true;
             }
