@@ -152,14 +152,14 @@ pub struct RunArgs {
     /// covered (see --min-coverage) and not reported; cycles without enough data do not count.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100), value_name = "N")]
     pub resolve_cycles: u32,
-    /// A component whose fault fires and resolves (as --confirm-cycles and --resolve-cycles
-    /// count) this many times in all within --flap-window-cycles is flapping: it gets one alert
-    /// with symptom="flapping", held through its healthy spells, instead of a page per outage.
+    /// A component whose alert fires and resolves (after --confirm-cycles and --resolve-cycles)
+    /// this many times in all within --flap-window-cycles is flapping: it gets one alert with
+    /// symptom="flapping", held through its healthy spells, instead of a page per outage.
     /// 3 = an outage, its end and its return; 0 turns flap detection off.
     #[arg(long, default_value_t = 3, value_parser = flap_transitions, value_name = "N")]
     pub flap_transitions: u32,
     /// Cycles over which --flap-transitions are counted; a flapping component's alert resolves
-    /// after this many covered cycles without a fault, then --resolve-cycles.
+    /// after --resolve-cycles, then this many covered cycles without a fault.
     /// The default, 60 cycles of the default 5s --interval, catches outages that return within
     /// about five minutes.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]

@@ -65,9 +65,7 @@
 //!    resolves. A cut link coming back shows partial loss for up to a window
 //!    (the window still holds the outage); re-labelling it would resolve the
 //!    alert and start a new one, paging for the leftovers. Escalation (loss
-//!    to unreachable) is news and changes the alert. Likewise a component
-//!    alerting as `flapping` (see `flapping.rs`) stays `flapping` until it
-//!    resolves, whatever it is reported as meanwhile.
+//!    to unreachable) is news and changes the alert.
 //!
 //! 5. **Resolution needs covered, clean cycles**: an alerting component
 //!    that is no longer reported keeps its alert (its last finding is
@@ -147,8 +145,6 @@ pub struct Confirmer {
     cleared: BTreeMap<Component, SystemTime>,
     /// Alerting components whose alert says `unreachable`.
     unreachable: std::collections::BTreeSet<Component>,
-    /// Alerting components whose alert says `flapping`.
-    flapping: std::collections::BTreeSet<Component>,
     /// Consecutive trusted cycles each non-alerting component was reported in.
     streak: BTreeMap<Component, u32>,
     /// When each streak began.
@@ -185,7 +181,6 @@ impl Confirmer {
             hold,
             alerting: BTreeMap::new(),
             unreachable: Default::default(),
-            flapping: Default::default(),
             cleared: BTreeMap::new(),
             streak: BTreeMap::new(),
             since: BTreeMap::new(),
@@ -274,9 +269,7 @@ impl Confirmer {
         for mut f in findings {
             let c = f.component.clone();
             if self.alerting.contains_key(&c) || newly.contains(&c) {
-                if self.flapping.contains(&c) {
-                    f.symptom = Symptom::Flapping;
-                } else if f.symptom == Symptom::Loss && self.unreachable.contains(&c) {
+                if f.symptom == Symptom::Loss && self.unreachable.contains(&c) {
                     f.symptom = Symptom::Unreachable;
                 }
                 admitted.push(f);
@@ -308,15 +301,11 @@ impl Confirmer {
                 .or_default()
                 .push(f.clone());
         }
-        let with = |s: Symptom| {
-            admitted
-                .iter()
-                .filter(|f| f.symptom == s)
-                .map(|f| f.component.clone())
-                .collect()
-        };
-        self.unreachable = with(Symptom::Unreachable);
-        self.flapping = with(Symptom::Flapping);
+        self.unreachable = admitted
+            .iter()
+            .filter(|f| f.symptom == Symptom::Unreachable)
+            .map(|f| f.component.clone())
+            .collect();
         (admitted, held)
     }
 

@@ -74,7 +74,7 @@ pub(super) struct Localizer {
     book: AlertBook,
     /// Which findings may alert (confirmation, hold after a clear).
     confirmer: Confirmer,
-    /// Which components flap (before confirmation).
+    /// Which components flap (after confirmation).
     flaps: FlapDetector,
     /// Which pairs are expected, and which each cycle covers.
     coverage: Coverage,
@@ -136,8 +136,7 @@ impl Localizer {
                 .resolve_after(s.resolve_cycles)
                 .remember_for((s.interval * s.flap_window_cycles).max(s.clear_hold(1)))
                 .hold_beneath_recent(s.recent_hold(1)),
-            flaps: FlapDetector::new(s.flap_transitions, s.flap_window_cycles)
-                .debounce(s.confirm_after(1), s.resolve_cycles),
+            flaps: FlapDetector::new(s.flap_transitions, s.flap_window_cycles),
             coverage: Coverage::new(s.min_coverage, s.topology_window),
             metrics,
             failed_cycles: 0,

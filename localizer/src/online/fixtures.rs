@@ -3,7 +3,7 @@
 
 use crate::engine::model::{Fault, Symptom};
 use crate::online::alerts::Finding;
-use skeletonhunter_common::topology::{Component, Identity, Kind};
+use skeletonhunter_common::topology::{path, Component, Identity, Kind};
 use std::collections::BTreeMap;
 
 /// Node `node` under ToR `tor` and spine `s1`, on a NIC and a host named
@@ -68,4 +68,39 @@ pub(super) fn finding(
         hit_pairs,
         layer: None,
     }
+}
+
+/// Container `t<T>-h<H>-c<C>` of the e2e fabric shape (2 ToRs x 3 hosts x
+/// 2 containers under one spine), in job `job<C>`.
+pub(super) fn e2e_node(t: u32, h: u32, c: u32) -> Identity {
+    fabric_node(format!("t{t}-h{h}-c{c}"), t, h, format!("job{c}"))
+}
+
+/// Every directed same-rail pair of the e2e fabric shape.
+pub(super) fn e2e_pairs() -> Vec<(Identity, Identity)> {
+    let mut out = Vec::new();
+    for c in 0..2 {
+        let nodes: Vec<Identity> = (0..2)
+            .flat_map(|t| (0..3).map(move |h| e2e_node(t, h, c)))
+            .collect();
+        for a in &nodes {
+            for b in &nodes {
+                if a.node != b.node {
+                    out.push((a.clone(), b.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A finding of `kind`/`id` with `symptom` on every e2e-shape pair that
+/// crosses it.
+pub(super) fn e2e_finding(kind: Kind, id: &str, symptom: Symptom) -> Finding {
+    let component = Component::new(kind, id);
+    let hit_pairs = e2e_pairs()
+        .into_iter()
+        .filter(|(a, b)| path(a, b).contains(&component))
+        .collect();
+    finding(component, symptom, hit_pairs)
 }

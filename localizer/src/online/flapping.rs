@@ -2,16 +2,20 @@
 //! link bouncing every few seconds) is one `flapping` incident, not a string
 //! of short pages and resolutions.
 //!
-//! Pure logic, between the engine's findings and the confirmation
-//! (`confirm.rs`), so it is tested without servers. Per component it counts
-//! *transitions* over trusted cycles, debounced as an alert would be: down
-//! after `confirm` consecutive cycles with a finding (when it would fire),
-//! up after `settle` consecutive covered cycles without one (when it would
-//! resolve; see `coverage.rs`). A cycle in which the component is not
-//! covered is unknown: it neither counts towards nor resets a clean spell.
-//! A fault whose detection flickers for fewer than `settle` cycles is one
-//! fault, not a flap; a fault that comes back faster than that shows as one
-//! steady fault and never churned in the first place.
+//! Pure logic, between the confirmation (`confirm.rs`) and the alert book,
+//! so it is tested without servers. It watches what the confirmation lets
+//! through, that is the alerts themselves: per component it counts
+//! *transitions* over trusted cycles, down when its finding is admitted
+//! (the alert fires or stands), up at the first covered cycle without one
+//! (the confirmation resolved it after `--resolve-cycles` clean cycles; see
+//! `coverage.rs`). A cycle in which the component is not covered is
+//! unknown: it neither counts towards nor resets a clean spell. Why after
+//! the confirmation: a finding it holds (a spine reported beside its ToR at
+//! that ToR's onset, then again on the ToR's leftovers after a clear) never
+//! pages, so its comings and goings are no flap; counted before the
+//! confirmation, they made a `flapping` spine that paged once the hold had
+//! passed. A detection flickering off for fewer than `--resolve-cycles`
+//! cycles never resolved, so it makes no transition either.
 //!
 //! - **Flapping**: `transitions` (e.g. 3: a fault, its end, its return)
 //!   within the last `window` cycles make the component flapping. From then
@@ -23,8 +27,7 @@
 //!   after it) and is dropped; a flapping component whose pairs all cross
 //!   another flapping one (and not the other way round) is dropped too.
 //! - **Quiet**: flapping ends after `window` consecutive covered cycles
-//!   without a finding; the incident then resolves as any alert does
-//!   (`--resolve-cycles`).
+//!   without a finding; the incident then resolves.
 //!
 //! A busy host (`host_stack`) is not tracked: its own load coming and
 //! going is not a component flapping, and never pages as one.
@@ -45,10 +48,8 @@ pub const MAX_TRACKED: usize = 10_000;
 /// One component's recent history.
 #[derive(Debug)]
 struct Track {
-    /// Whether it is down (debounced).
+    /// Whether it is down (alerting).
     down: bool,
-    /// Consecutive cycles with a finding.
-    streak: u32,
     /// Consecutive covered cycles without a finding (unknown cycles skipped).
     clean: u32,
     /// Cycle numbers of its latest transitions (at most `transitions`).
@@ -64,40 +65,20 @@ struct Track {
 pub struct FlapDetector {
     transitions: u32,
     window: u32,
-    confirm: u32,
-    settle: u32,
     cycle: u64,
     tracks: BTreeMap<Component, Track>,
 }
 
 impl FlapDetector {
     /// `transitions` within `window` cycles make a component flapping
-    /// (0 disables the detector); `window` quiet cycles end it. Down after
-    /// one cycle with a finding and up after one without, unless
-    /// [`FlapDetector::debounce`] says otherwise.
+    /// (0 disables the detector); `window` quiet cycles end it.
     pub fn new(transitions: u32, window: u32) -> FlapDetector {
         FlapDetector {
             transitions,
             window: window.max(1),
-            confirm: 1,
-            settle: 1,
             cycle: 0,
             tracks: BTreeMap::new(),
         }
-    }
-
-    /// Down after `confirm` consecutive cycles with a finding, up after
-    /// `settle` covered cycles without one (each at least 1): the
-    /// confirmation and resolution of the alerts.
-    pub fn debounce(mut self, confirm: u32, settle: u32) -> FlapDetector {
-        self.retime(confirm);
-        self.settle = settle.max(1);
-        self
-    }
-
-    /// New confirmation cycles (the shards in use changed).
-    pub fn retime(&mut self, confirm: u32) {
-        self.confirm = confirm.max(1);
     }
 
     /// Components tracked now.
@@ -113,10 +94,10 @@ impl FlapDetector {
             .map(|(c, _)| c)
     }
 
-    /// Apply one trusted cycle's findings, with `covered` telling which
-    /// components had enough fresh pairs; returns the findings to confirm:
-    /// those of components that do not flap, and one `flapping` finding per
-    /// flapping component.
+    /// Apply one trusted cycle's admitted findings (those the confirmation
+    /// lets alert), with `covered` telling which components had enough
+    /// fresh pairs; returns the findings to alert: those of components that
+    /// do not flap, and one `flapping` finding per flapping component.
     pub fn observe(
         &mut self,
         findings: Vec<Finding>,
@@ -149,31 +130,26 @@ impl FlapDetector {
             }
             let t = self.tracks.entry(c.clone()).or_insert_with(|| Track {
                 down: false,
-                streak: 0,
                 clean: 0,
                 transitions: VecDeque::new(),
                 flapping: false,
                 last: None,
             });
-            t.streak = t.streak.saturating_add(1);
             t.clean = 0;
-            if !t.down && t.streak >= self.confirm {
+            if !t.down {
                 t.down = true;
                 push_capped(&mut t.transitions, cycle, cap);
             }
             t.last = Some(f.clone());
         }
         let oldest = cycle.saturating_sub(u64::from(self.window));
-        let (settle, window) = (self.settle, self.window);
+        let window = self.window;
         self.tracks.retain(|c, t| {
-            if !worst.contains_key(c) {
-                t.streak = 0;
-                if covered(c) {
-                    t.clean = t.clean.saturating_add(1);
-                    if t.down && t.clean >= settle {
-                        t.down = false;
-                        push_capped(&mut t.transitions, cycle, cap);
-                    }
+            if !worst.contains_key(c) && covered(c) {
+                t.clean = t.clean.saturating_add(1);
+                if t.down {
+                    t.down = false;
+                    push_capped(&mut t.transitions, cycle, cap);
                 }
             }
             while t.transitions.front().is_some_and(|at| *at <= oldest) {
@@ -184,7 +160,7 @@ impl FlapDetector {
             } else if t.flapping && t.clean >= window {
                 t.flapping = false;
             }
-            t.down || t.flapping || t.streak > 0 || !t.transitions.is_empty()
+            t.down || t.flapping || !t.transitions.is_empty()
         });
     }
 

@@ -74,7 +74,7 @@ pub struct Settings {
     pub confirm_cycles: u32,
     /// Covered, clean cycles an alerting component needs before it resolves.
     pub resolve_cycles: u32,
-    /// `--flap-transitions`: debounced fault/clear transitions within
+    /// `--flap-transitions`: alert fire/resolve transitions within
     /// `flap_window_cycles` that make a component flapping (0: off).
     pub flap_transitions: u32,
     /// `--flap-window-cycles`: the cycles those transitions are counted

@@ -1,36 +1,12 @@
 use super::*;
-use crate::online::fixtures::{self, fabric_node};
+use crate::online::fixtures;
 use skeletonhunter_common::topology::{Identity, Kind};
 
-/// Node `t<T>-h<H>-c<C>` of the e2e fabric shape.
-fn id(t: u32, h: u32, c: u32) -> Identity {
-    fabric_node(format!("t{t}-h{h}-c{c}"), t, h, format!("job{c}"))
-}
-
-/// Every directed same-rail pair of 2 ToRs x 3 hosts.
 fn all_pairs() -> Vec<(Identity, Identity)> {
-    let mut out = Vec::new();
-    for c in 0..2 {
-        let nodes: Vec<Identity> = (0..2)
-            .flat_map(|t| (0..3).map(move |h| id(t, h, c)))
-            .collect();
-        for a in &nodes {
-            for b in &nodes {
-                if a.node != b.node {
-                    out.push((a.clone(), b.clone()));
-                }
-            }
-        }
-    }
-    out
+    fixtures::e2e_pairs()
 }
 
 fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
-    let component = Component::new(kind, cid);
-    let hit_pairs = all_pairs()
-        .into_iter()
-        .filter(|(a, b)| path(a, b).contains(&component))
-        .collect();
     let symptom = match symptom {
         "loss" => Symptom::Loss,
         "unreachable" => Symptom::Unreachable,
@@ -38,7 +14,7 @@ fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
     };
     Finding {
         pairs: 0,
-        ..fixtures::finding(component, symptom, hit_pairs)
+        ..fixtures::e2e_finding(kind, cid, symptom)
     }
 }
 
@@ -104,22 +80,6 @@ fn an_unreachable_alert_does_not_turn_into_a_loss_alert_while_clearing() {
     c.admit(vec![], at(30));
     c.admit(vec![host("loss")], at(32));
     assert_eq!(symptoms(&c.admit(vec![host("loss")], at(34)).0), ["loss"]);
-}
-
-#[test]
-fn a_flapping_alert_stays_flapping_until_it_resolves() {
-    let mut c = confirmer().resolve_after(2);
-    let host = |s: &str| finding(Kind::Host, "host-t0-h1", s);
-    let mut flap = host("loss");
-    flap.symptom = Symptom::Flapping;
-    c.admit(vec![flap.clone()], at(0));
-    assert_eq!(c.admit(vec![flap], at(2)).0[0].symptom, Symptom::Flapping);
-    // Its flapping is over but it is reported again before it resolved.
-    assert_eq!(c.admit(vec![], at(4)).0[0].symptom, Symptom::Flapping);
-    let (a, _) = c.admit(vec![host("unreachable")], at(6));
-    assert_eq!(a[0].symptom, Symptom::Flapping);
-    c.admit(vec![], at(8));
-    assert!(c.admit(vec![], at(10)).0.is_empty());
 }
 
 #[test]

@@ -1,19 +1,20 @@
-//! What a cycle decides from its findings: flapping, confirmation, then
+//! What a cycle decides from its findings: confirmation, flapping, then
 //! the alert book; what fires and resolves is logged and noted for the
 //! status page.
 
 use super::Localizer;
 use crate::clients::alertmanager::PostableAlert;
 use crate::online::alerts::{AlertKey, Finding};
-use crate::online::confirm::{Held, Kept};
+use crate::online::confirm::{Confirmer, Held, Kept};
 use crate::online::coverage::CycleCoverage;
+use crate::online::flapping::FlapDetector;
 use crate::online::status::Event;
 use skeletonhunter_common::topology::Component;
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
 impl Localizer {
-    /// Flapping, confirmation, then the alert book; logs what fires and
+    /// Confirmation, flapping, then the alert book; logs what fires and
     /// resolves, and notes it in `events` for the page.
     pub(super) fn decide(
         &mut self,
@@ -23,8 +24,7 @@ impl Localizer {
         events: &mut Vec<Event>,
     ) -> Vec<PostableAlert> {
         let covered = |c: &Component| coverage.is_covered(c);
-        let found = self.flaps.observe(found, &covered);
-        let (found, held) = self.confirmer.admit_covered(found, &covered, now);
+        let (found, held) = gate(&mut self.confirmer, &mut self.flaps, found, &covered, now);
         log_held(&held);
         for (c, why) in self.confirmer.kept() {
             match why {
@@ -79,6 +79,22 @@ impl Localizer {
     }
 }
 
+/// The findings of one cycle that alert: those the confirmation admits
+/// (and the ones it keeps while they resolve), then flapping over them.
+/// In this order flapping counts what alerts, not what the engine
+/// reported: a finding held at the edges of another fault never pages,
+/// so it never flaps either.
+fn gate(
+    confirmer: &mut Confirmer,
+    flaps: &mut FlapDetector,
+    found: Vec<Finding>,
+    covered: &dyn Fn(&Component) -> bool,
+    now: SystemTime,
+) -> (Vec<Finding>, Vec<(Finding, Held)>) {
+    let (admitted, held) = confirmer.admit_covered(found, covered, now);
+    (flaps.observe(admitted, covered), held)
+}
+
 /// Log why findings did not alert.
 fn log_held(held: &[(Finding, Held)]) {
     for (f, why) in held {
@@ -101,3 +117,6 @@ fn log_held(held: &[(Finding, Held)]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

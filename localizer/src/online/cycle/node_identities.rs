@@ -104,7 +104,6 @@ impl Localizer {
                 s.clear_hold(after),
                 s.recent_hold(after),
             );
-            self.flaps.retime(s.confirm_after(after));
         }
         reads.identities = Some(Identities {
             nodes,
