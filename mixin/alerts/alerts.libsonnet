@@ -95,8 +95,8 @@ local queried(query, args, render, none) =
               dashboard_url: dashboard('fabric', '{{ with $labels.src_tor }}?var-tor={{ . | urlquery }}{{ end }}'),
               summary: 'Skeleton pair {{ $labels.src_node }} -> {{ $labels.dst_node }} gets nothing through',
               description: fold(|||
-                Every probe from {{ $labels.src_node }} (ToR {{ $labels.src_tor }}) to
-                {{ $labels.dst_node }} (ToR {{ $labels.dst_tor }}) was lost, or every TCP
+                Every probe from {{ $labels.src_node }}{{ with $labels.src_tor }} (ToR {{ . }}){{ end }} to
+                {{ $labels.dst_node }}{{ with $labels.dst_tor }} (ToR {{ . }}){{ end }} was lost, or every TCP
                 dial failed, for over %s. Training traffic between these ranks is
                 stalled.
               ||| % inWords(c.pairUnreachableFor)),
@@ -124,8 +124,8 @@ local queried(query, args, render, none) =
               dashboard_url: dashboard('fabric', '{{ with $labels.src_tor }}?var-tor={{ . | urlquery }}{{ end }}'),
               summary: 'Skeleton pair {{ $labels.src_node }} -> {{ $labels.dst_node }} loses {{ $value | humanizePercentage }} of probes',
               description: fold(|||
-                Probes from {{ $labels.src_node }} (ToR {{ $labels.src_tor }}) to
-                {{ $labels.dst_node }} (ToR {{ $labels.dst_tor }}) lost over %g%% for %s.
+                Probes from {{ $labels.src_node }}{{ with $labels.src_tor }} (ToR {{ . }}){{ end }} to
+                {{ $labels.dst_node }}{{ with $labels.dst_tor }} (ToR {{ . }}){{ end }} lost over %g%% for %s.
               ||| % [c.pairLossThreshold * 100, inWords(c.pairLossFor)]),
               evidence: 'worst protocol loss ratio {{ $value | humanizePercentage }} over the last minute',
             },
