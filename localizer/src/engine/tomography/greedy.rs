@@ -312,10 +312,10 @@ impl<F: Family> Greedy<'_, F> {
     /// spine at 10 % over two segments paged the NIC's spine). So spine
     /// `b` and each passing spine sharing hit flows with it are compared
     /// on their hit flows away from every passing non-spine candidate
-    /// that shares them and holds on its pairs away from these spines (at
-    /// `alpha`, by an effect that matters, more than a few noisy pairs: a
-    /// ToR under the faulty spine does not); the stronger is accepted. Which component beneath goes first is left
-    /// as it was.
+    /// that shares them and holds on its pairs away from these spines
+    /// ([`Self::holds`]: a ToR under the faulty spine does not); the
+    /// stronger is accepted. Which component beneath goes first is left as
+    /// it was.
     fn spine_without_faults_beneath(
         &self,
         model: &Model,
@@ -349,11 +349,7 @@ impl<F: Family> Greedy<'_, F> {
                 .into_iter()
                 .filter(|i| spines.binary_search(i).is_err())
                 .collect();
-            let (own, stat) = t.family.fit(model, &rest);
-            !rest.is_empty()
-                && one_sided_lr_p_value(stat) < t.config.alpha
-                && t.family.big_enough(&rest, own)
-                && self.not_noise(model, &rest)
+            self.holds(model, &rest)
         };
         let mut beneath: Vec<u32> = candidates()
             .filter(|c| c.passes && t.m.columns[c.col].kind != Kind::Spine && shares(c))
@@ -427,12 +423,8 @@ impl<F: Family> Greedy<'_, F> {
         let (inside, rest): (Vec<u32>, Vec<u32>) =
             rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
-        let (own, stat) = f.fit(model, &rest);
-        let rest_holds = !rest.is_empty()
-            && one_sided_lr_p_value(stat) < t.config.alpha
-            && f.big_enough(&rest, own)
-            && self.not_noise(model, &rest);
-        if rest_holds || f.fit(model, &inside).0 <= param {
+        let own = f.fit(model, &rest).0;
+        if self.holds(model, &rest) || f.fit(model, &inside).0 <= param {
             return false;
         }
         let alpha = t.config.coverage_alpha;
@@ -448,6 +440,18 @@ impl<F: Family> Greedy<'_, F> {
             0.0
         };
         chi_square_upper_tail(inside_gap + rest_gap, 2.0) < alpha
+    }
+
+    /// Whether `rest` (a candidate's pairs away from some of its own)
+    /// shows a fault of its own: at `alpha`, by an effect worth reporting
+    /// ([`Family::big_enough`]), more than a few noisy pairs
+    /// ([`Self::not_noise`]).
+    fn holds(&self, model: &Model, rest: &[u32]) -> bool {
+        let (own, stat) = self.tester.family.fit(model, rest);
+        !rest.is_empty()
+            && one_sided_lr_p_value(stat) < self.tester.config.alpha
+            && self.tester.family.big_enough(rest, own)
+            && self.not_noise(model, rest)
     }
 
     /// Whether the evidence of `rest` (a candidate's pairs away from one
