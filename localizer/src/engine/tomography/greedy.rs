@@ -349,7 +349,7 @@ impl<F: Family> Greedy<'_, F> {
                 .into_iter()
                 .filter(|i| spines.binary_search(i).is_err())
                 .collect();
-            self.holds(model, &rest)
+            self.holds(model, &rest, t.family.fit(model, &rest))
         };
         let mut beneath: Vec<u32> = candidates()
             .filter(|c| c.passes && t.m.columns[c.col].kind != Kind::Spine && shares(c))
@@ -423,8 +423,9 @@ impl<F: Family> Greedy<'_, F> {
         let (inside, rest): (Vec<u32>, Vec<u32>) =
             rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
-        let own = f.fit(model, &rest).0;
-        if self.holds(model, &rest) || f.fit(model, &inside).0 <= param {
+        let fit = f.fit(model, &rest);
+        let own = fit.0;
+        if self.holds(model, &rest, fit) || f.fit(model, &inside).0 <= param {
             return false;
         }
         let alpha = t.config.coverage_alpha;
@@ -442,12 +443,11 @@ impl<F: Family> Greedy<'_, F> {
         chi_square_upper_tail(inside_gap + rest_gap, 2.0) < alpha
     }
 
-    /// Whether `rest` (a candidate's pairs away from some of its own)
-    /// shows a fault of its own: at `alpha`, by an effect worth reporting
-    /// ([`Family::big_enough`]), more than a few noisy pairs
-    /// ([`Self::not_noise`]).
-    fn holds(&self, model: &Model, rest: &[u32]) -> bool {
-        let (own, stat) = self.tester.family.fit(model, rest);
+    /// Whether `rest` (a candidate's pairs away from some of its own),
+    /// fitted as `(own, stat)`, shows a fault of its own: at `alpha`, by
+    /// an effect worth reporting ([`Family::big_enough`]), more than a few
+    /// noisy pairs ([`Self::not_noise`]).
+    fn holds(&self, model: &Model, rest: &[u32], (own, stat): (f64, f64)) -> bool {
         !rest.is_empty()
             && one_sided_lr_p_value(stat) < self.tester.config.alpha
             && self.tester.family.big_enough(rest, own)

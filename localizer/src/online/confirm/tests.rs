@@ -2,10 +2,6 @@ use super::*;
 use crate::online::fixtures;
 use skeletonhunter_common::topology::{Identity, Kind};
 
-fn all_pairs() -> Vec<(Identity, Identity)> {
-    fixtures::e2e_pairs()
-}
-
 fn finding(kind: Kind, cid: &str, symptom: &str) -> Finding {
     let symptom = match symptom {
         "loss" => Symptom::Loss,
@@ -328,7 +324,7 @@ fn beneath_a_quiet_tor_that_alerted_recently_the_hold_is_short() {
 /// A link finding whose pairs are `pairs`.
 fn link(name: &str, pairs: impl Fn(&Identity, &Identity) -> bool) -> Finding {
     let mut f = finding(Kind::Link, name, "loss");
-    f.hit_pairs = all_pairs()
+    f.hit_pairs = fixtures::e2e_pairs()
         .into_iter()
         .filter(|(a, b)| pairs(a, b))
         .collect();
@@ -453,7 +449,7 @@ fn the_onset_of_a_partial_spine_fault_does_not_page_a_container() {
     let of_node = |a: &Identity, b: &Identity| a.node == node || b.node == node;
     let cross_only = || {
         let mut f = finding(Kind::Node, node, "loss");
-        f.hit_pairs = all_pairs()
+        f.hit_pairs = fixtures::e2e_pairs()
             .into_iter()
             .filter(|(a, b)| of_node(a, b) && a.tor != b.tor)
             .collect();
