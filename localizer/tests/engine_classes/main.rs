@@ -187,6 +187,15 @@ fn blamed(f: &Fabric, effect: &dyn Fn(Kind, &str) -> Effect) -> Vec<String> {
     named(&analyze(&window(f, 100.0, effect), &Config::default()))
 }
 
+/// Asserts that the engine names exactly `expected` (sorted) on `pairs`,
+/// with every verdict's evidence in the failure message.
+fn assert_names(pairs: &[PairStats], expected: &[&str]) {
+    let report = analyze(pairs, &Config::default());
+    let mut names = named(&report);
+    names.sort();
+    assert_eq!(names, expected, "{}", detail(&report));
+}
+
 /// Every verdict with its evidence, for failure messages.
 fn detail(r: &Report) -> String {
     r.faults

@@ -314,8 +314,11 @@ impl<F: Family> Greedy<'_, F> {
     /// on their hit flows away from every passing non-spine candidate
     /// that shares them and holds on its pairs away from these spines
     /// ([`Self::holds`]: a ToR under the faulty spine does not); the
-    /// stronger is accepted. Which component beneath goes first is left as
-    /// it was.
+    /// stronger is accepted, or a rival nested in `b` that every one of
+    /// `b`'s flows so compared crosses (a container's pair under the
+    /// large spine gave it the edge over the small spine all of whose
+    /// flows dropped). Which component beneath goes first is left as it
+    /// was.
     fn spine_without_faults_beneath(
         &self,
         model: &Model,
@@ -361,20 +364,27 @@ impl<F: Family> Greedy<'_, F> {
         }
         beneath.sort_unstable();
         beneath.dedup();
-        let away = |v: &Verdict| {
-            let hit: Vec<u32> = v
-                .hit
+        let away = |v: &Verdict| -> Vec<u32> {
+            v.hit
                 .iter()
                 .copied()
                 .filter(|i| beneath.binary_search(i).is_err())
-                .collect();
-            t.family.fit(model, &hit).1
+                .collect()
         };
-        let own = away(&b);
+        let own_hits = away(&b);
+        let own = t.family.fit(model, &own_hits).1;
+        // On the same flows, a smaller spine inside `b` that all of them
+        // cross explains them with every flow of its own hit, where `b`
+        // would be a fault of some of its flows only.
+        let holds_all = |v: &Verdict| {
+            t.m.col(v.col).len() < t.m.col(b.col).len()
+                && is_subset(t.m.col(v.col), t.m.col(b.col))
+                && is_subset(&own_hits, &v.hit)
+        };
         rivals
             .into_iter()
-            .map(|v| (away(v), v))
-            .filter(|(stat, _)| *stat > own)
+            .map(|v| (t.family.fit(model, &away(v)).1, v))
+            .filter(|(stat, v)| *stat > own || holds_all(v))
             .max_by(|x, y| x.0.total_cmp(&y.0).then(y.1.col.cmp(&x.1.col)))
             .map_or(b, |(_, v)| v.clone())
     }
