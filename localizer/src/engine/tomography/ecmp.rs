@@ -5,7 +5,7 @@
 //! inside it may hold those hits as well.
 
 use super::family::{Family, Model};
-use super::hypothesis::{is_subset, Chance, Tester, Verdict};
+use super::hypothesis::{nested_in, Chance, Tester, Verdict};
 use crate::engine::stats::{binomial_upper_tail, median};
 use skeletonhunter_common::topology::Kind;
 
@@ -108,7 +108,6 @@ impl<F: Family> Tester<'_, F> {
         null: f64,
     ) -> bool {
         let m = self.m;
-        let own = m.col(j);
         let mut spines: Vec<u32> = strong
             .iter()
             .flat_map(|&i| m.row(i as usize).iter().copied())
@@ -116,10 +115,7 @@ impl<F: Family> Tester<'_, F> {
             .collect();
         spines.sort_unstable();
         spines.dedup();
-        let mut nested = spines.into_iter().filter(|&c| {
-            let col = m.col(c as usize);
-            col.len() < own.len() && is_subset(col, own)
-        });
+        let mut nested = spines.into_iter().filter(|&c| nested_in(m, c as usize, j));
         nested.all(|c| {
             let crossed = m.col(c as usize);
             let outside = |i: &&u32| crossed.binary_search(i).is_err();

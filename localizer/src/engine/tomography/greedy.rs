@@ -23,7 +23,7 @@
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
-use super::hypothesis::{is_subset, Chance, Tester, Verdict};
+use super::hypothesis::{is_subset, nested_in, Chance, Tester, Verdict};
 use crate::engine::stats::{chi_square_upper_tail, one_sided_lr_p_value};
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
@@ -272,7 +272,6 @@ impl<F: Family> Greedy<'_, F> {
         let m = self.tester.m;
         // Each swap moves to a strictly smaller column: bounded by the depth.
         while !b.ecmp {
-            let own = m.col(b.col);
             let mut children: Vec<&Verdict> = remaining
                 .iter()
                 .filter_map(|j| last.get(j))
@@ -280,8 +279,7 @@ impl<F: Family> Greedy<'_, F> {
                     c.passes
                         && !c.ecmp
                         && m.columns[c.col].kind != Kind::Spine
-                        && m.col(c.col).len() < own.len()
-                        && is_subset(m.col(c.col), own)
+                        && nested_in(m, c.col, b.col)
                 })
                 .collect();
             if children.is_empty() {
@@ -376,15 +374,12 @@ impl<F: Family> Greedy<'_, F> {
         // On the same flows, a smaller spine inside `b` that all of them
         // cross explains them with every flow of its own hit, where `b`
         // would be a fault of some of its flows only.
-        let holds_all = |v: &Verdict| {
-            t.m.col(v.col).len() < t.m.col(b.col).len()
-                && is_subset(t.m.col(v.col), t.m.col(b.col))
-                && is_subset(&own_hits, &v.hit)
-        };
+        let nested_over_the_same_flows =
+            |v: &Verdict| nested_in(t.m, v.col, b.col) && is_subset(&own_hits, &v.hit);
         rivals
             .into_iter()
             .map(|v| (t.family.fit(model, &away(v)).1, v))
-            .filter(|(stat, v)| *stat > own || holds_all(v))
+            .filter(|(stat, v)| *stat > own || nested_over_the_same_flows(v))
             .max_by(|x, y| x.0.total_cmp(&y.0).then(y.1.col.cmp(&x.1.col)))
             .map_or(b, |(_, v)| v.clone())
     }

@@ -405,15 +405,9 @@ fn outside_most_hit_sub_component(
             }
         }
     }
-    let own = m.col(j).len();
     let (&c, _) = counts
         .iter()
-        .filter(|(&c, &(h, n))| h > 0 && n < rows.len() && m.col(c as usize).len() < own)
-        .filter(|(&c, _)| {
-            m.col(c as usize)
-                .iter()
-                .all(|i| m.row(*i as usize).contains(&(j as u32)))
-        })
+        .filter(|(&c, &(h, n))| h > 0 && n < rows.len() && nested_in(m, c as usize, j))
         .max_by_key(|(&c, &(h, _))| (h, std::cmp::Reverse(c)))?;
     let outside: Vec<u32> = rows
         .iter()
@@ -425,6 +419,13 @@ fn outside_most_hit_sub_component(
         .filter(|&&i| !m.row(i as usize).contains(&c))
         .count();
     Some((outside, outside_hits))
+}
+
+/// Whether column `c`'s pairs are a proper subset of column `j`'s: `c` is
+/// nested in `j` (a container in its NIC, a spine over one ToR inside the
+/// spine over it and others).
+pub(super) fn nested_in(m: &PathMatrix, c: usize, j: usize) -> bool {
+    m.col(c).len() < m.col(j).len() && is_subset(m.col(c), m.col(j))
 }
 
 /// Whether every element of sorted `a` is in sorted `b`.
