@@ -341,3 +341,39 @@ fn a_gray_spine_that_lifts_the_background_is_still_found() {
     });
     assert_names(&pairs, &["spine:spine-0:loss"]);
 }
+
+/// A container left with two pairs, losing 5 and 4 of 110 probes one by
+/// one, in a window where `blips` pairs of other containers each lost 3
+/// probes in one round (a blip). Pairs as lossy elsewhere make the
+/// container's two common only if they lost theirs the same way: before
+/// the fix the blip's pairs counted, and the container went unreported
+/// (a gray container on a blind window). Four pairs elsewhere that lost
+/// theirs one by one still make it noise.
+#[test]
+fn a_gray_container_of_two_pairs_is_not_made_common_by_a_blip() {
+    let window_where = |others: usize, rounds: f64| {
+        let f = Fabric {
+            spine_of: vec![0, 0, 0, 0],
+            hosts: 3,
+        };
+        let node = "node-7";
+        let mut pairs = window_with(&f, 110.0, 5e-4, &|_, _| Effect::default());
+        for p in &mut pairs {
+            p.lossy_rounds = Some(p.lost);
+        }
+        keep_pairs_of(&mut pairs, node, 2);
+        on_pairs_of(&mut pairs, node, &[5.0, 4.0], |p, lost| {
+            (p.lost, p.lossy_rounds) = (lost, Some(lost));
+        });
+        let elsewhere = pairs
+            .iter_mut()
+            .filter(|p| p.src.node != node && p.dst.node != node);
+        for p in elsewhere.step_by(9).take(others) {
+            (p.lost, p.lossy_rounds) = (3.0, Some(rounds));
+        }
+        pairs
+    };
+    assert_names(&window_where(0, 1.0), &["node:node-7:loss"]);
+    assert_names(&window_where(4, 1.0), &["node:node-7:loss"]);
+    assert_names(&window_where(4, 3.0), &[]);
+}

@@ -527,3 +527,35 @@ fn a_container_under_the_large_spine_does_not_hand_it_the_small_ones_flows() {
     });
     assert_names(&pairs, &["node:node-9:loss", "spine:spine-0:loss"]);
 }
+
+/// Spine 1 over ToR 3 (its pairs are those to ToR 3), 100 probes a flow
+/// in 10 rounds: three of its flows from three containers each lose 3
+/// probes, in `rounds` rounds of theirs. Lost in one round (a blip: a
+/// moment when unrelated pairs lose a few probes together), the three
+/// are no partial spine fault: a spine's bad member loses on its flows
+/// all along. Before the fix the spine was paged (a healthy blind
+/// window); lost one by one, the same counts still are.
+#[test]
+fn three_flows_of_a_spine_losing_in_one_round_are_a_blip_not_the_spine() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 1],
+        hosts: 4,
+    };
+    let window_where = |rounds: f64| {
+        let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
+        for p in &mut pairs {
+            p.lossy_rounds = Some(p.lost);
+        }
+        for_cross_flows(
+            &f,
+            &mut pairs,
+            &[(0, 3, 0), (1, 3, 1), (2, 3, 2)],
+            |p, _| {
+                (p.lost, p.lossy_rounds) = (3.0, Some(rounds));
+            },
+        );
+        pairs
+    };
+    assert_names(&window_where(1.0), &[]);
+    assert_names(&window_where(3.0), &["spine:spine-1:loss"]);
+}

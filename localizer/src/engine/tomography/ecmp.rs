@@ -5,14 +5,9 @@
 //! inside it may hold those hits as well.
 
 use super::family::{Family, Model};
-use super::hypothesis::{nested_in, Chance, Tester, Verdict};
+use super::hypothesis::{nested_in, Chance, Tester, Verdict, SIZE_SHARE};
 use crate::engine::stats::{binomial_upper_tail, median};
 use skeletonhunter_common::topology::Kind;
-
-/// The ECMP rule counts the hit pairs whose own effect reaches this share
-/// of the hit pairs' median effect, here and elsewhere alike: a partial
-/// fault hits its flows with one size, noise is smaller.
-const ECMP_SIZE_SHARE: f64 = 0.5;
 
 impl<F: Family> Tester<'_, F> {
     /// ECMP rule: the candidate's share of pairs showing the symptom
@@ -49,9 +44,13 @@ impl<F: Family> Tester<'_, F> {
     }
 
     /// The ECMP count of a spine's `rows` with `hit` showing the symptom:
-    /// its strong hit flows (an effect of at least [`ECMP_SIZE_SHARE`] of
-    /// the hits' median), the chance of such a flow elsewhere, and the
-    /// binomial p-value of the strong count against it.
+    /// its strong hit flows (an effect of at least [`SIZE_SHARE`] of the
+    /// hits' median, not lost in a burst), the chance of such a flow
+    /// elsewhere, and the binomial p-value of the strong count against it.
+    /// A bad member loses on its flows all along; three flows of a small
+    /// fabric's spine that each lost three probes in the one round of a
+    /// blip (a moment when unrelated pairs lose a few together) were paged
+    /// as a partial fault ([`Family::burst`] on each flow).
     fn count(
         &self,
         model: &Model,
@@ -61,11 +60,11 @@ impl<F: Family> Tester<'_, F> {
     ) -> (Vec<u32>, f64, f64) {
         let f = self.family;
         let own: Vec<f64> = hit.iter().map(|&i| f.fit(model, &[i]).0).collect();
-        let size = ECMP_SIZE_SHARE * median(&mut own.clone());
+        let size = SIZE_SHARE * median(&mut own.clone());
         let strong: Vec<u32> = hit
             .iter()
             .zip(&own)
-            .filter(|&(_, &s)| s >= size)
+            .filter(|&(&i, &s)| s >= size && !f.burst(model, &[i]))
             .map(|(&i, _)| i)
             .collect();
         let n = rows.len() as f64;

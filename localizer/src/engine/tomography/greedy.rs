@@ -121,11 +121,16 @@ impl<F: Family> Greedy<'_, F> {
             if p && !model.explained[i] {
                 chance.total += 1.0;
                 if f.anomalous(model, i) {
-                    chance.sizes.push(f.fit(model, &[i as u32]).0);
+                    let size = f.fit(model, &[i as u32]).0;
+                    chance.sizes.push(size);
+                    if !f.burst(model, &[i as u32]) {
+                        chance.steady.push(size);
+                    }
                 }
             }
         }
         chance.sizes.sort_by(f64::total_cmp);
+        chance.steady.sort_by(f64::total_cmp);
         chance
     }
 

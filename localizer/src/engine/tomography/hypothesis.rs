@@ -15,8 +15,8 @@
 //!   pairs);
 //! - other kinds: the evidence must survive dropping its `min_pairs`
 //!   strongest pairs (a few noisy pairs are not a component fault; unless
-//!   those are all the informative pairs it has, each hit, and they agree
-//!   on one effect size), enough
+//!   those are all the informative pairs it has, each hit, they agree
+//!   on one effect size, and pairs as far off are rare elsewhere), enough
 //!   pairs must show the symptom for the fitted size (coverage: a fault on a
 //!   node/nic/host/ToR hits all its pairs), and the same must hold for its
 //!   pairs outside its most-hit sub-component (so a NIC is not blamed for
@@ -51,6 +51,12 @@ pub(super) struct Verdict {
     pub(super) also: Vec<usize>,
 }
 
+/// A pair elsewhere is as far off as a candidate's hit pairs when its own
+/// effect reaches this share of theirs (their median for the ECMP count,
+/// their smallest for a candidate's few pairs): a fault hits its pairs
+/// with one size, noise is smaller.
+pub(super) const SIZE_SHARE: f64 = 0.5;
+
 /// Fabric-wide: the unexplained pairs, and how large an effect each one
 /// showing the symptom has on its own.
 ///
@@ -65,20 +71,30 @@ pub(super) struct Chance {
     /// The own fitted effect of every unexplained pair showing the symptom,
     /// ascending.
     pub(super) sizes: Vec<f64>,
+    /// The same, of those pairs that did not lose their probes in a burst
+    /// ([`Family::burst`]): what a candidate's few pairs, which may not
+    /// have, are compared with. A blip's pairs elsewhere made a gray
+    /// container's two pairs look common.
+    pub(super) steady: Vec<f64>,
 }
 
 impl Chance {
-    /// Pairs showing the symptom with an own effect of at least `size`.
-    pub(super) fn at_least(&self, size: f64) -> f64 {
-        (self.sizes.len() - self.sizes.partition_point(|&s| s < size)) as f64
-    }
-
     /// Share of pairs showing an effect of at least `size` outside a
     /// candidate (its own `hit` such pairs of `n` removed), floored at the
     /// per-pair test level.
     pub(super) fn outside(&self, hit: f64, n: f64, size: f64, floor: f64) -> f64 {
+        self.share(&self.sizes, (hit, n), size, floor)
+    }
+
+    /// [`Self::outside`] among the pairs that did not lose in a burst.
+    pub(super) fn steady_outside(&self, hit: f64, n: f64, size: f64, floor: f64) -> f64 {
+        self.share(&self.steady, (hit, n), size, floor)
+    }
+
+    fn share(&self, sizes: &[f64], (hit, n): (f64, f64), size: f64, floor: f64) -> f64 {
         let t = self.total - n;
-        let a = (self.at_least(size) - hit).max(0.0);
+        let at_least = (sizes.len() - sizes.partition_point(|&s| s < size)) as f64;
+        let a = (at_least - hit).max(0.0);
         if t > 0.0 {
             (a / t).max(floor)
         } else {
@@ -152,7 +168,7 @@ impl<F: Family> Tester<'_, F> {
             if hit.len() >= config.min_pairs {
                 self.ecmp_test(model, chance, (&rows, param), &hit, &mut v);
             }
-            if !v.passes && self.component_test(model, j, &rows, &hit, param) {
+            if !v.passes && self.component_test(model, chance, j, (&rows, &hit), param) {
                 // A gray spine dropping on every flow shows on too few
                 // pairs for the count, and passes as any component does.
                 v = Verdict {
@@ -162,7 +178,7 @@ impl<F: Family> Tester<'_, F> {
                 };
             }
         } else {
-            v.passes = self.component_test(model, j, &rows, &hit, param);
+            v.passes = self.component_test(model, chance, j, (&rows, &hit), param);
         }
         if v.passes && needs_spread(self.m.columns[j].kind) {
             v.passes = match smaller_column_crossing_all(self.m, j, &hit) {
@@ -235,12 +251,14 @@ impl<F: Family> Tester<'_, F> {
     fn component_test(
         &self,
         model: &Model,
+        chance: &Chance,
         j: usize,
-        rows: &[u32],
-        hit: &[u32],
+        (rows, hit): (&[u32], &[u32]),
         param: f64,
     ) -> bool {
         let ok = self.robust(model, rows, hit)
+            && (!self.too_few_to_drop(model, rows, hit)
+                || self.rarer_than_chance(model, chance, hit))
             && self.family.big_enough(rows, param)
             && self.coverage_ok(model, rows, hit.len() as f64, param);
         if !ok {
@@ -274,19 +292,13 @@ impl<F: Family> Tester<'_, F> {
     /// few noisy pairs are not a component fault). A candidate with no
     /// more than `min_pairs` informative pairs (its others missing from
     /// the window or cut by another fault), every one of them showing the
-    /// symptom, cannot be tested so; it passes: two pairs of one container
-    /// both noisy on their own is far less likely than the container.
+    /// symptom, cannot be tested so; it passes if they agree: two pairs of
+    /// one container both noisy on their own is far less likely than the
+    /// container, unless such pairs are common in the window (asked next,
+    /// [`Self::rarer_than_chance`]).
     pub(super) fn robust(&self, model: &Model, rows: &[u32], hit: &[u32]) -> bool {
         let f = self.family;
-        // Hit pairs are informative, so this needs at most `min_pairs` hits.
-        if hit.len() <= self.config.min_pairs
-            && rows
-                .iter()
-                .filter(|&&i| f.informative(model, i as usize))
-                .take(hit.len() + 1)
-                .count()
-                <= hit.len()
-        {
+        if self.too_few_to_drop(model, rows, hit) {
             return self.agree(model, hit);
         }
         let mut ranked: Vec<(f64, u32)> = rows
@@ -324,6 +336,19 @@ impl<F: Family> Tester<'_, F> {
         }
     }
 
+    /// A candidate with no more than `min_pairs` informative pairs, every
+    /// one of them hit ([`Self::robust`] cannot drop any).
+    fn too_few_to_drop(&self, model: &Model, rows: &[u32], hit: &[u32]) -> bool {
+        // Hit pairs are informative, so this needs at most `min_pairs` hits.
+        hit.len() <= self.config.min_pairs
+            && rows
+                .iter()
+                .filter(|&&i| self.family.informative(model, i as usize))
+                .take(hit.len() + 1)
+                .count()
+                <= hit.len()
+    }
+
     /// Whether the few pairs a candidate has (too few to drop any) agree on
     /// one effect ([`Family::heterogeneity`] at `coverage_alpha`): one
     /// noisy pair and one slightly slow pair of a container are not the
@@ -342,6 +367,23 @@ impl<F: Family> Tester<'_, F> {
         let (param, _) = f.fit(model, hit);
         let q = f.heterogeneity(model, hit, param);
         chi_square_upper_tail(q, hit.len() as f64 - 1.0) >= self.config.coverage_alpha
+    }
+
+    /// Whether a candidate's few pairs (too few to drop any), all showing
+    /// the symptom, are more than the window's noise makes: the share of
+    /// pairs elsewhere as far off ([`Chance`], [`SIZE_SHARE`] of the
+    /// smallest of theirs, not lost in a burst) is the chance of each, and all of them at once
+    /// must be rarer than `alpha`. A container's jittery pair and slightly
+    /// slow pair, its only two, in a window where one pair in twenty was
+    /// as far off, were paged as the container.
+    fn rarer_than_chance(&self, model: &Model, chance: &Chance, hit: &[u32]) -> bool {
+        let smallest = hit
+            .iter()
+            .map(|&i| self.family.fit(model, &[i]).0)
+            .fold(f64::INFINITY, f64::min);
+        let n = hit.len() as f64;
+        let each = chance.steady_outside(n, n, SIZE_SHARE * smallest, self.config.coverage_alpha);
+        n < 2.0 || each.powf(n) < self.config.alpha
     }
 
     /// Coverage: at least `min_coverage_ratio` of the pairs a fault of
