@@ -372,10 +372,11 @@ impl<F: Family> Tester<'_, F> {
     /// Whether a candidate's few pairs (too few to drop any), all showing
     /// the symptom, are more than the window's noise makes: the share of
     /// pairs elsewhere as far off ([`Chance`], [`SIZE_SHARE`] of the
-    /// smallest of theirs, not lost in a burst) is the chance of each, and all of them at once
-    /// must be rarer than `alpha`. A container's jittery pair and slightly
-    /// slow pair, its only two, in a window where one pair in twenty was
-    /// as far off, were paged as the container.
+    /// smallest of theirs, not lost in a burst) is the chance of each,
+    /// and all of them at once must be rarer than `alpha`. A container's
+    /// jittery pair and slightly slow pair, its only two, in a window
+    /// where one pair in twenty was as far off, were paged as the
+    /// container.
     fn rarer_than_chance(&self, model: &Model, chance: &Chance, hit: &[u32]) -> bool {
         let smallest = hit
             .iter()
