@@ -119,6 +119,32 @@ fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
     );
 }
 
+/// A blip (one round in which a few pairs each lose a few probes) on all
+/// three pairs of one container: each lost 3 of 110 probes (11 rounds of
+/// 10), all in one round, over a 0.01% background. Dropping its two
+/// strongest pairs leaves a pair beyond chance on its own, so before the
+/// fix the container was paged on a healthy window. The same probes lost
+/// in three rounds a pair are a gray container.
+#[test]
+fn a_blip_on_every_pair_of_a_container_is_not_the_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 1],
+        hosts: 6,
+    };
+    let with_rounds = |rounds: f64| {
+        let mut pairs = window(&f, 110.0, &|_, _| Effect::default());
+        for p in &mut pairs {
+            p.lossy_rounds = Some(p.lost);
+        }
+        on_pairs_of(&mut pairs, "node-2", &[3.0, 3.0, 3.0], |p, lost| {
+            (p.lost, p.lossy_rounds) = (lost, Some(rounds));
+        });
+        pairs
+    };
+    assert_names(&with_rounds(1.0), &[]);
+    assert_names(&with_rounds(3.0), &["node:node-2:loss"]);
+}
+
 /// A container whose only two pairs each lost 3 of 170 probes (17 rounds
 /// of 10) over a 0.05% background: one lost them in three rounds, the
 /// other all in one (a microburst beside a noisy pair). Two pairs cannot

@@ -301,6 +301,9 @@ impl<F: Family> Tester<'_, F> {
         if self.too_few_to_drop(model, rows, hit) {
             return self.agree(model, hit);
         }
+        if self.each_in_a_burst(model, hit) {
+            return false;
+        }
         let mut ranked: Vec<(f64, u32)> = rows
             .iter()
             .map(|&i| (f.pair_evidence(model, i as usize), i))
@@ -334,6 +337,17 @@ impl<F: Family> Tester<'_, F> {
             Some(p_rounds) => p_rest.max(p_rounds) < SPREAD_TAIL && f.big_enough(&rest, q_rest),
             None => p_rest < self.config.coverage_alpha,
         }
+    }
+
+    /// Whether every one of a candidate's hit pairs (at least two) lost
+    /// its probes in a burst of its own ([`Family::burst`] on that pair):
+    /// a blip (one round in which a few pairs each lose some probes) that
+    /// fell on three pairs of one container, each losing 3 of 110 probes
+    /// in that round, was paged as the container. A gray fault drops
+    /// probes one by one, round after round; all of its hit pairs bursty
+    /// at once is rarer than the blip.
+    fn each_in_a_burst(&self, model: &Model, hit: &[u32]) -> bool {
+        hit.len() >= 2 && hit.iter().all(|&i| self.family.burst(model, &[i]))
     }
 
     /// A candidate with no more than `min_pairs` informative pairs, every
