@@ -403,3 +403,29 @@ fn a_gray_container_of_two_pairs_is_not_made_common_by_a_blip() {
     assert_names(&window_where(4, 1.0), &["node:node-7:loss"]);
     assert_names(&window_where(4, 3.0), &[]);
 }
+
+/// A gray NIC (host-0's only one) in a window of fifteen pairs: its four
+/// pairs each lose 3 to 5 of 170 probes (17 rounds of 10, one probe a
+/// round), nearly all the window's losses, so the background read from
+/// the window is 0.5 %
+/// and a pair of 170 probes is expected to lose about one. Counting only
+/// the pairs that lost a probe where fewer than even odds expect one, none
+/// of them showed anything and the NIC went unreported; three to five
+/// lost where one is expected is above the odds.
+#[test]
+fn a_gray_nic_that_lifts_a_tiny_window_s_background_is_found() {
+    let f = Fabric {
+        spine_of: vec![0, 0],
+        hosts: 3,
+    };
+    let mut pairs = window(&f, 170.0, &|_, _| Effect::default());
+    let mut lost = [5.0, 3.0, 3.0, 3.0].into_iter();
+    for p in &mut pairs {
+        if p.src.host == "host-0" || p.dst.host == "host-0" {
+            p.lost = lost.next().expect("host-0 has four pairs");
+        }
+        p.lossy_rounds = Some(p.lost);
+    }
+    assert_eq!(lost.next(), None, "host-0 has four pairs");
+    assert_names(&pairs, &["nic:nic-0:loss"]);
+}
