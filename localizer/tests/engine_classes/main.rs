@@ -13,6 +13,7 @@ mod edges;
 mod gray_loss;
 mod latency;
 mod spines;
+mod stacked;
 mod unreachable;
 
 /// A fabric: `spine_of[t]` is the spine of ToR `t`; `hosts` hosts per

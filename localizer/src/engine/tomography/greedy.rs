@@ -244,7 +244,8 @@ impl<F: Family> Greedy<'_, F> {
             }
             let Some(b) = best else { break };
             let b = self.spine_without_faults_beneath(&model, b, remaining, last);
-            let mut b = self.sub_component_first(&model, b, remaining, last);
+            let b = self.sub_component_first(&model, b, remaining, last);
+            let mut b = self.rivals_first(&model, b, remaining, last);
             if b.ecmp {
                 b.also = ecmp_siblings(&b, remaining, last);
             }
@@ -305,6 +306,60 @@ impl<F: Family> Greedy<'_, F> {
             }
         }
         b
+    }
+
+    /// [`Self::sub_component_first`] for the faults beside a candidate
+    /// rather than beneath it: a ToR under a gray container (whose fourth
+    /// pair, to its host's other rail, the ToR does not cross) and over
+    /// the flows of a gray spine lost on 7 of its 13 pairs and on nothing
+    /// else, and fitted over all of them it beat each of the two. So a
+    /// passing whole-component candidate `b` whose hit pairs several
+    /// passing candidates hold between them (not its sub-components, which
+    /// yield as above, nor what contains it; a spine over it only is one of
+    /// them), and which they explain ([`Self::explained_within`] on the
+    /// pairs they cross, an ECMP fault's hit flows only), yields to the
+    /// strongest of them.
+    fn rivals_first(
+        &self,
+        model: &Model,
+        b: Verdict,
+        remaining: &[usize],
+        last: &HashMap<usize, Verdict>,
+    ) -> Verdict {
+        let m = self.tester.m;
+        if b.ecmp || b.hit.is_empty() {
+            return b;
+        }
+        let beside = |v: &Verdict| {
+            (m.columns[v.col].kind == Kind::Spine || !nested_in(m, v.col, b.col))
+                && !nested_in(m, b.col, v.col)
+        };
+        let shares = |v: &Verdict| v.hit.iter().any(|i| b.hit.binary_search(i).is_ok());
+        let mut rivals: Vec<&Verdict> = remaining
+            .iter()
+            .filter_map(|j| last.get(j))
+            .filter(|v| v.passes && v.col != b.col && beside(v) && shares(v))
+            .collect();
+        if rivals.len() < 2 {
+            return b;
+        }
+        let mut crossed: Vec<u32> = rivals
+            .iter()
+            .flat_map(|v| if v.ecmp { &v.hit[..] } else { m.col(v.col) })
+            .copied()
+            .collect();
+        crossed.sort_unstable();
+        crossed.dedup();
+        if b.hit.iter().any(|i| crossed.binary_search(i).is_err()) {
+            return b;
+        }
+        let rows = self.tester.rows(model, b.col);
+        let param = self.tester.family.fit(model, &rows).0;
+        if !self.explained_within(model, &rows, param, &crossed) {
+            return b;
+        }
+        rivals.sort_by(|x, y| y.stat.total_cmp(&x.stat).then(x.col.cmp(&y.col)));
+        rivals[0].clone()
     }
 
     /// Two spines share the cross-segment flows, and the one accepted
@@ -428,8 +483,13 @@ impl<F: Family> Greedy<'_, F> {
     /// a gray NIC's, whose one container happened to lose a little more, fits
     /// both.
     fn explained_by(&self, model: &Model, rows: &[u32], param: f64, c: usize) -> bool {
+        self.explained_within(model, rows, param, self.tester.m.col(c))
+    }
+
+    /// [`Self::explained_by`] with the pairs `crossed` (sorted) in the
+    /// place of one sub-component's.
+    fn explained_within(&self, model: &Model, rows: &[u32], param: f64, crossed: &[u32]) -> bool {
         let t = self.tester;
-        let crossed = t.m.col(c);
         let (inside, rest): (Vec<u32>, Vec<u32>) =
             rows.iter().partition(|i| crossed.binary_search(i).is_ok());
         let f = t.family;
