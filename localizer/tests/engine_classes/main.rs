@@ -12,6 +12,7 @@ use skeletonhunter_localizer::{analyze, Config, PairStats, Report};
 mod edges;
 mod gray_loss;
 mod latency;
+mod partial;
 mod spines;
 mod stacked;
 mod unreachable;

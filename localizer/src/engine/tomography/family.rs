@@ -178,6 +178,16 @@ pub(super) trait Family {
     fn pairs_have_offsets(&self) -> bool {
         false
     }
+    /// Whether a pair beyond chance at the candidates' level on its own is
+    /// rarer than the lenient per-pair test's level makes it, so that the
+    /// ECMP count may assume so when the window cannot measure it (see
+    /// `ecmp.rs`): true for delays, a flow slowed in every sample. Not for
+    /// counts: a flow far beyond chance in lost probes is also what a
+    /// faulty ECMP link leaves on the flows its own test did not take, and
+    /// three of a spine's 53 flows so left were paged beside the link.
+    fn lone_flows_are_rare(&self) -> bool {
+        false
+    }
     /// Whether the failures of `rows` came in bursts: so few of a pair's
     /// rounds hold them that independent failures would rarely have (at
     /// `coverage_alpha`), on one pair or on all of them together. `false`
@@ -375,6 +385,9 @@ impl Family for LatencyFamily<'_> {
         false
     }
     fn pairs_have_offsets(&self) -> bool {
+        true
+    }
+    fn lone_flows_are_rare(&self) -> bool {
         true
     }
     fn usable(&self, model: &Model, i: usize) -> bool {

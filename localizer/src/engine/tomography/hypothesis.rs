@@ -10,7 +10,9 @@
 //!   in the fabric ([`Chance`]; the rule is in `ecmp.rs`), and
 //!   reach `ecmp_min_fraction`, also on its pairs outside each smaller
 //!   spine whose pairs are all its own (unless that one passes no count
-//!   and holds only some of the hits); the score is fitted on the hit flows
+//!   and holds only some of the hits); a smaller column crossing all its
+//!   hit flows takes them only if it is a fault of its own (a partial
+//!   fault shows on no other flow); the score is fitted on the hit flows
 //!   only (this is what separates a partial spine fault from noisy single
 //!   pairs);
 //! - other kinds: the evidence must survive dropping its `min_pairs`
@@ -181,8 +183,13 @@ impl<F: Family> Tester<'_, F> {
             v.passes = self.component_test(model, chance, j, (&rows, &hit), param);
         }
         if v.passes && needs_spread(self.m.columns[j].kind) {
+            // A partial fault shows on no other flow: a smaller column that
+            // is no fault of its own cannot take its hit flows.
             v.passes = match smaller_column_crossing_all(self.m, j, &hit) {
-                Some(c) => self.holds_without(model, &rows, c),
+                Some(c) => {
+                    self.holds_without(model, &rows, c)
+                        || (v.ecmp && !self.evaluate(model, c, chance).passes)
+                }
                 None => true,
             };
         }
