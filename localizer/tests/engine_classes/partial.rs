@@ -13,21 +13,9 @@ use super::*;
 /// level.
 #[test]
 fn two_very_slow_flows_of_a_small_spine_are_the_spine() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 0, 1],
-        hosts: 3,
-    };
-    let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let mut slowed = 0;
-    for p in &mut pairs {
-        let (s, d) = (&p.src, &p.dst);
-        if (s.host == "host-0" && d.host == "host-9") || (s.host == "host-4" && d.host == "host-10")
-        {
-            p.rtt_seconds = p.rtt_seconds.map(|r| r + 140e-6);
-            slowed += 1;
-        }
-    }
-    assert_eq!(slowed, 2);
+    let pairs = with_slow_flows(140.0, 2, |s, d| {
+        (s.host == "host-0" && d.host == "host-9") || (s.host == "host-4" && d.host == "host-10")
+    });
     assert_names(&pairs, &["spine:spine-1:latency"]);
 }
 
@@ -41,18 +29,28 @@ fn two_very_slow_flows_of_a_small_spine_are_the_spine() {
 /// hand the flows to.
 #[test]
 fn slow_flows_of_a_spine_that_share_a_host_are_the_spine_when_the_host_is_not_at_fault() {
+    let pairs = with_slow_flows(60.0, 3, |s, d| d.host == "host-9" && s.tor != d.tor);
+    assert_names(&pairs, &["spine:spine-1:latency"]);
+}
+
+/// A window of four ToRs of three hosts, ToR 3 alone under spine 1, 100
+/// probes a pair, in which the `count` pairs `slow(src, dst)` picks are
+/// `extra_us` slower.
+fn with_slow_flows(
+    extra_us: f64,
+    count: usize,
+    slow: impl Fn(&Identity, &Identity) -> bool,
+) -> Vec<PairStats> {
     let f = Fabric {
         spine_of: vec![0, 0, 0, 1],
         hosts: 3,
     };
     let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
     let mut slowed = 0;
-    for p in &mut pairs {
-        if p.dst.host == "host-9" && p.src.tor != p.dst.tor {
-            p.rtt_seconds = p.rtt_seconds.map(|r| r + 60e-6);
-            slowed += 1;
-        }
+    for p in pairs.iter_mut().filter(|p| slow(&p.src, &p.dst)) {
+        p.rtt_seconds = p.rtt_seconds.map(|r| r + extra_us * 1e-6);
+        slowed += 1;
     }
-    assert_eq!(slowed, 3);
-    assert_names(&pairs, &["spine:spine-1:latency"]);
+    assert_eq!(slowed, count, "pairs slowed");
+    pairs
 }

@@ -334,22 +334,20 @@ impl<F: Family> Greedy<'_, F> {
             (m.columns[v.col].kind == Kind::Spine || !nested_in(m, v.col, b.col))
                 && !nested_in(m, b.col, v.col)
         };
-        let shares = |v: &Verdict| v.hit.iter().any(|i| b.hit.binary_search(i).is_ok());
-        let mut rivals: Vec<&Verdict> = remaining
+        let rivals: Vec<&Verdict> = remaining
             .iter()
             .filter_map(|j| last.get(j))
-            .filter(|v| v.passes && v.col != b.col && beside(v) && shares(v))
+            .filter(|v| v.passes && v.col != b.col && beside(v) && shares_hits(v, &b))
             .collect();
         if rivals.len() < 2 {
             return b;
         }
-        let mut crossed: Vec<u32> = rivals
-            .iter()
-            .flat_map(|v| if v.ecmp { &v.hit[..] } else { m.col(v.col) })
-            .copied()
-            .collect();
-        crossed.sort_unstable();
-        crossed.dedup();
+        let crossed = sorted_set(
+            rivals
+                .iter()
+                .flat_map(|v| if v.ecmp { &v.hit[..] } else { m.col(v.col) })
+                .copied(),
+        );
         if b.hit.iter().any(|i| crossed.binary_search(i).is_err()) {
             return b;
         }
@@ -358,8 +356,10 @@ impl<F: Family> Greedy<'_, F> {
         if !self.explained_within(model, &rows, param, &crossed) {
             return b;
         }
-        rivals.sort_by(|x, y| y.stat.total_cmp(&x.stat).then(x.col.cmp(&y.col)));
-        rivals[0].clone()
+        rivals
+            .into_iter()
+            .max_by(|x, y| x.stat.total_cmp(&y.stat).then(y.col.cmp(&x.col)))
+            .map_or(b, Verdict::clone)
     }
 
     /// Two spines share the cross-segment flows, and the one accepted
@@ -388,7 +388,7 @@ impl<F: Family> Greedy<'_, F> {
         if t.m.columns[b.col].kind != Kind::Spine {
             return b;
         }
-        let shares = |v: &Verdict| v.hit.iter().any(|i| b.hit.binary_search(i).is_ok());
+        let shares = |v: &Verdict| shares_hits(v, &b);
         let candidates = || remaining.iter().filter_map(|j| last.get(j));
         let rivals: Vec<&Verdict> = candidates()
             .filter(|v| {
@@ -398,12 +398,11 @@ impl<F: Family> Greedy<'_, F> {
         if rivals.is_empty() {
             return b;
         }
-        let mut spines: Vec<u32> = std::iter::once(&b)
-            .chain(rivals.iter().copied())
-            .flat_map(|v| t.m.col(v.col).iter().copied())
-            .collect();
-        spines.sort_unstable();
-        spines.dedup();
+        let spines = sorted_set(
+            std::iter::once(&b)
+                .chain(rivals.iter().copied())
+                .flat_map(|v| t.m.col(v.col).iter().copied()),
+        );
         let holds_away = |c: usize| {
             let rest: Vec<u32> = t
                 .rows(model, c)
@@ -412,16 +411,15 @@ impl<F: Family> Greedy<'_, F> {
                 .collect();
             self.holds(model, &rest, t.family.fit(model, &rest))
         };
-        let mut beneath: Vec<u32> = candidates()
-            .filter(|c| c.passes && t.m.columns[c.col].kind != Kind::Spine && shares(c))
-            .filter(|c| holds_away(c.col))
-            .flat_map(|c| t.m.col(c.col).iter().copied())
-            .collect();
+        let beneath = sorted_set(
+            candidates()
+                .filter(|c| c.passes && t.m.columns[c.col].kind != Kind::Spine && shares(c))
+                .filter(|c| holds_away(c.col))
+                .flat_map(|c| t.m.col(c.col).iter().copied()),
+        );
         if beneath.is_empty() {
             return b;
         }
-        beneath.sort_unstable();
-        beneath.dedup();
         let away = |v: &Verdict| -> Vec<u32> {
             v.hit
                 .iter()
@@ -459,15 +457,13 @@ impl<F: Family> Greedy<'_, F> {
         last: &HashMap<usize, Verdict>,
     ) -> Vec<u32> {
         let m = self.tester.m;
-        let mut out: Vec<u32> = remaining
-            .iter()
-            .filter_map(|j| last.get(j))
-            .filter(|v| v.passes && v.col != b.col && m.columns[v.col].kind == Kind::Spine)
-            .flat_map(|v| m.col(v.col).iter().copied())
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        sorted_set(
+            remaining
+                .iter()
+                .filter_map(|j| last.get(j))
+                .filter(|v| v.passes && v.col != b.col && m.columns[v.col].kind == Kind::Spine)
+                .flat_map(|v| m.col(v.col).iter().copied()),
+        )
     }
 
     /// Whether sub-component `c` explains the evidence of a candidate whose
@@ -585,4 +581,17 @@ impl<F: Family> Greedy<'_, F> {
             }
         }
     }
+}
+
+/// Whether verdict `v` shares a hit pair with `b` (both sorted).
+fn shares_hits(v: &Verdict, b: &Verdict) -> bool {
+    v.hit.iter().any(|i| b.hit.binary_search(i).is_ok())
+}
+
+/// The distinct pairs of `pairs`, sorted (for `binary_search`).
+fn sorted_set(pairs: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut out: Vec<u32> = pairs.collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
