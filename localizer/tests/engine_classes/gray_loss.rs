@@ -429,3 +429,41 @@ fn a_gray_nic_that_lifts_a_tiny_window_s_background_is_found() {
     assert_eq!(lost.next(), None, "host-0 has four pairs");
     assert_names(&pairs, &["nic:nic-0:loss"]);
 }
+
+/// A gray container (node-1 on a NIC of its own, its four pairs losing 4,
+/// 5, 4 and 3 of 130 probes one by one) whose host's other container's
+/// two ring pairs each
+/// lost 3 probes in the one round of a blip, as did two pairs elsewhere.
+/// Fitted over both containers' pairs, the host outweighed the container,
+/// and the blip's two pairs, read as the host's evidence away from it,
+/// kept the host from yielding to it: the host was paged (a blind
+/// window). A pair that lost its probes in a burst says nothing of the
+/// component over it.
+#[test]
+fn a_gray_container_beside_a_blip_on_its_host_s_other_container_is_the_container() {
+    let f = Fabric {
+        spine_of: vec![0, 0, 0, 0],
+        hosts: 3,
+    };
+    let mut pairs = window_with(&f, 130.0, 1e-4, &|_, _| Effect::default());
+    for p in &mut pairs {
+        p.lossy_rounds = Some(p.lost);
+    }
+    on_own_nic(&mut pairs, "node-1", "nic-0b");
+    on_pairs_of(&mut pairs, "node-1", &[4.0, 5.0, 4.0, 3.0], |p, lost| {
+        (p.lost, p.lossy_rounds) = (lost, Some(lost));
+    });
+    let blip = |p: &PairStats| {
+        let ends = [p.src.node.as_str(), p.dst.node.as_str()];
+        (ends.contains(&"node-0") && !ends.contains(&"node-1"))
+            || ends == ["node-8", "node-10"]
+            || ends == ["node-18", "node-20"]
+    };
+    let mut blipped = 0;
+    for p in pairs.iter_mut().filter(|p| blip(p)) {
+        (p.lost, p.lossy_rounds) = (3.0, Some(1.0));
+        blipped += 1;
+    }
+    assert_eq!(blipped, 4, "blip pairs");
+    assert_names(&pairs, &["node:node-1:loss"]);
+}

@@ -2,11 +2,11 @@
 //! its flows (one bad member link or line card), so coverage cannot ask all
 //! its pairs to show it. Instead its hit flows must be more than chance
 //! makes elsewhere in the fabric ([`Chance`], floored where the window is
-//! too small to measure it), and no smaller spine nested inside it may
+//! too small to measure it), and no smaller spine crossing its hit flows may
 //! hold those hits as well.
 
 use super::family::{Family, Model};
-use super::hypothesis::{nested_in, Chance, Tester, Verdict, SIZE_SHARE};
+use super::hypothesis::{Chance, Tester, Verdict, SIZE_SHARE};
 use crate::engine::stats::{binomial_upper_tail, median};
 use skeletonhunter_common::topology::Kind;
 
@@ -41,7 +41,7 @@ impl<F: Family> Tester<'_, F> {
         v.passes = p_count < self.ecmp_level
             && m_hit >= config.ecmp_min_fraction * full.min(n_pairs)
             && f.big_enough(hit, param_hit)
-            && self.no_nested_spine_holds_the_hits(model, chance, v.col, (rows, &strong), null);
+            && self.no_smaller_spine_holds_the_hits(model, chance, v.col, (rows, &strong), null);
     }
 
     /// The ECMP count of a spine's `rows` with `hit` showing the symptom:
@@ -106,8 +106,13 @@ impl<F: Family> Tester<'_, F> {
     /// fit the same pairs, and the large one's hit flows carry more
     /// evidence (its few noisy pairs elsewhere add to them). A partial
     /// fault of the large spine hits its flows wherever they go; so it
-    /// must show on its pairs outside every smaller spine it contains,
-    /// significantly (`alpha`) above the chance `null` of the count.
+    /// must show on its pairs outside every smaller spine (fewer flows)
+    /// crossing one of its strong hits, significantly (`alpha`) above the
+    /// chance `null` of the count. The smaller one need not lie inside it:
+    /// flows between the two are a larger share of the smaller one's, and
+    /// a bad member link that hit only them is likelier there (a spine
+    /// over one ToR dropping on its flows to the large block's ToRs only
+    /// was paged as that block).
     /// Unless the smaller spine passes no count of its own and a strong
     /// hit lies outside it: then it holds only some of the hits, and the
     /// large spine, which holds them all, is no longer its rival (three
@@ -118,7 +123,7 @@ impl<F: Family> Tester<'_, F> {
     /// leave it unexplained (four flows of 35
     /// losing 6–13 %, three of them under a smaller spine, paged the
     /// smaller one).
-    fn no_nested_spine_holds_the_hits(
+    fn no_smaller_spine_holds_the_hits(
         &self,
         model: &Model,
         chance: &Chance,
@@ -134,8 +139,10 @@ impl<F: Family> Tester<'_, F> {
             .collect();
         spines.sort_unstable();
         spines.dedup();
-        let mut nested = spines.into_iter().filter(|&c| nested_in(m, c as usize, j));
-        nested.all(|c| {
+        let mut smaller = spines
+            .into_iter()
+            .filter(|&c| m.col(c as usize).len() < m.col(j).len());
+        smaller.all(|c| {
             let crossed = m.col(c as usize);
             let outside = |i: &&u32| crossed.binary_search(i).is_err();
             let n = rows.iter().filter(outside).count() as f64;

@@ -9,8 +9,8 @@
 //!   significantly (`alpha` over the spine columns), the share elsewhere
 //!   in the fabric ([`Chance`]; the rule is in `ecmp.rs`), and
 //!   reach `ecmp_min_fraction`, also on its pairs outside each smaller
-//!   spine whose pairs are all its own (unless that one passes no count
-//!   and holds only some of the hits); a smaller column crossing all its
+//!   spine crossing its hit flows (unless that one passes no count and
+//!   holds only some of the hits); a smaller column crossing all its
 //!   hit flows takes them only if it is a fault of its own (a partial
 //!   fault shows on no other flow); the score is fitted on the hit flows
 //!   only (this is what separates a partial spine fault from noisy single
