@@ -77,40 +77,20 @@ impl<F: Family> Tester<'_, F> {
     /// The least odds of a strong flow elsewhere the count assumes: the
     /// per-pair test's level (`coverage_alpha`), or the family-wise one
     /// (`alpha`) when each strong flow is beyond chance at the candidates'
-    /// level on its own ([`Tester::stands_alone`]), no endpoint is on all
-    /// of them ([`Self::share_an_end`]), and the family says such flows
-    /// are that rare ([`Family::lone_flows_are_rare`]). Two
+    /// level on its own ([`Tester::stands_alone`]) and the family says
+    /// such flows are that rare ([`Family::lone_flows_are_rare`]). Two
     /// flows of a small fabric's spine +140 µs slow, of its eight, with no
     /// pair elsewhere near that, were read against 1 % odds each and
     /// missed.
     fn floor(&self, model: &Model, strong: &[u32]) -> f64 {
         if self.family.lone_flows_are_rare()
             && strong.len() >= self.config.min_pairs
-            && !self.share_an_end(strong)
             && strong.iter().all(|&i| self.stands_alone(model, i))
         {
             self.config.alpha
         } else {
             self.config.coverage_alpha
         }
-    }
-
-    /// Whether one endpoint component (a host, NIC, container or virtual
-    /// switch) is on every one of the `strong` flows: then they are not
-    /// lone flows each slow on its own, and the floor stays. Two slow
-    /// overlay flows from one host beside an underlay fault were paged
-    /// as a spine delay.
-    fn share_an_end(&self, strong: &[u32]) -> bool {
-        let m = self.m;
-        let Some((&first, rest)) = strong.split_first() else {
-            return false;
-        };
-        m.row(first as usize).iter().any(|&c| {
-            matches!(
-                m.columns[c as usize].kind,
-                Kind::Node | Kind::Nic | Kind::Host | Kind::Vswitch
-            ) && rest.iter().all(|&i| m.row(i as usize).contains(&c))
-        })
     }
 
     /// Whether spine column `c`'s own ECMP count passes.
