@@ -4,7 +4,7 @@
 //! spine to a fault beneath it that stands on its own. Accepted first, it
 //! would absorb their evidence at its own, pooled rate and leave them
 //! short. Each rule here hands the turn to the component that explains
-//! the evidence, and each is asked again of what it hands over.
+//! the evidence; the candidate is asked again once that one is accepted.
 
 use super::{sorted_set, Greedy};
 use crate::engine::stats::{chi_square_upper_tail, one_sided_lr_p_value};
