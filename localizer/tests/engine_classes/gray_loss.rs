@@ -92,10 +92,7 @@ fn a_gray_container_is_told_from_bursts_by_the_rounds_that_lost_probes() {
     let node = "node-3";
     let with_rounds = |burst: bool| {
         let mut pairs = window_with(&f, 150.0, 6e-4, &|_, _| Effect::default());
-        for p in &mut pairs {
-            // The background drops probes one by one.
-            p.lossy_rounds = Some(p.lost);
-        }
+        lost_one_by_one(&mut pairs);
         on_pairs_of(&mut pairs, node, &[3.0, 3.0, 2.0, 0.0], |p, lost| {
             p.lost = lost;
             p.lossy_rounds = Some(if burst { lost.min(1.0) } else { lost });
@@ -133,9 +130,7 @@ fn a_blip_on_every_pair_of_a_container_is_not_the_container() {
     };
     let with_rounds = |rounds: f64| {
         let mut pairs = window(&f, 110.0, &|_, _| Effect::default());
-        for p in &mut pairs {
-            p.lossy_rounds = Some(p.lost);
-        }
+        lost_one_by_one(&mut pairs);
         on_pairs_of(&mut pairs, "node-2", &[3.0, 3.0, 3.0], |p, lost| {
             (p.lost, p.lossy_rounds) = (lost, Some(rounds));
         });
@@ -169,9 +164,7 @@ fn three_lost_on_each_of_two_pairs(probes: f64, rounds: [f64; 2]) -> Report {
     };
     let node = "node-1";
     let mut pairs = window_with(&f, probes, 5e-4, &|_, _| Effect::default());
-    for p in &mut pairs {
-        p.lossy_rounds = Some(p.lost);
-    }
+    lost_one_by_one(&mut pairs);
     keep_pairs_of(&mut pairs, node, 2);
     on_pairs_of(&mut pairs, node, &rounds, |p, rounds| {
         p.lost = 3.0;
@@ -384,9 +377,7 @@ fn a_gray_container_of_two_pairs_is_not_made_common_by_a_blip() {
         };
         let node = "node-7";
         let mut pairs = window_with(&f, 110.0, 5e-4, &|_, _| Effect::default());
-        for p in &mut pairs {
-            p.lossy_rounds = Some(p.lost);
-        }
+        lost_one_by_one(&mut pairs);
         keep_pairs_of(&mut pairs, node, 2);
         on_pairs_of(&mut pairs, node, &[5.0, 4.0], |p, lost| {
             (p.lost, p.lossy_rounds) = (lost, Some(lost));
@@ -446,9 +437,7 @@ fn a_gray_container_beside_a_blip_on_its_host_s_other_container_is_the_container
         hosts: 3,
     };
     let mut pairs = window_with(&f, 130.0, 1e-4, &|_, _| Effect::default());
-    for p in &mut pairs {
-        p.lossy_rounds = Some(p.lost);
-    }
+    lost_one_by_one(&mut pairs);
     on_own_nic(&mut pairs, "node-1", "nic-0b");
     on_pairs_of(&mut pairs, "node-1", &[4.0, 5.0, 4.0, 3.0], |p, lost| {
         (p.lost, p.lossy_rounds) = (lost, Some(lost));

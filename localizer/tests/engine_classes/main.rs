@@ -165,6 +165,15 @@ fn keep_pairs_of(pairs: &mut Vec<PairStats>, node: &str, keep: usize) {
     });
 }
 
+/// Records each pair's lost probes as lost one per round (a background
+/// that drops probes one by one), so that the burst rule can read the
+/// rounds.
+fn lost_one_by_one(pairs: &mut [PairStats]) {
+    for p in pairs {
+        p.lossy_rounds = Some(p.lost);
+    }
+}
+
 /// Moves container `node` to a NIC of its own, `nic`, on the same host.
 fn on_own_nic(pairs: &mut [PairStats], node: &str, nic: &str) {
     for p in pairs {

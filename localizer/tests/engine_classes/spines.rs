@@ -543,9 +543,7 @@ fn three_flows_of_a_spine_losing_in_one_round_are_a_blip_not_the_spine() {
     };
     let window_where = |rounds: f64| {
         let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-        for p in &mut pairs {
-            p.lossy_rounds = Some(p.lost);
-        }
+        lost_one_by_one(&mut pairs);
         for_cross_flows(
             &f,
             &mut pairs,
