@@ -88,6 +88,9 @@ pub struct Evidence {
     pub unreachable: BinomialObs,
     /// Typical RTT against the path-class baseline.
     pub latency: LatencyObs,
+    /// Some pair carries traced per-path evidence: links are named, and
+    /// the link stage may have left some of a faulty link's flows.
+    pub paths_traced: bool,
 }
 
 impl Evidence {
@@ -259,6 +262,7 @@ pub fn detect(pairs: &[&PairStats], matrix: &PathMatrix, config: &Config) -> Evi
         loss,
         unreachable,
         latency,
+        paths_traced: pairs.iter().any(|p| !p.paths.is_empty()),
     }
 }
 

@@ -47,7 +47,11 @@ pub fn localize(m: &PathMatrix, ev: &Evidence, config: &Config) -> Report {
         };
         let reg = binomial_regression(obs);
         let present: Vec<bool> = obs.n.iter().map(|&n| n > 0.0).collect();
-        let family = BinomialFamily { obs, config };
+        let family = BinomialFamily {
+            obs,
+            config,
+            lone_flows_are_rare: symptom == Symptom::Loss && !ev.paths_traced,
+        };
         let (mut acc, clr) = run_symptom(&family, m, &reg, config, levels, &present);
         // A lossy pair's dials, left out of the unreachable test above,
         // are evidence still: its dials went through.
