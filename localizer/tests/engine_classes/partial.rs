@@ -14,9 +14,7 @@ use super::*;
 /// level.
 #[test]
 fn two_very_slow_flows_of_a_small_spine_are_the_spine() {
-    let pairs = with_slow_flows(140.0, 2, |s, d| {
-        (s.host == "host-0" && d.host == "host-9") || (s.host == "host-4" && d.host == "host-10")
-    });
+    let pairs = with_slow_flows(140.0, 2, two_flows_of_spine_1);
     assert_names(&pairs, &["spine:spine-1:latency"]);
 }
 
@@ -29,21 +27,9 @@ fn two_very_slow_flows_of_a_small_spine_are_the_spine() {
 /// family-wise level on its own, so the floor is that level.
 #[test]
 fn two_very_lossy_flows_of_a_small_spine_are_the_spine() {
-    let f = Fabric {
-        spine_of: vec![0, 0, 0, 1],
-        hosts: 3,
-    };
-    let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let mut hit = 0;
-    for p in &mut pairs {
-        let (s, d) = (&p.src, &p.dst);
-        if (s.host == "host-0" && d.host == "host-9") || (s.host == "host-4" && d.host == "host-10")
-        {
-            p.lost = binomial(p.sent, 0.2, &format!("member{}>{}", s.node, d.node));
-            hit += 1;
-        }
-    }
-    assert_eq!(hit, 2);
+    let pairs = with_flows(2, two_flows_of_spine_1, |p| {
+        p.lost = binomial(p.sent, 0.2, &format!("member{}>{}", p.src.node, p.dst.node));
+    });
     assert_names(&pairs, &["spine:spine-1:loss"]);
 }
 
@@ -94,6 +80,12 @@ fn flows_of_a_spine_through_a_larger_one_are_the_smaller_spine_s_partial_fault()
     assert_names(&pairs, &["spine:spine-1:loss"]);
 }
 
+/// Two of spine 1's flows (in the fabric of [`with_flows`]) that share no
+/// container, host or ToR, only spine 1.
+fn two_flows_of_spine_1(s: &Identity, d: &Identity) -> bool {
+    (s.host == "host-0" && d.host == "host-9") || (s.host == "host-4" && d.host == "host-10")
+}
+
 /// A window of four ToRs of three hosts, ToR 3 alone under spine 1, 100
 /// probes a pair, in which the `count` pairs `slow(src, dst)` picks are
 /// `extra_us` slower.
@@ -102,16 +94,28 @@ fn with_slow_flows(
     count: usize,
     slow: impl Fn(&Identity, &Identity) -> bool,
 ) -> Vec<PairStats> {
+    with_flows(count, slow, |p| {
+        p.rtt_seconds = p.rtt_seconds.map(|r| r + extra_us * 1e-6);
+    })
+}
+
+/// The window of [`with_slow_flows`], in which `change` is applied to the
+/// `count` pairs `pick(src, dst)` picks.
+fn with_flows(
+    count: usize,
+    pick: impl Fn(&Identity, &Identity) -> bool,
+    change: impl Fn(&mut PairStats),
+) -> Vec<PairStats> {
     let f = Fabric {
         spine_of: vec![0, 0, 0, 1],
         hosts: 3,
     };
     let mut pairs = window(&f, 100.0, &|_, _| Effect::default());
-    let mut slowed = 0;
-    for p in pairs.iter_mut().filter(|p| slow(&p.src, &p.dst)) {
-        p.rtt_seconds = p.rtt_seconds.map(|r| r + extra_us * 1e-6);
-        slowed += 1;
+    let mut changed = 0;
+    for p in pairs.iter_mut().filter(|p| pick(&p.src, &p.dst)) {
+        change(p);
+        changed += 1;
     }
-    assert_eq!(slowed, count, "pairs slowed");
+    assert_eq!(changed, count, "pairs picked");
     pairs
 }

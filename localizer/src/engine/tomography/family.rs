@@ -207,8 +207,9 @@ pub(super) struct BinomialFamily<'a> {
     /// family-wise odds they are the spine's partial fault. Where paths
     /// are traced, such a flow is also what a faulty ECMP link leaves on
     /// the flows the link stage did not take (the simulator's link
-    /// scenarios paged the spine beside the link). Not failed dials: an overlay forwarding
-    /// entry killing a few flows is no spine's, and was paged as one.
+    /// scenarios paged the spine beside the link). Not failed dials: an
+    /// overlay forwarding entry killing a few flows is no spine's, and was
+    /// paged as one.
     pub(super) lone_flows_are_rare: bool,
 }
 
