@@ -81,6 +81,14 @@
 //!    beneath a ToR does not keep the ToR's alert: it may be a new fault
 //!    of its own.)
 //!
+//! 6. **One name per incident**: a finding the engine cannot tell apart
+//!    from an alerting component (either lists the other as equivalent,
+//!    as the two directions of a dead cable are) is reported under the
+//!    alerting one's name, the other name among its equivalents. Which of
+//!    indistinguishable components the engine names first is noise; were
+//!    the name to follow it, the alert would resolve and a new one page
+//!    for the same fault.
+//!
 //! Untrusted cycles (failed queries) do not call [`Confirmer::admit`], so
 //! they neither advance nor break a streak.
 
@@ -245,6 +253,7 @@ impl Confirmer {
         covered: &dyn Fn(&Component) -> bool,
         now: SystemTime,
     ) -> (Vec<Finding>, Vec<(Finding, Held)>) {
+        self.keep_names(&mut findings);
         let reported: std::collections::BTreeSet<Component> =
             findings.iter().map(|f| f.component.clone()).collect();
         let again = self.pending_resolution(&reported, &findings, covered);
@@ -354,6 +363,35 @@ impl Confirmer {
             self.kept.push((c, why));
         }
         again
+    }
+
+    /// Rule 6: a finding equivalent to an alerting component that is not
+    /// itself reported takes that component's name (and its context
+    /// labels); its own name joins its equivalents.
+    fn keep_names(&self, findings: &mut [Finding]) {
+        let mut reported: Vec<Component> = findings.iter().map(|f| f.component.clone()).collect();
+        for f in findings.iter_mut() {
+            if self.alerting.contains_key(&f.component) {
+                continue;
+            }
+            let twin = self.alerting.keys().find(|c| {
+                !reported.contains(c)
+                    && (f.equivalent.contains(c)
+                        || self.last.get(*c).is_some_and(|last| {
+                            last.iter().any(|l| l.equivalent.contains(&f.component))
+                        }))
+            });
+            let Some(twin) = twin.cloned() else {
+                continue;
+            };
+            let own = std::mem::replace(&mut f.component, twin.clone());
+            f.equivalent.retain(|e| *e != twin);
+            f.equivalent.push(own);
+            if let Some(last) = self.last.get(&twin).and_then(|l| l.first()) {
+                f.context = last.context.clone();
+            }
+            reported.push(twin);
+        }
     }
 
     /// A recently cleared component that every one of `f`'s anomalous

@@ -487,3 +487,43 @@ fn the_onset_of_a_partial_spine_fault_does_not_page_a_container() {
         [format!("node/{node}")]
     );
 }
+
+/// A dead cable drops both its directions, and the link stage names
+/// whichever is lossier in the cycle, the other as its equivalent: the
+/// alert keeps the first name when the engine names the other direction
+/// (listed either way round), and resolves only once neither is reported.
+/// A link the alerting one does not list, nor lists it, is a fault of its
+/// own.
+#[test]
+fn the_other_direction_of_an_alerting_cable_keeps_its_alert() {
+    let up = Component::new(Kind::Link, "10.9.0.1");
+    let down = Component::new(Kind::Link, "10.9.0.2");
+    let named = |c: &Component, eq: &[&Component]| {
+        // Same-ToR pairs too: not beneath the spine (rule 3).
+        let mut f = link(&c.id, |a, _| a.tenant == "job0");
+        f.equivalent = eq.iter().map(|&e| e.clone()).collect();
+        f.context = BTreeMap::from([("link".to_string(), c.id.clone())]);
+        f
+    };
+    for (first, then) in [
+        (named(&up, &[&down]), named(&down, &[])),
+        (named(&up, &[]), named(&down, &[&up])),
+    ] {
+        let mut c = confirm(confirmer(), &first);
+        assert_eq!(c.admit(vec![first.clone()], at(3)).0.len(), 1, "alerting");
+        let (a, h) = c.admit(vec![then.clone()], at(4));
+        assert!(h.is_empty(), "{h:?}");
+        assert_eq!(names(&a), ["link/10.9.0.1"]);
+        assert_eq!(a[0].equivalent, std::slice::from_ref(&down));
+        assert_eq!(a[0].context["link"], "10.9.0.1");
+        assert!(c.kept().is_empty(), "reported, not kept: {:?}", c.kept());
+        assert_eq!(names(&c.admit(vec![then], at(6)).0), ["link/10.9.0.1"]);
+        assert!(c.admit(vec![], at(8)).0.is_empty(), "clean: resolved");
+    }
+    // Neither lists the other: a new link, confirmed on its own.
+    let mut c = confirm(confirmer(), &named(&up, &[]));
+    let (a, h) = c.admit(vec![named(&down, &[])], at(4));
+    assert!(a.is_empty(), "one clean cycle resolves: {:?}", names(&a));
+    assert_eq!(h[0].0.component, down);
+    assert_eq!(h[0].1, Held::Unconfirmed { seen: 1 });
+}
