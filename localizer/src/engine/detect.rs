@@ -14,7 +14,9 @@
 //!   [`peer_reference`]), and a cross-ToR level is capped at the level
 //!   below plus what a healthy switch tier can cost (`level_baselines`):
 //!   when one spine slows every route, the same-ToR class says how slow
-//!   they may be.
+//!   they may be. A pair's own jitter widens its scale where the source
+//!   gives it ([`PairStats::rtt_spread_seconds`]): its median is only as
+//!   sure as its samples are steady.
 //!
 //! Pair-level calls use a Bonferroni-corrected level (`pair_alpha / pairs`),
 //! so on a healthy fabric of any size the expected number of anomalous pairs
@@ -409,6 +411,18 @@ fn level_baselines(
     base
 }
 
+/// Standard error of pair `p`'s median RTT, from its own samples' spread
+/// (about 1.25 σ / √n); 0 without one. Two pairs of a container jittering
+/// by 15 µs, medians a few µs up by chance, paged it as slow.
+fn median_error(p: &PairStats) -> f64 {
+    match p.rtt_spread_seconds {
+        Some(s) if s.is_finite() && s > 0.0 && p.rtt_samples >= 1.0 => {
+            1.2533 * s / p.rtt_samples.sqrt()
+        }
+        _ => 0.0,
+    }
+}
+
 fn latency_obs(
     pairs: &[&PairStats],
     class: &[PathClass],
@@ -438,13 +452,14 @@ fn latency_obs(
     };
     for i in 0..n {
         let (loc, sd) = base[route_level[i]].unwrap_or((0.0, config.min_latency_scale_seconds));
-        out.sigma[i] = sd;
+        out.sigma[i] = sd.hypot(median_error(pairs[i]));
         out.baseline[i] = loc;
         out.min_excess[i] = min_excess(loc, config);
         if let Some(r) = rtt[i] {
             out.present[i] = true;
             out.excess[i] = r - loc;
-            out.anomalous[i] = out.excess[i] > z * sd && out.excess[i] >= out.min_excess[i];
+            out.anomalous[i] =
+                out.excess[i] > z * out.sigma[i] && out.excess[i] >= out.min_excess[i];
         }
     }
     out
@@ -499,6 +514,30 @@ mod tests {
         assert!(flagged(&relative).is_empty());
         assert!((min_excess(40e-6, &relative) - 24e-6).abs() < 1e-12);
         assert_eq!(min_excess(1e-6, &relative), 2e-6);
+    }
+
+    /// Pair 7's median 6 µs above 39 steady same-ToR pairs, from 20 rows:
+    /// a delay when its rows are steady, not when they jitter by 10 µs.
+    #[test]
+    fn a_jittery_pairs_median_is_judged_against_its_own_spread() {
+        let flagged = |spread: f64| -> Vec<usize> {
+            let pairs: Vec<PairStats> = (0..40)
+                .map(|i| PairStats {
+                    sent: 200.0,
+                    rtt_seconds: Some(
+                        15e-6 + (i % 5) as f64 * 0.3e-6 + if i == 7 { 6e-6 } else { 0.0 },
+                    ),
+                    rtt_samples: 20.0,
+                    rtt_spread_seconds: Some(if i == 7 { spread } else { 0.8e-6 }),
+                    ..Default::default()
+                })
+                .collect();
+            let refs: Vec<&PairStats> = pairs.iter().collect();
+            let obs = latency_obs(&refs, &[PathClass::SameTor; 40], &Config::default(), 1e-4);
+            (0..40).filter(|&i| obs.anomalous[i]).collect()
+        };
+        assert_eq!(flagged(1e-6), [7]);
+        assert!(flagged(10e-6).is_empty(), "{:?}", flagged(10e-6));
     }
 
     /// One slow spine under every cross-ToR pair: same-ToR pairs at

@@ -34,6 +34,13 @@ pub struct PairStats {
     pub rtt_seconds: Option<f64>,
     /// How many RTT samples `rtt_seconds` summarizes (0 when none).
     pub rtt_samples: f64,
+    /// Robust spread of those samples in seconds (interquartile range /
+    /// 1.349); `None` where the source does not give it (online) or has
+    /// too few samples. A pair whose own RTTs jitter by tens of µs has an
+    /// uncertain typical RTT: its excess is judged against that
+    /// uncertainty too, not only against its route level's spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_spread_seconds: Option<f64>,
     /// Connected rounds that lost at least one packet (CSV: rows with a
     /// `loss_rate` above 0); `None` where the source cannot tell (online:
     /// counters over a window). A burst takes several probes of a round at

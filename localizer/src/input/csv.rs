@@ -570,7 +570,7 @@ impl<'h> Aggregator<'h> {
         );
         // The preference of the protocol whose median each pair's RTT is.
         let mut rtt_pref = vec![None::<u8>; out.len()];
-        for ((a, (rtt, samples)), departed) in self.acc.iter().zip(median).zip(departed) {
+        for ((a, rtt), departed) in self.acc.iter().zip(median).zip(departed) {
             let p = &mut out[a.pair as usize];
             let departed = departed as f64;
             p.rounds += a.rounds - departed;
@@ -580,10 +580,11 @@ impl<'h> Aggregator<'h> {
             p.lossy_rounds = Some(p.lossy_rounds.unwrap_or(0.0) + a.lossy);
             let pref = task::rtt_preference(a.protocol);
             let best = &mut rtt_pref[a.pair as usize];
-            if rtt.is_some() && best.is_none_or(|b| pref < b) {
+            if rtt.median.is_some() && best.is_none_or(|b| pref < b) {
                 *best = Some(pref);
-                p.rtt_seconds = rtt;
-                p.rtt_samples = samples;
+                p.rtt_seconds = rtt.median;
+                p.rtt_samples = rtt.samples;
+                p.rtt_spread_seconds = rtt.spread;
             }
         }
         out

@@ -235,6 +235,7 @@ fn probe_pair(
         lost,
         rtt_seconds: rtt,
         rtt_samples: if rtt.is_some() { sent - lost } else { 0.0 },
+        rtt_spread_seconds: None,
         lossy_rounds: None,
         hops: Vec::new(),
         paths,

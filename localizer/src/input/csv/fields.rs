@@ -28,28 +28,44 @@ pub struct CsvError {
     pub message: String,
 }
 
-/// (median RTT in seconds, samples) per pair from (pair, µs) samples.
-pub fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<(Option<f64>, f64)> {
+/// One pair's RTT samples, summarized.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RttSummary {
+    /// Median in seconds; `None` without samples.
+    pub median: Option<f64>,
+    /// Samples summarized.
+    pub samples: f64,
+    /// Robust spread in seconds (interquartile range / 1.349, a standard
+    /// deviation for Gaussian samples); `None` below [`SPREAD_SAMPLES`].
+    pub spread: Option<f64>,
+}
+
+/// Fewest samples whose quartiles say anything about a pair's spread.
+pub const SPREAD_SAMPLES: usize = 4;
+
+/// [`RttSummary`] per pair from (pair, µs) samples.
+pub fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<RttSummary> {
     rtts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    let mut median: Vec<(Option<f64>, f64)> = vec![(None, 0.0); npairs];
-    let mut start = 0;
-    while start < rtts.len() {
-        let p = rtts[start].0;
-        let mut end = start;
-        while end < rtts.len() && rtts[end].0 == p {
-            end += 1;
-        }
-        let v = &rtts[start..end];
-        let n = v.len();
-        let med = if n % 2 == 1 {
-            v[n / 2].1 as f64
-        } else {
-            (v[n / 2 - 1].1 as f64 + v[n / 2].1 as f64) / 2.0
+    let mut out = vec![RttSummary::default(); npairs];
+    for v in rtts.chunk_by(|a, b| a.0 == b.0) {
+        let us: Vec<f64> = v.iter().map(|s| s.1 as f64).collect();
+        let n = us.len();
+        out[v[0].0 as usize] = RttSummary {
+            median: Some(quantile(&us, 0.5) * 1e-6),
+            samples: n as f64,
+            spread: (n >= SPREAD_SAMPLES)
+                .then(|| (quantile(&us, 0.75) - quantile(&us, 0.25)) / 1.349 * 1e-6),
         };
-        median[p as usize] = (Some(med * 1e-6), n as f64);
-        start = end;
     }
-    median
+    out
+}
+
+/// Quantile `q` of sorted `v` (linear between order statistics; the
+/// median of an even count is the mean of the middle two).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let h = q * (v.len() - 1) as f64;
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
 }
 
 pub fn utf8(b: &[u8]) -> Result<&str, FieldError> {

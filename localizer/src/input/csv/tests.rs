@@ -41,6 +41,7 @@ fn aggregates_rounds_per_pair() {
     assert_eq!(ab.lost, 2.0);
     assert!((ab.rtt_seconds.unwrap() - 11e-6).abs() < 1e-9);
     assert_eq!(ab.rtt_samples, 2.0);
+    assert_eq!(ab.rtt_spread_seconds, None, "two rows: no quartiles");
     // One connected row lost probes; the failed dial is not a lossy round.
     assert_eq!(ab.lossy_rounds, Some(1.0));
     assert_eq!(pairs[1].lost, 50.0);
@@ -276,4 +277,20 @@ fn a_container_whose_peers_all_stopped_took_their_last_failures_with_it() {
     // Nor does it count when the container probes on itself: it speaks
     // for itself, and it has not gone.
     assert_eq!(failed(&log(false, true)), 1.0);
+}
+
+/// A pair's RTT spread is its rows' interquartile range / 1.349; one
+/// outlier row moves neither it nor the median.
+#[test]
+fn a_pairs_rtt_spread_comes_from_its_rows_quartiles() {
+    let rows: String = [10.0, 11.0, 12.0, 13.0, 14.0, 500.0]
+        .iter()
+        .enumerate()
+        .map(|(t, l)| format!("a,b,success,{l},0,{t},t1,t1,x\n"))
+        .collect();
+    let ab = &read(&rows).unwrap()[0];
+    assert!((ab.rtt_seconds.unwrap() - 12.5e-6).abs() < 1e-12);
+    // Quartiles 11.25 and 13.75 µs.
+    let spread = ab.rtt_spread_seconds.unwrap();
+    assert!((spread - 2.5e-6 / 1.349).abs() < 1e-12, "{spread}");
 }

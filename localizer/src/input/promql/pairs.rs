@@ -367,6 +367,8 @@ impl Acc {
             lost,
             rtt_seconds,
             rtt_samples,
+            // The median alone is read from the histogram.
+            rtt_spread_seconds: None,
             // Counters over a window cannot tell bursts from single drops.
             lossy_rounds: None,
             hops: Vec::new(),
