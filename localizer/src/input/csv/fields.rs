@@ -1,7 +1,8 @@
 //! Field-level parsing shared by the reader: numbers, UTF-8, the csv
-//! crate's errors placed on their line, and the per-key RTT medians; the
-//! errors of a field and of a line.
+//! crate's errors placed on their line, and the per-key RTT medians and
+//! spreads; the errors of a field and of a line.
 
+use crate::engine::stats::quantile_sorted;
 use crate::input::lines::line_too_long;
 
 /// A field that is not what its column needs.
@@ -47,25 +48,20 @@ pub const SPREAD_SAMPLES: usize = 4;
 pub fn median_rtts(rtts: &mut [(u32, f32)], npairs: usize) -> Vec<RttSummary> {
     rtts.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let mut out = vec![RttSummary::default(); npairs];
+    // One buffer for every pair's (sorted) samples.
+    let mut us: Vec<f64> = Vec::new();
     for v in rtts.chunk_by(|a, b| a.0 == b.0) {
-        let us: Vec<f64> = v.iter().map(|s| s.1 as f64).collect();
+        us.clear();
+        us.extend(v.iter().map(|s| s.1 as f64));
         let n = us.len();
         out[v[0].0 as usize] = RttSummary {
-            median: Some(quantile(&us, 0.5) * 1e-6),
+            median: Some(quantile_sorted(&us, 0.5) * 1e-6),
             samples: n as f64,
             spread: (n >= SPREAD_SAMPLES)
-                .then(|| (quantile(&us, 0.75) - quantile(&us, 0.25)) / 1.349 * 1e-6),
+                .then(|| (quantile_sorted(&us, 0.75) - quantile_sorted(&us, 0.25)) / 1.349 * 1e-6),
         };
     }
     out
-}
-
-/// Quantile `q` of sorted `v` (linear between order statistics; the
-/// median of an even count is the mean of the middle two).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let h = q * (v.len() - 1) as f64;
-    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
-    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
 }
 
 pub fn utf8(b: &[u8]) -> Result<&str, FieldError> {
