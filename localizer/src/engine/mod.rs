@@ -37,6 +37,7 @@ pub mod hoststack;
 pub mod links;
 pub mod model;
 pub mod paths;
+pub mod persistence;
 pub mod pipeline;
 pub mod planes;
 pub mod stats;

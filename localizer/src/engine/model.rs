@@ -48,6 +48,18 @@ pub struct PairStats {
     /// over many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lossy_rounds: Option<f64>,
+    /// Those rounds one by one, with when they ran (CSV: the rows with a
+    /// `loss_rate` above 0); empty where the source cannot tell (online)
+    /// or none lost a packet. A blip takes probes of several pairs in one
+    /// moment; a gray fault, round after round
+    /// ([`crate::engine::persistence`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lossy_rows: Vec<LossyRow>,
+    /// Typical time between the pair's rounds in seconds (CSV: the span of
+    /// its rows over their count less one); `None` where the source does
+    /// not tell or the pair has one row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_seconds: Option<f64>,
     /// Router addresses traced on this pair's path (online: from
     /// `skeletonhunter_path_hop_info`); each joins the pair's path as a `hop`
     /// component. Empty when the pair was not traced.
@@ -60,6 +72,18 @@ pub struct PairStats {
     /// exporters); the link stage ([`crate::engine::links`]) reads it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathObs>,
+}
+
+/// One connected round of a pair that lost packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LossyRow {
+    /// When it ran, in seconds from any origin the pairs of one window
+    /// share (CSV: the log's first `ping_time`).
+    pub at_seconds: f64,
+    /// Packets it sent.
+    pub sent: f64,
+    /// Of those, lost.
+    pub lost: f64,
 }
 
 /// One forward ECMP path of a pair and what its flows saw.

@@ -8,7 +8,8 @@ use super::detect;
 use super::evenness;
 use super::hoststack;
 use super::links;
-use super::model::{Config, HostStack, PairStats, Report, Symptom, Timings};
+use super::model::{Config, Fault, HostStack, PairStats, Report, Symptom, Timings};
+use super::persistence;
 use super::tomography;
 use super::topology;
 use skeletonhunter_common::topology::{Component, Kind};
@@ -118,6 +119,7 @@ fn analyze_usable(
     }
     hold_tor_verdicts(&mut report, &rows, config);
     drop_departed_containers(&mut report, &rows);
+    drop_blips(&mut report, &rows, evidence.loss.background, config);
     for f in &mut report.faults {
         for i in &mut f.hit_pairs {
             *i = kept[*i];
@@ -186,24 +188,48 @@ fn loss_suspect_columns(m: &topology::PathMatrix, report: &Report, config: &Conf
 /// not bear out (see [`evenness`]): a link fault, or one whose per-path
 /// evidence has not arrived yet. `hit_pairs` still index `rows`.
 fn hold_tor_verdicts(report: &mut Report, rows: &[&PairStats], config: &Config) {
-    let mut held = Vec::new();
+    withdraw(report, |f| {
+        f.kind == Kind::Tor
+            && f.symptom != Symptom::Latency
+            && evenness::check_tor(&hit(f, rows), f.score, config.alpha).holds_back()
+    });
+}
+
+/// Drop the loss verdicts whose pairs lose less than `min_loss_excess`
+/// above the background outside their busiest moment ([`persistence`]): a
+/// blip that happened to take probes of pairs sharing a component.
+/// `hit_pairs` index `rows`.
+fn drop_blips(report: &mut Report, rows: &[&PairStats], background: f64, config: &Config) {
+    withdraw(report, |f| {
+        if f.symptom != Symptom::Loss {
+            return false;
+        }
+        let outside = persistence::outside_busiest_moment(&hit(f, rows));
+        outside.is_some_and(|o| o.excess_rate(background) < config.min_loss_excess)
+    });
+}
+
+/// The pairs a fault explains, from its `hit_pairs` into `rows`.
+fn hit<'p>(f: &Fault, rows: &[&'p PairStats]) -> Vec<&'p PairStats> {
+    f.hit_pairs
+        .iter()
+        .filter_map(|&i| rows.get(i).copied())
+        .collect()
+}
+
+/// Take the faults `drop` picks out of the report, their blame no longer
+/// faulty.
+fn withdraw(report: &mut Report, mut drop: impl FnMut(&Fault) -> bool) {
+    let mut dropped = Vec::new();
     report.faults.retain(|f| {
-        if f.kind != Kind::Tor || f.symptom == Symptom::Latency {
-            return true;
+        let d = drop(f);
+        if d {
+            dropped.push(f.component());
         }
-        let pairs: Vec<&PairStats> = f
-            .hit_pairs
-            .iter()
-            .filter_map(|&i| rows.get(i).copied())
-            .collect();
-        let keep = !evenness::check_tor(&pairs, f.score, config.alpha).holds_back();
-        if !keep {
-            held.push(f.id.clone());
-        }
-        keep
+        !d
     });
     for b in &mut report.blame {
-        if b.component.kind == Kind::Tor && held.contains(&b.component.id) {
+        if dropped.contains(&b.component) {
             b.faulty = false;
         }
     }
@@ -228,19 +254,9 @@ fn drop_departed_containers(report: &mut Report, rows: &[&PairStats]) {
         }
         matches!((out_rounds, in_rounds), (Some(o), Some(i)) if out_failed == 0.0 && o < i)
     };
-    let mut dropped = Vec::new();
-    report.faults.retain(|f| {
-        let drop = f.kind == Kind::Node && f.symptom == Symptom::Unreachable && departed(&f.id);
-        if drop {
-            dropped.push(f.id.clone());
-        }
-        !drop
+    withdraw(report, |f| {
+        f.kind == Kind::Node && f.symptom == Symptom::Unreachable && departed(&f.id)
     });
-    for b in &mut report.blame {
-        if b.component.kind == Kind::Node && dropped.contains(&b.component.id) {
-            b.faulty = false;
-        }
-    }
 }
 
 #[cfg(test)]

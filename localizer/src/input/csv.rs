@@ -14,7 +14,7 @@
 //! the lattice of the `loss_rate` values ([`super::probes`]). Rows are
 //! aggregated per pair as connected rows and a sum of rates, and multiplied
 //! by the count at the end, so the inference needs one pass. Rows that lost
-//! any packet are counted as well ([`PairStats::lossy_rounds`]).
+//! any packet are counted and kept with their times ([`lossy`]).
 //!
 //! A container that leaves mid-window costs its pairs their last failed
 //! round, not a verdict ([`departures`]).
@@ -26,16 +26,18 @@ use super::lines::{LineCapped, DEFAULT_MAX_LINE_LENGTH};
 use super::probes::{Lattice, ProbeSource, ProbesPerRow};
 use crate::engine::model::PairStats;
 use departures::Timeline;
+pub use error::ReadError;
 use fields::{csv_err, median_rtts, parse_f64, utf8};
 pub use fields::{CsvError, FieldError};
 use header::{columns, Columns};
 pub use header::{COUNT_COLUMNS, REQUIRED_COLUMNS};
+use lossy::LossyRounds;
 use skeletonhunter_common::topology::{Identity, Plane};
 use skeletonhunter_common::Protocol;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use task::{Task, TaskRows};
 
 /// Packets per probe round assumed when nothing else tells (no count
@@ -79,36 +81,6 @@ impl Default for CsvOptions {
     }
 }
 
-/// Why a ping log could not be read; names the file (or standard input).
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// The file could not be opened.
-    #[error("opening {}", path.display())]
-    Open {
-        /// The file.
-        path: PathBuf,
-        /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a valid ping log.
-    #[error("reading {}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// Where and why.
-        #[source]
-        source: CsvError,
-    },
-    /// Standard input is not a valid ping log.
-    #[error("reading standard input")]
-    Stdin {
-        /// Where and why.
-        #[source]
-        source: CsvError,
-    },
-}
-
 /// One pair's rounds of one protocol (`None`: rows that do not say).
 #[derive(Default)]
 struct Acc {
@@ -126,7 +98,7 @@ struct Acc {
     sent: f64,
     lost: f64,
     /// Connected rows that lost any packet.
-    lossy: f64,
+    lossy: LossyRounds,
     /// When its rounds ran, for the departures of containers that left.
     timeline: Timeline,
 }
@@ -334,7 +306,9 @@ impl<'h> Aggregator<'h> {
         a.timeline.add(round.at, round.connected);
         a.rounds += 1.0;
         if round.connected {
-            a.lossy += f64::from(u8::from(round.loss > 0.0));
+            if round.loss > 0.0 {
+                a.lossy.add(round.at, round.loss, round.count);
+            }
             match round.count {
                 Some(c) => {
                     a.sent += c;
@@ -577,7 +551,12 @@ impl<'h> Aggregator<'h> {
             p.failed_dials += a.failed - departed;
             p.sent += a.sent + a.connected * ppr;
             p.lost += a.lost + (a.rate_sum * ppr).round();
-            p.lossy_rounds = Some(p.lossy_rounds.unwrap_or(0.0) + a.lossy);
+            p.lossy_rounds = Some(p.lossy_rounds.unwrap_or(0.0) + a.lossy.len());
+            p.lossy_rows.extend(a.lossy.rows(self.end, ppr));
+            let round = a.timeline.interval().map(|ns| ns * 1e-9);
+            p.round_seconds = round.map_or(p.round_seconds, |r| {
+                Some(p.round_seconds.map_or(r, |o| o.max(r)))
+            });
             let pref = task::rtt_preference(a.protocol);
             let best = &mut rtt_pref[a.pair as usize];
             if rtt.median.is_some() && best.is_none_or(|b| pref < b) {
@@ -592,8 +571,10 @@ impl<'h> Aggregator<'h> {
 }
 
 mod departures;
+mod error;
 mod fields;
 mod header;
+mod lossy;
 pub mod task;
 #[cfg(test)]
 mod tests;

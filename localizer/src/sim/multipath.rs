@@ -237,6 +237,8 @@ fn probe_pair(
         rtt_samples: if rtt.is_some() { sent - lost } else { 0.0 },
         rtt_spread_seconds: None,
         lossy_rounds: None,
+        lossy_rows: Vec::new(),
+        round_seconds: None,
         hops: Vec::new(),
         paths,
     }

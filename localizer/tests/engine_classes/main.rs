@@ -9,6 +9,7 @@
 use skeletonhunter_common::topology::{Identity, Kind};
 use skeletonhunter_localizer::{analyze, Config, PairStats, Report};
 
+mod blips;
 mod edges;
 mod gray_loss;
 mod latency;

@@ -94,7 +94,7 @@ impl Timeline {
     }
 
     /// The pair's round interval (ns); `None` with too few rows to know.
-    fn interval(&self) -> Option<f64> {
+    pub fn interval(&self) -> Option<f64> {
         (self.rows >= 3 && self.last > self.first)
             .then(|| (self.last - self.first) as f64 / (self.rows - 1) as f64)
     }

@@ -294,3 +294,30 @@ fn a_pairs_rtt_spread_comes_from_its_rows_quartiles() {
     let spread = ab.rtt_spread_seconds.unwrap();
     assert!((spread - 2.5e-6 / 1.349).abs() < 1e-12, "{spread}");
 }
+
+/// Each lossy row is kept with when it ran (seconds before the log's last
+/// row) and its probes; the pair's round interval is its rows' span over
+/// their count less one.
+#[test]
+fn a_pairs_lossy_rows_keep_their_times() {
+    let pairs = read(
+        "a,b,success,10.0,0,1000000000,t1,t2,x\n\
+         a,b,success,10.0,0.03,4000000000,t1,t2,x\n\
+         a,b,success,10.0,0,7000000000,t1,t2,x\n\
+         a,b,success,10.0,0.01,10000000000,t1,t2,x\n\
+         b,a,success,10.0,0,10000000000,t2,t1,x\n",
+    )
+    .unwrap();
+    let ab = &pairs[0];
+    assert_eq!(ab.round_seconds, Some(3.0));
+    let rows: Vec<(f64, f64, f64)> = ab
+        .lossy_rows
+        .iter()
+        .map(|r| (r.at_seconds, r.sent, r.lost))
+        .collect();
+    assert_eq!(rows, [(-6.0, 100.0, 3.0), (0.0, 100.0, 1.0)]);
+    assert_eq!(ab.lost, 4.0);
+    // One row: no interval, nothing lost.
+    assert_eq!(pairs[1].round_seconds, None);
+    assert!(pairs[1].lossy_rows.is_empty());
+}

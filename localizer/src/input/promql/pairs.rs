@@ -369,8 +369,11 @@ impl Acc {
             rtt_samples,
             // The median alone is read from the histogram.
             rtt_spread_seconds: None,
-            // Counters over a window cannot tell bursts from single drops.
+            // Counters over a window cannot tell bursts from single drops,
+            // nor when their probes were lost.
             lossy_rounds: None,
+            lossy_rows: Vec::new(),
+            round_seconds: None,
             hops: Vec::new(),
             paths: Vec::new(),
         })
