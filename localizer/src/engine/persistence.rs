@@ -81,13 +81,14 @@ pub fn outside_busiest_moment(pairs: &[&PairStats]) -> Option<Outside> {
 }
 
 /// Sent and lost probes of the half-open interval `[t, t + period)` that
-/// lost the most, over `rows` sorted by time.
+/// lost the most, over `rows` sorted by time. Times are compared by
+/// difference: `t + period` may round to `t` far from the origin.
 fn busiest(rows: &[LossyRow], period: f64) -> (f64, f64) {
     let (mut best, mut sent, mut lost, mut start) = ((0.0, 0.0), 0.0, 0.0, 0);
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         sent += r.sent;
         lost += r.lost;
-        while rows[start].at_seconds + period <= r.at_seconds {
+        while start < i && r.at_seconds - rows[start].at_seconds >= period {
             sent -= rows[start].sent;
             lost -= rows[start].lost;
             start += 1;
@@ -178,5 +179,9 @@ mod tests {
         // 2 + 2 within 3 s beat the single 3; 0 and 3.0 are a period apart.
         let rows = [row(0.0, 3.0), row(3.0, 2.0), row(5.9, 2.0), row(9.0, 1.0)];
         assert_eq!(busiest(&rows, 3.0), (20.0, 4.0));
+        // Far from the origin `t + period` rounds to `t`: still one moment,
+        // read without running off the rows.
+        let far = [row(1e300, 1.0), row(1e300, 2.0)];
+        assert_eq!(busiest(&far, 1e-300), (20.0, 3.0));
     }
 }
