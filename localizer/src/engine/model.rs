@@ -78,7 +78,7 @@ pub struct PairStats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LossyRow {
     /// When it ran, in seconds from any origin the pairs of one window
-    /// share (CSV: the log's first `ping_time`).
+    /// share (CSV: before the log's last `ping_time`, so negative).
     pub at_seconds: f64,
     /// Packets it sent.
     pub sent: f64,

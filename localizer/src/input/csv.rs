@@ -553,10 +553,9 @@ impl<'h> Aggregator<'h> {
             p.lost += a.lost + (a.rate_sum * ppr).round();
             p.lossy_rounds = Some(p.lossy_rounds.unwrap_or(0.0) + a.lossy.len());
             p.lossy_rows.extend(a.lossy.rows(self.end, ppr));
-            let round = a.timeline.interval().map(|ns| ns * 1e-9);
-            p.round_seconds = round.map_or(p.round_seconds, |r| {
-                Some(p.round_seconds.map_or(r, |o| o.max(r)))
-            });
+            if let Some(r) = a.timeline.interval().map(|ns| ns * 1e-9) {
+                p.round_seconds = Some(p.round_seconds.map_or(r, |o| o.max(r)));
+            }
             let pref = task::rtt_preference(a.protocol);
             let best = &mut rtt_pref[a.pair as usize];
             if rtt.median.is_some() && best.is_none_or(|b| pref < b) {

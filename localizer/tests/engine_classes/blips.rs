@@ -12,7 +12,7 @@ const ROUND_SECONDS: f64 = 3.0;
 /// Four ToRs over two spines, 6 hosts, 80 probes a pair over a 0.1 %
 /// background; each pair's lost probes one per round, in rounds drawn
 /// from a hash of the pair.
-fn timed_window() -> (Fabric, Vec<PairStats>) {
+fn timed_window() -> Vec<PairStats> {
     let f = Fabric {
         spine_of: vec![0, 0, 1, 1],
         hosts: 6,
@@ -30,7 +30,16 @@ fn timed_window() -> (Fabric, Vec<PairStats>) {
             .collect();
         p.lossy_rounds = Some(p.lost);
     }
-    (f, pairs)
+    pairs
+}
+
+/// `pairs` as a source that does not say when its rounds ran.
+fn untimed(pairs: &[PairStats]) -> Vec<PairStats> {
+    let mut out = pairs.to_vec();
+    for p in &mut out {
+        p.round_seconds = None;
+    }
+    out
 }
 
 /// The cross-ToR pairs over spine 1: indices into `pairs`.
@@ -59,16 +68,12 @@ fn blip(p: &mut PairStats, at: f64, lost: f64) {
 /// paged; read by moment, nothing is left outside that half second.
 #[test]
 fn a_blip_on_pairs_sharing_a_spine_is_not_paged() {
-    let (_, mut pairs) = timed_window();
+    let mut pairs = timed_window();
     let over = over_spine_1(&pairs);
     for (n, &i) in over.iter().step_by(over.len() / 4).take(4).enumerate() {
         blip(&mut pairs[i], 12.0 + 0.1 * n as f64, 3.0);
     }
-    let mut untimed = pairs.clone();
-    for p in &mut untimed {
-        p.round_seconds = None;
-    }
-    let counted = analyze(&untimed, &Config::default());
+    let counted = analyze(&untimed(&pairs), &Config::default());
     assert!(!counted.faults.is_empty(), "counts alone page nothing");
     let report = analyze(&pairs, &Config::default());
     assert!(report.faults.is_empty(), "{}", detail(&report));
@@ -78,18 +83,14 @@ fn a_blip_on_pairs_sharing_a_spine_is_not_paged() {
 /// stands without its busiest moment.
 #[test]
 fn the_same_losses_round_after_round_are_still_paged() {
-    let (_, mut pairs) = timed_window();
+    let mut pairs = timed_window();
     let over = over_spine_1(&pairs);
     for (n, &i) in over.iter().step_by(over.len() / 4).take(4).enumerate() {
         for k in 0..3 {
             blip(&mut pairs[i], ROUND_SECONDS * (n + 2 * k) as f64 + 0.1, 1.0);
         }
     }
-    let mut untimed = pairs.clone();
-    for p in &mut untimed {
-        p.round_seconds = None;
-    }
-    let counted = named(&analyze(&untimed, &Config::default()));
+    let counted = named(&analyze(&untimed(&pairs), &Config::default()));
     assert!(!counted.is_empty(), "counts alone page nothing");
     let report = analyze(&pairs, &Config::default());
     assert_eq!(named(&report), counted, "{}", detail(&report));
