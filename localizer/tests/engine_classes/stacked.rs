@@ -74,3 +74,30 @@ fn a_tor_under_a_gray_container_and_beside_a_gray_spine_is_neither() {
     }
     assert_names(&pairs, &["node:node-x:loss", "spine:spine-0:loss"]);
 }
+
+/// A ToR losing 20 % beneath a spine losing 20 %, on a fabric where that
+/// spine carries the ToR's cross-ToR flows and no other (every one of its
+/// pairs crosses the ToR). Accepted first, the ToR took the rate of all
+/// its pairs, its flows through the spine included, and the spine's
+/// flows, losing 36 %, were left too little above that to be a fault of
+/// their own: the spine was missed. The same ToR alone is the ToR alone.
+#[test]
+fn a_lossy_spine_whose_every_flow_crosses_a_lossy_tor_is_paged_beside_it() {
+    let f = Fabric {
+        spine_of: vec![0, 1, 1],
+        hosts: 8,
+    };
+    let at = |faulty: &'static [(Kind, &'static str)]| {
+        move |k: Kind, i: &str| Effect {
+            loss: if faulty.contains(&(k, i)) { 0.2 } else { 0.0 },
+            ..Default::default()
+        }
+    };
+    let both = at(&[(Kind::Tor, "tor-0"), (Kind::Spine, "spine-0")]);
+    assert_names(
+        &window(&f, 120.0, &both),
+        &["spine:spine-0:loss", "tor:tor-0:loss"],
+    );
+    let tor = at(&[(Kind::Tor, "tor-0")]);
+    assert_names(&window(&f, 120.0, &tor), &["tor:tor-0:loss"]);
+}

@@ -15,13 +15,16 @@
 //! and a fault that grows or shrinks during the window (loss escalating to
 //! an outage, probes of some sources read later than others) leaves more
 //! loss on some of its pairs than on others — the very shape of a second,
-//! partial (ECMP) fault on the subset. One component is the explanation.
+//! partial (ECMP) fault on the subset. One component is the explanation,
+//! unless the spine's flows agree on one rate and the fault's other pairs
+//! on another: then both are faults ([`refit`]).
 //! This holds whichever rule the spine passed (the ECMP count, or the
 //! component rule of a gray spine dropping on every flow), for the count
 //! symptoms ([`Family::nested_may_add`]): delays add up, and a slow spine
 //! above a slow ToR doubles the ToR's delay on exactly its pairs.
 
 mod order;
+mod refit;
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
@@ -239,6 +242,7 @@ impl<F: Family> Greedy<'_, F> {
                 if v.passes && self.nested(&v, accepted.iter()) {
                     v.passes = false;
                 }
+                let v = self.or_refitted(v, accepted.iter());
                 if v.passes && best.as_ref().is_none_or(|b| v.stat > b.stat) {
                     best = Some(v.clone());
                 }
@@ -277,14 +281,17 @@ impl<F: Family> Greedy<'_, F> {
                     }
                 }
                 let mut v = self.evaluate(&model, accepted[idx].col);
-                let others = accepted
-                    .iter()
-                    .enumerate()
-                    .filter(|&(k, _)| k != idx)
-                    .map(|(_, a)| a);
-                if v.passes && self.nested(&v, others) {
+                let others = || {
+                    accepted
+                        .iter()
+                        .enumerate()
+                        .filter(move |&(k, _)| k != idx)
+                        .map(|(_, a)| a)
+                };
+                if v.passes && self.nested(&v, others()) {
                     v.passes = false;
                 }
+                let mut v = self.or_refitted(v, others());
                 if !v.passes {
                     drop = Some((idx, v));
                     break;
