@@ -158,11 +158,16 @@ impl<F: Family> Greedy<'_, F> {
                 model.under_ecmp[i as usize] = true;
             }
         } else {
-            let rows = self.tester.m.col(v.col);
-            let add = self.tester.family.applied_effect(model, rows, v.effect);
-            for &i in rows {
-                model.effect[i as usize] += add;
-            }
+            self.add_effect(model, v.col, v.effect);
+        }
+    }
+
+    /// Component `col`'s `effect` (model units) on every pair it crosses.
+    fn add_effect(&self, model: &mut Model, col: usize, effect: f64) {
+        let rows = self.tester.m.col(col);
+        let add = self.tester.family.applied_effect(model, rows, effect);
+        for &i in rows {
+            model.effect[i as usize] += add;
         }
     }
 

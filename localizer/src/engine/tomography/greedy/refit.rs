@@ -55,32 +55,39 @@ impl<F: Family> Greedy<'_, F> {
         let mut model = Model::empty(self.npairs());
         let mut refitted = false;
         for a in others {
-            let whole = !a.ecmp && t.m.columns[a.col].kind != Kind::Spine;
-            let (away, shared): (Vec<u32>, Vec<u32>) = t
-                .rows(&model, a.col)
-                .into_iter()
-                .partition(|i| mine.binary_search(i).is_err());
-            let uniform = |rows: &[u32], q: f64| {
-                let df = (rows.len() as f64 - 1.0).max(1.0);
-                f.heterogeneity(&model, rows, q) <= UNIFORM_DISPERSION * df
-            };
-            let own = f.fit(&model, &away).0;
-            if !whole
-                || shared.is_empty()
-                || away.is_empty()
-                || !uniform(&away, own)
-                || !uniform(&shared, f.fit(&model, &shared).0)
-            {
-                self.apply(&mut model, a);
-                continue;
-            }
-            refitted = true;
-            let rows = t.m.col(a.col);
-            let add = f.applied_effect(&model, rows, f.effect(own));
-            for &i in rows {
-                model.effect[i as usize] += add;
+            match self.rate_away(&model, a, mine) {
+                Some(own) => {
+                    refitted = true;
+                    self.add_effect(&mut model, a.col, f.effect(own));
+                }
+                None => self.apply(&mut model, a),
             }
         }
         refitted.then(|| self.evaluate(&model, j))
+    }
+
+    /// Accepted fault `a`'s rate (model parameter) fitted on its usable
+    /// pairs away from `mine` (a spine's, sorted), when `a` is a whole
+    /// component sharing pairs with the spine and keeping some of its own,
+    /// and each side agrees on one rate; else `None`.
+    fn rate_away(&self, model: &Model, a: &Verdict, mine: &[u32]) -> Option<f64> {
+        let t = self.tester;
+        let f = t.family;
+        if a.ecmp || t.m.columns[a.col].kind == Kind::Spine {
+            return None;
+        }
+        let (away, shared): (Vec<u32>, Vec<u32>) = t
+            .rows(model, a.col)
+            .into_iter()
+            .partition(|i| mine.binary_search(i).is_err());
+        if shared.is_empty() || away.is_empty() {
+            return None;
+        }
+        let uniform = |rows: &[u32], q: f64| {
+            let df = (rows.len() as f64 - 1.0).max(1.0);
+            f.heterogeneity(model, rows, q) <= UNIFORM_DISPERSION * df
+        };
+        let own = f.fit(model, &away).0;
+        (uniform(&away, own) && uniform(&shared, f.fit(model, &shared).0)).then_some(own)
     }
 }
