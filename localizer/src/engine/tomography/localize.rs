@@ -281,11 +281,14 @@ fn run_symptom<F: Family>(
     confirm(&tester, &candidates, present)
 }
 
-/// Each accepted (whole-component) verdict's columns crossed by the same
-/// pairs with evidence of its symptom, `evidence` (see
-/// [`same_evidence`]), reported as equivalent.
+/// Each accepted verdict's columns crossed by the same pairs with
+/// evidence of its symptom, `evidence` (see [`same_evidence`]), reported
+/// as equivalent. A partial (ECMP) verdict too: a spine whose other flows
+/// are all cut off by a dead ToR has the same evidence as the spine
+/// beside it, though its column is the larger, and its sibling test,
+/// which hands such flows to the smaller spine, never lets it pass.
 fn with_same_evidence(m: &PathMatrix, evidence: &[bool], accepted: &mut [Verdict]) {
-    for v in accepted.iter_mut().filter(|v| !v.ecmp) {
+    for v in accepted.iter_mut() {
         for j in same_evidence(m, evidence, v.col) {
             if !v.also.contains(&j) {
                 v.also.push(j);
