@@ -101,3 +101,59 @@ fn a_lossy_spine_whose_every_flow_crosses_a_lossy_tor_is_paged_beside_it() {
     let tor = at(&[(Kind::Tor, "tor-0")]);
     assert_names(&window(&f, 120.0, &tor), &["tor:tor-0:loss"]);
 }
+
+/// Six hosts of five rails (each NIC on its rail's ToR), one container a
+/// NIC, and a second container on host 0's first NIC; same-host pairs
+/// between all of a host's containers, a ring per rail under each ToR.
+/// Host 0 adds 30 µs and its first NIC 40 µs more (a blind window's
+/// stacked delays). Nine of the host's fifteen same-host pairs cross
+/// that NIC; their median, the delay read on the host's lowest route
+/// level, was both delays, and before the fix the NIC was never paged.
+#[test]
+fn a_slow_nic_on_a_slow_host_is_paged_beside_it() {
+    let rails = 5;
+    let container = |h: usize, r: usize, extra: &str| Identity {
+        node: format!("node-{h}-{r}{extra}"),
+        nic: format!("nic-{h}-{r}"),
+        host: format!("host-{h}"),
+        tor: id("tor", r),
+        spine: id("spine", 0),
+        ..Default::default()
+    };
+    let mut ends = Vec::new();
+    for h in 0..6 {
+        let mut mine: Vec<Identity> = (0..rails).map(|r| container(h, r, "")).collect();
+        if h == 0 {
+            mine.push(container(0, 0, "b"));
+        }
+        for (k, a) in mine.iter().enumerate() {
+            for b in &mine[k + 1..] {
+                ends.push((a.clone(), b.clone()));
+            }
+        }
+        for r in 0..rails {
+            ends.push((container(h, r, ""), container((h + 1) % 6, r, "")));
+        }
+    }
+    let pairs: Vec<PairStats> = ends
+        .into_iter()
+        .map(|(a, b)| {
+            let path = skeletonhunter_common::topology::path(&a, &b);
+            let crosses = |id: &str| path.iter().any(|c| c.id == id);
+            let base = if a.host == b.host { 11.0 } else { 15.0 };
+            let delay = if crosses("host-0") { 30.0 } else { 0.0 }
+                + if crosses("nic-0-0") { 40.0 } else { 0.0 };
+            let rtt = base + delay + unit(&format!("rtt{}>{}", a.node, b.node)) - 0.5;
+            PairStats {
+                src: a,
+                dst: b,
+                rounds: 10.0,
+                sent: 100.0,
+                rtt_seconds: Some(rtt * 1e-6),
+                rtt_samples: 10.0,
+                ..Default::default()
+            }
+        })
+        .collect();
+    assert_names(&pairs, &["host:host-0:latency", "nic:nic-0-0:latency"]);
+}

@@ -6,13 +6,15 @@
 //! log survivals along the path) and Gaussian (latency: delays add up)
 //! implement [`Family`]; the decision logic that uses them lives once in
 //! [`super::hypothesis`]. A new symptom (e.g. a gray-failure rate) gets a
-//! new `Family` here.
+//! new `Family` here. The Gaussian one is in [`latency`].
 
-use crate::engine::detect::{BinomialObs, LatencyObs, LEVELS};
+pub(super) mod latency;
+
+use crate::engine::detect::BinomialObs;
 use crate::engine::model::Config;
 use crate::engine::stats::{
     binomial_loglik, binomial_upper_tail, bisect_root, chi_square_upper_tail, clustered_tail,
-    median, normal_upper_tail, poisson_binomial_lower_tail, poisson_lower_tail, poisson_upper_tail,
+    poisson_lower_tail, poisson_upper_tail,
 };
 
 /// The model of faults accepted so far, per pair.
@@ -119,7 +121,17 @@ pub(super) trait Family {
     /// The effect an accepted fault of model effect `effect` adds to each
     /// of its `rows`, given the faults accepted before it: `effect`, unless
     /// the family knows better.
-    fn applied_effect(&self, _model: &Model, _rows: &[u32], effect: f64) -> f64 {
+    ///
+    /// `parts(pairs)`: for each component nested in the fault (a NIC of a
+    /// host) that some but not all of `pairs` cross, the positions in
+    /// `pairs` of those that do.
+    fn applied_effect(
+        &self,
+        _model: &Model,
+        _rows: &[u32],
+        effect: f64,
+        _parts: &dyn Fn(&[u32]) -> Vec<Vec<usize>>,
+    ) -> f64 {
         effect
     }
     /// Is an effect of this size worth reporting?
@@ -341,180 +353,6 @@ impl Family for BinomialFamily<'_> {
             df += 2.0;
         }
         df > 2.0 && chi_square_upper_tail(fisher, df) < alpha
-    }
-}
-
-/// Pairs a route level needs for an accepted delay to be read on it
-/// ([`LatencyFamily::applied_effect`]).
-const LEVEL_EFFECT_PAIRS: usize = 3;
-
-/// Latency: a Gaussian excess RTT per pair.
-pub(super) struct LatencyFamily<'a> {
-    pub(super) obs: &'a LatencyObs,
-    pub(super) config: &'a Config,
-    /// Per-pair z threshold of the coverage test.
-    pub(super) z_cov: f64,
-}
-
-impl LatencyFamily<'_> {
-    /// Noise scale of pair `i` given the model: the healthy scale of its
-    /// route level, widened by the spread of the delays already accepted
-    /// on its path (what is left of a slowed pair's RTT after the fitted
-    /// delay is that fault's own variation, not a second fault, until it
-    /// exceeds it; [`Config::latency_fault_spread`]).
-    fn sd(&self, model: &Model, i: usize) -> f64 {
-        let spread = self.config.latency_fault_spread.max(0.0);
-        let (s, e) = (self.obs.sigma[i], spread * model.effect[i].max(0.0));
-        (s * s + e * e).sqrt()
-    }
-
-    /// Σ 1/σ² and Σ e/σ² over `rows`, `e` each pair's excess left by the
-    /// model: the weighted mean excess is their ratio.
-    fn weighted(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
-        rows.iter().fold((0.0, 0.0), |(sw, swe), &i| {
-            let i = i as usize;
-            let s2 = self.sd(model, i).powi(2);
-            (
-                sw + 1.0 / s2,
-                swe + (self.obs.excess[i] - model.effect[i]) / s2,
-            )
-        })
-    }
-
-    /// Route level of pair `i` (see [`LatencyObs::level`]).
-    fn level(&self, i: usize) -> usize {
-        self.obs
-            .level
-            .get(i)
-            .map_or(0, |&l| (l as usize).min(LEVELS - 1))
-    }
-}
-
-impl Family for LatencyFamily<'_> {
-    fn nested_may_add(&self) -> bool {
-        true
-    }
-    fn ecmp_outliers_are_faults(&self) -> bool {
-        false
-    }
-    fn pairs_have_offsets(&self) -> bool {
-        true
-    }
-    fn lone_flows_are_rare(&self) -> bool {
-        true
-    }
-    fn usable(&self, model: &Model, i: usize) -> bool {
-        self.obs.present[i] && !model.explained[i]
-    }
-    fn anomalous(&self, model: &Model, i: usize) -> bool {
-        if !self.usable(model, i) {
-            return false;
-        }
-        let e = self.obs.excess[i] - model.effect[i];
-        e > self.z_cov * self.sd(model, i) && e >= self.obs.min_excess[i]
-    }
-    fn informative(&self, model: &Model, i: usize) -> bool {
-        self.usable(model, i)
-    }
-    fn shows_any(&self, _model: &Model, _i: usize) -> bool {
-        false
-    }
-    fn fit(&self, model: &Model, rows: &[u32]) -> (f64, f64) {
-        let (sw, swe) = self.weighted(model, rows);
-        if sw <= 0.0 || swe <= 0.0 {
-            return (0.0, 0.0);
-        }
-        // Gaussian LR for a non-negative shift: T² with T the z of the
-        // weighted mean.
-        (swe / sw, swe * swe / sw)
-    }
-    fn pair_evidence(&self, model: &Model, i: usize) -> f64 {
-        let z = (self.obs.excess[i] - model.effect[i]) / self.sd(model, i);
-        if z > 0.0 {
-            z * z
-        } else {
-            0.0
-        }
-    }
-    fn p_hit(&self, model: &Model, i: usize, d: f64) -> f64 {
-        normal_upper_tail(self.z_cov - d / self.sd(model, i))
-    }
-    /// Each pair by its own chance (Poisson-binomial): a delay shows on
-    /// each pair it slows almost surely, and two of a container's five
-    /// slowed by a few µs (a peer a little slower than the rest) are not a
-    /// slow container, where a Poisson tail of the same mean let them pass.
-    fn shortfall_p_value(&self, p_hit: impl Iterator<Item = f64>, hits: f64) -> f64 {
-        poisson_binomial_lower_tail(p_hit, hits)
-    }
-    fn score(&self, rows: &[u32], d: f64) -> f64 {
-        let base = rows
-            .iter()
-            .map(|&i| self.obs.baseline[i as usize])
-            .sum::<f64>()
-            / rows.len().max(1) as f64;
-        if d > 0.0 {
-            d / (d + base.max(1e-12))
-        } else {
-            0.0
-        }
-    }
-    fn effect(&self, d: f64) -> f64 {
-        d
-    }
-    /// The median of what is left of the excess on the lowest route level
-    /// with [`LEVEL_EFFECT_PAIRS`] pairs (at least 0), else `d`. Baselines
-    /// of the upper levels are lifted when a fault slows most of them (see
-    /// `detect`), so a slow ToR's cross-ToR pairs show less than its
-    /// delay; fitted over all its pairs, the delay left several µs on each
-    /// of its same-ToR pairs, and its containers were paged beside it. The
-    /// lowest level's baseline is the least lifted; a spine slowing the
-    /// ToR's cross-ToR pairs as well still shows on them.
-    fn applied_effect(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
-        let mut by_level: [Vec<f64>; LEVELS] = Default::default();
-        for &i in rows {
-            let i = i as usize;
-            if self.usable(model, i) {
-                by_level[self.level(i)].push(self.obs.excess[i] - model.effect[i]);
-            }
-        }
-        by_level
-            .iter_mut()
-            .find(|v| v.len() >= LEVEL_EFFECT_PAIRS)
-            .map_or(d, |v| median(v).max(0.0))
-    }
-    /// The fitted delay must reach the practical effect size of the pairs
-    /// it was fitted on (their mean threshold: the classes may differ).
-    fn big_enough(&self, rows: &[u32], d: f64) -> bool {
-        let floor = if rows.is_empty() {
-            self.config.min_latency_excess_seconds
-        } else {
-            rows.iter()
-                .map(|&i| self.obs.min_excess[i as usize])
-                .sum::<f64>()
-                / rows.len() as f64
-        };
-        d >= floor
-    }
-    fn gap(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
-        let (sw, swe) = self.weighted(model, rows);
-        if sw <= 0.0 {
-            return 0.0;
-        }
-        let own = (swe / sw).max(0.0);
-        (d - own) * (d - own) * sw
-    }
-    /// Cochran's Q, each pair's noise widened by the fault's own spread
-    /// ([`Config::latency_fault_spread`]) at delay `d`.
-    fn heterogeneity(&self, model: &Model, rows: &[u32], d: f64) -> f64 {
-        let spread = self.config.latency_fault_spread.max(0.0) * d.max(0.0);
-        rows.iter()
-            .map(|&i| {
-                let i = i as usize;
-                let s = self.sd(model, i);
-                let e = self.obs.excess[i] - model.effect[i] - d;
-                e * e / (s * s + spread * spread)
-            })
-            .sum()
     }
 }
 

@@ -8,7 +8,8 @@
 //! [`super::hypothesis`] via [`super::greedy`].
 
 use super::equivalence::{equivalent_components, same_evidence};
-use super::family::{BinomialFamily, Family, LatencyFamily};
+use super::family::latency::LatencyFamily;
+use super::family::{BinomialFamily, Family};
 use super::greedy::confirm;
 use super::hypothesis::{Tester, Verdict};
 use super::solver::{nonpositive_lasso, penalties};
