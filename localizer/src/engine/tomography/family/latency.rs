@@ -70,24 +70,29 @@ impl LatencyFamily<'_> {
             if kept.len() < LEVEL_EFFECT_PAIRS {
                 break;
             }
-            let mean = |at: &mut dyn Iterator<Item = u32>| {
-                let (sw, swe) = self.weighted(model, &at.collect::<Vec<_>>());
-                (swe / sw, 1.0 / sw)
-            };
+            // Each part's weighted mean against the rest's, the rest's
+            // sums being the level's less the part's: linear in the pairs.
+            let (sw_all, swe_all) = self.weighted(model, &kept);
             let slowest = parts(&kept)
                 .into_iter()
-                .map(|at| {
-                    let (m_in, v_in) = mean(&mut at.iter().map(|&k| kept[k]));
-                    let mut out = (0..kept.len()).filter(|k| !at.contains(k)).map(|k| kept[k]);
-                    let (m_out, v_out) = mean(&mut out);
-                    ((m_in - m_out) / (v_in + v_out).sqrt(), at)
+                .filter_map(|at| {
+                    let inside: Vec<u32> = at.iter().map(|&k| kept[k]).collect();
+                    let (sw_in, swe_in) = self.weighted(model, &inside);
+                    let (sw_out, swe_out) = (sw_all - sw_in, swe_all - swe_in);
+                    let apart = swe_in / sw_in - swe_out / sw_out;
+                    let z = apart / (1.0 / sw_in + 1.0 / sw_out).sqrt();
+                    (sw_in > 0.0 && sw_out > 0.0 && z > z_apart).then_some((z, at))
                 })
-                .filter(|(z, _)| *z > z_apart)
                 .max_by(|a, b| a.0.total_cmp(&b.0));
             let Some((_, at)) = slowest else { break };
-            kept = (0..kept.len())
-                .filter(|k| !at.contains(k))
-                .map(|k| kept[k])
+            let mut aside = vec![false; kept.len()];
+            for k in at {
+                aside[k] = true;
+            }
+            kept = kept
+                .iter()
+                .zip(aside)
+                .filter_map(|(&i, aside)| (!aside).then_some(i))
                 .collect();
         }
         kept
