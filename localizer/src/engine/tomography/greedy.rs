@@ -28,7 +28,7 @@ mod refit;
 
 use super::equivalence::ecmp_siblings;
 use super::family::{Family, Model};
-use super::hypothesis::{is_subset, nested_in, Chance, Tester, Verdict};
+use super::hypothesis::{is_subset, nested_parts, Chance, Tester, Verdict};
 use crate::engine::stats::one_sided_lr_p_value;
 use skeletonhunter_common::topology::Kind;
 use std::collections::HashMap;
@@ -168,7 +168,13 @@ impl<F: Family> Greedy<'_, F> {
     /// Component `col`'s `effect` (model units) on every pair it crosses.
     fn add_effect(&self, model: &mut Model, col: usize, effect: f64) {
         let rows = self.tester.m.col(col);
-        let parts = |pairs: &[u32]| self.parts(col, pairs);
+        let m = self.tester.m;
+        let parts = |pairs: &[u32]| {
+            nested_parts(m, col, pairs)
+                .into_iter()
+                .map(|(_, at)| at)
+                .collect()
+        };
         let add = self
             .tester
             .family
@@ -176,27 +182,6 @@ impl<F: Family> Greedy<'_, F> {
         for &i in rows {
             model.effect[i as usize] += add;
         }
-    }
-
-    /// For each column nested in `col` (a NIC of a host, a host of a ToR)
-    /// that some but not all of `pairs` cross, the positions in `pairs` of
-    /// those that do.
-    fn parts(&self, col: usize, pairs: &[u32]) -> Vec<Vec<usize>> {
-        let m = self.tester.m;
-        let mut by_column: HashMap<u32, Vec<usize>> = HashMap::new();
-        for (k, &i) in pairs.iter().enumerate() {
-            for &c in m.row(i as usize) {
-                if c as usize != col {
-                    by_column.entry(c).or_default().push(k);
-                }
-            }
-        }
-        let mut parts: Vec<(u32, Vec<usize>)> = by_column
-            .into_iter()
-            .filter(|(c, at)| at.len() < pairs.len() && nested_in(m, *c as usize, col))
-            .collect();
-        parts.sort_unstable_by_key(|(c, _)| *c);
-        parts.into_iter().map(|(_, at)| at).collect()
     }
 
     /// The hit pairs of an ECMP fault showing far more than its effect

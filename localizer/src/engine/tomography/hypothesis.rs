@@ -458,31 +458,42 @@ fn outside_most_hit_sub_component(
     rows: &[u32],
     hit: &[u32],
 ) -> Option<(Vec<u32>, usize)> {
-    let mut counts: HashMap<u32, (usize, usize)> = HashMap::new();
-    for &i in rows {
-        let is_hit = hit.binary_search(&i).is_ok();
+    let is_hit: Vec<bool> = rows.iter().map(|i| hit.binary_search(i).is_ok()).collect();
+    let (hits, _, at) = nested_parts(m, j, rows)
+        .into_iter()
+        .map(|(c, at)| (at.iter().filter(|&&k| is_hit[k]).count(), c, at))
+        .filter(|&(h, _, _)| h > 0)
+        .max_by_key(|&(h, c, _)| (h, std::cmp::Reverse(c)))?;
+    let mut inside = vec![false; rows.len()];
+    for k in at {
+        inside[k] = true;
+    }
+    let outside: Vec<u32> = rows
+        .iter()
+        .zip(inside)
+        .filter_map(|(&i, inside)| (!inside).then_some(i))
+        .collect();
+    Some((outside, hit.len() - hits))
+}
+
+/// For each column nested in `j` (a NIC of a host, a host of a ToR) that
+/// some but not all of `pairs` cross: the column, and the positions in
+/// `pairs` of those that cross it; sorted by column.
+pub(super) fn nested_parts(m: &PathMatrix, j: usize, pairs: &[u32]) -> Vec<(u32, Vec<usize>)> {
+    let mut by_column: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (k, &i) in pairs.iter().enumerate() {
         for &c in m.row(i as usize) {
             if c as usize != j {
-                let e = counts.entry(c).or_default();
-                e.0 += is_hit as usize;
-                e.1 += 1;
+                by_column.entry(c).or_default().push(k);
             }
         }
     }
-    let (&c, _) = counts
-        .iter()
-        .filter(|(&c, &(h, n))| h > 0 && n < rows.len() && nested_in(m, c as usize, j))
-        .max_by_key(|(&c, &(h, _))| (h, std::cmp::Reverse(c)))?;
-    let outside: Vec<u32> = rows
-        .iter()
-        .copied()
-        .filter(|&i| !m.row(i as usize).contains(&c))
+    let mut parts: Vec<(u32, Vec<usize>)> = by_column
+        .into_iter()
+        .filter(|(c, at)| at.len() < pairs.len() && nested_in(m, *c as usize, j))
         .collect();
-    let outside_hits = hit
-        .iter()
-        .filter(|&&i| !m.row(i as usize).contains(&c))
-        .count();
-    Some((outside, outside_hits))
+    parts.sort_unstable_by_key(|(c, _)| *c);
+    parts
 }
 
 /// Whether column `c`'s pairs are a proper subset of column `j`'s: `c` is

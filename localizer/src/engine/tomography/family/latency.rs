@@ -41,16 +41,13 @@ impl LatencyFamily<'_> {
         rows.iter().fold((0.0, 0.0), |(sw, swe), &i| {
             let i = i as usize;
             let s2 = self.sd(model, i).powi(2);
-            (
-                sw + 1.0 / s2,
-                swe + (self.obs.excess[i] - model.effect[i]) / s2,
-            )
+            (sw + 1.0 / s2, swe + self.left(model, i) / s2)
         })
     }
 
     /// The excess of pair `i` left by the model.
-    fn left(&self, model: &Model, i: u32) -> f64 {
-        self.obs.excess[i as usize] - model.effect[i as usize]
+    fn left(&self, model: &Model, i: usize) -> f64 {
+        self.obs.excess[i] - model.effect[i]
     }
 
     /// `pairs` (one route level of an accepted delay) without those of
@@ -127,7 +124,7 @@ impl Family for LatencyFamily<'_> {
         if !self.usable(model, i) {
             return false;
         }
-        let e = self.obs.excess[i] - model.effect[i];
+        let e = self.left(model, i);
         e > self.z_cov * self.sd(model, i) && e >= self.obs.min_excess[i]
     }
     fn informative(&self, model: &Model, i: usize) -> bool {
@@ -146,7 +143,7 @@ impl Family for LatencyFamily<'_> {
         (swe / sw, swe * swe / sw)
     }
     fn pair_evidence(&self, model: &Model, i: usize) -> f64 {
-        let z = (self.obs.excess[i] - model.effect[i]) / self.sd(model, i);
+        let z = self.left(model, i) / self.sd(model, i);
         if z > 0.0 {
             z * z
         } else {
@@ -204,7 +201,8 @@ impl Family for LatencyFamily<'_> {
         for pairs in &by_level {
             let kept = self.without_slower_parts(model, pairs, parts);
             if kept.len() >= LEVEL_EFFECT_PAIRS {
-                let mut left: Vec<f64> = kept.iter().map(|&i| self.left(model, i)).collect();
+                let mut left: Vec<f64> =
+                    kept.iter().map(|&i| self.left(model, i as usize)).collect();
                 return median(&mut left).max(0.0);
             }
         }
@@ -239,7 +237,7 @@ impl Family for LatencyFamily<'_> {
             .map(|&i| {
                 let i = i as usize;
                 let s = self.sd(model, i);
-                let e = self.obs.excess[i] - model.effect[i] - d;
+                let e = self.left(model, i) - d;
                 e * e / (s * s + spread * spread)
             })
             .sum()
