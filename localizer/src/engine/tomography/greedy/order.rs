@@ -162,18 +162,18 @@ impl<F: Family> Greedy<'_, F> {
                 .chain(rivals.iter().copied())
                 .flat_map(|v| t.m.col(v.col).iter().copied()),
         );
-        let away_from = |c: usize, taken: &[u32]| -> Vec<u32> {
-            t.rows(model, c)
-                .into_iter()
-                .filter(|i| spines.binary_search(i).is_err() && taken.binary_search(i).is_err())
-                .collect()
-        };
         let beneath = self.claimed_beneath(
             model,
             candidates()
                 .filter(|c| c.passes && t.m.columns[c.col].kind != Kind::Spine && shares(c))
-                .map(|c| c.col),
-            away_from,
+                .map(|c| {
+                    let away: Vec<u32> = t
+                        .rows(model, c.col)
+                        .into_iter()
+                        .filter(|i| spines.binary_search(i).is_err())
+                        .collect();
+                    (c.col, away)
+                }),
         );
         if beneath.is_empty() {
             return b;
@@ -200,32 +200,46 @@ impl<F: Family> Greedy<'_, F> {
             .map_or(b, |(_, v)| v.clone())
     }
 
-    /// The pairs of the faults beneath a spine, of `cols`: those that hold
-    /// on their pairs `away_from` the spines and from the pairs already
-    /// claimed, asked smallest first (then strongest). A neighbour of a
-    /// lossy container, and the container's ToR, hold away from the spines
-    /// only on the container's pairs: claimed by the container, their own
-    /// cross-ToR flows stay the spine's evidence (a NIC losing 25 % under
-    /// one ToR took the flows of a spine losing 11 % with its ToR, and two
-    /// spines beside it were paged).
+    /// The pairs of the faults beneath a spine, of `cols` (each with its
+    /// pairs away from the spines): those that hold on such pairs not
+    /// already claimed, asked smallest first (then strongest). A neighbour
+    /// of a lossy container, and the container's ToR, hold away from the
+    /// spines only on the container's pairs: claimed by the container,
+    /// their own cross-ToR flows stay the spine's evidence (a NIC losing
+    /// 25 % under one ToR took the flows of a spine losing 11 % with its
+    /// ToR, and two spines beside it were paged).
     fn claimed_beneath(
         &self,
         model: &Model,
-        cols: impl Iterator<Item = usize>,
-        away_from: impl Fn(usize, &[u32]) -> Vec<u32>,
+        cols: impl Iterator<Item = (usize, Vec<u32>)>,
     ) -> Vec<u32> {
         let t = self.tester;
-        let mut order: Vec<(usize, f64, usize)> = cols
-            .map(|c| {
-                let rest = away_from(c, &[]);
-                (rest.len(), t.family.fit(model, &rest).1, c)
+        let mut order: Vec<(usize, Vec<u32>, (f64, f64))> = cols
+            .map(|(c, away)| {
+                let fit = t.family.fit(model, &away);
+                (c, away, fit)
             })
             .collect();
-        order.sort_by(|x, y| x.0.cmp(&y.0).then(y.1.total_cmp(&x.1)).then(x.2.cmp(&y.2)));
+        order.sort_by(|(xc, xa, (_, xs)), (yc, ya, (_, ys))| {
+            xa.len()
+                .cmp(&ya.len())
+                .then(ys.total_cmp(xs))
+                .then(xc.cmp(yc))
+        });
         let mut beneath: Vec<u32> = Vec::new();
-        for (_, _, c) in order {
-            let rest = away_from(c, &beneath);
-            if self.holds(model, &rest, t.family.fit(model, &rest)) {
+        for (c, away, fit) in order {
+            let rest: Vec<u32> = away
+                .iter()
+                .copied()
+                .filter(|i| beneath.binary_search(i).is_err())
+                .collect();
+            // Nothing of it claimed yet: its fit is the one it was ranked by.
+            let fit = if rest.len() == away.len() {
+                fit
+            } else {
+                t.family.fit(model, &rest)
+            };
+            if self.holds(model, &rest, fit) {
                 beneath = sorted_set(beneath.into_iter().chain(t.m.col(c).iter().copied()));
             }
         }
